@@ -1,0 +1,1 @@
+//! The algorithm catalogue that needs no autograd.

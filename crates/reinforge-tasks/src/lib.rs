@@ -1,0 +1,13 @@
+//! Built-in synthetic, verifiable tasks for reinforge. Pure Rust: no tensors.
+//!
+//! The default experiment uses [`arith`], an addition task that can be solved in two written
+//! chain-of-thought patterns whose success rates differ under a small SFT model. It exists to
+//! reproduce the finding of "On the Mechanism of Reasoning Pattern Selection in Reinforcement
+//! Learning for Language Models": RLVR mostly raises the share of the pattern with the highest
+//! success rate, while each pattern's own success rate changes little.
+
+pub mod arith;
+pub mod tokenizer;
+
+pub use arith::{ArithTask, Pattern, Problem, Verdict};
+pub use tokenizer::CharTokenizer;

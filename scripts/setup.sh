@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by scripts/run.sh and scripts/test.sh.
+#
+# Installs libtorch from PyPI (torch==2.11.0, the version tch 0.24 is built against) into the
+# project-local, git-ignored virtual environment .venv, and points .venv/libtorch at it, which is
+# where .cargo/config.toml tells torch-sys to look and where binaries' rpath finds it at run time.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+TORCH_VERSION="2.11.0"
+PYTHON="${PYTHON:-python3}"
+venv="$root/.venv"
+stamp="$venv/.reinforge-torch-$TORCH_VERSION"
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "error: cargo not found; install a Rust toolchain (rustup) first" >&2
+  exit 1
+fi
+
+if [ ! -f "$stamp" ]; then
+  echo "==> setting up $venv with torch==$TORCH_VERSION (first run only)" >&2
+  if ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    echo "error: $PYTHON lacks venv/ensurepip (on Debian: apt-get install python3-venv)" >&2
+    exit 1
+  fi
+  [ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv"
+  # numpy is only for the side-by-side PyTorch benchmark script; the product never imports Python.
+  "$venv/bin/pip" install --disable-pip-version-check -q "torch==$TORCH_VERSION" numpy
+  touch "$stamp"
+fi
+
+site="$("$venv/bin/python" -c 'import torch, os; print(os.path.dirname(torch.__file__))')"
+ln -sfn "$site" "$venv/libtorch"
