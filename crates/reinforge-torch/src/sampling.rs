@@ -1,0 +1,137 @@
+//! Batched autoregressive sampling with a KV cache.
+
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use crate::cache::KvCache;
+use crate::model::{ForwardInput, Transformer};
+
+/// How to turn logits into tokens. Field names follow vLLM/TRL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingParams {
+    /// Softmax temperature; 0 means greedy decoding.
+    pub temperature: f64,
+    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches `top_p` (1 = off).
+    pub top_p: f64,
+    /// Keep only the `top_k` most likely tokens (0 = off).
+    pub top_k: i64,
+    /// Generation stops after this many new tokens (the completion is then "truncated").
+    pub max_new_tokens: usize,
+    /// Token ids that end a completion (kept as its last token).
+    pub stop_tokens: Vec<i64>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self { temperature: 1.0, top_p: 1.0, top_k: 0, max_new_tokens: 64, stop_tokens: vec![] }
+    }
+}
+
+/// One sampled completion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// New token ids, the stop token included when one was produced.
+    pub tokens: Vec<i64>,
+    /// Log-probability of each token under the temperature-scaled policy (before top-k/top-p
+    /// filtering, as verl and TRL compute the trainer-side log-probs).
+    pub logprobs: Vec<f32>,
+    /// True when generation hit `max_new_tokens` before a stop token.
+    pub truncated: bool,
+}
+
+/// Samples one completion per prompt. Prompts are left-padded so the batch decodes in lock
+/// step; position ids make the padding invisible to the model. Randomness comes from torch's
+/// generator (seed it with `tch::manual_seed`).
+pub fn generate(model: &Transformer, prompts: &[Vec<i64>], params: &SamplingParams, pad_id: i64, device: Device) -> Vec<Completion> {
+    let _guard = tch::no_grad_guard();
+    let b = prompts.len();
+    if b == 0 {
+        return vec![];
+    }
+    let (ids, mask) = left_pad(prompts, pad_id, device);
+    let mut positions = crate::model::positions_from_mask(&mask);
+    let mut key_mask = mask;
+    let mut cache = KvCache::new(model.config().num_hidden_layers);
+    let mut logits = model.forward(&ForwardInput { ids: &ids, positions: &positions, key_mask: &key_mask }, Some(&mut cache), true).squeeze_dim(1);
+    let mut out: Vec<Completion> = (0..b).map(|_| Completion { tokens: vec![], logprobs: vec![], truncated: true }).collect();
+    let mut live = vec![true; b];
+    let stop = Tensor::from_slice(&params.stop_tokens).to_device(device);
+    let mut next_pos = positions.narrow(1, positions.size()[1] - 1, 1) + 1;
+    for step in 0..params.max_new_tokens {
+        let logits32 = logits.to_kind(Kind::Float);
+        let (token, logp) = pick_tokens(&logits32, params);
+        let tokens = Vec::<i64>::try_from(&token).expect("int64 tokens");
+        let logps = Vec::<f32>::try_from(&logp).expect("float log-probs");
+        let stopped = if params.stop_tokens.is_empty() { vec![false; b] } else { Vec::<bool>::try_from(&Tensor::isin(&token, &stop, false, false)).expect("bool") };
+        for i in 0..b {
+            if live[i] {
+                out[i].tokens.push(tokens[i]);
+                out[i].logprobs.push(logps[i]);
+                if stopped[i] {
+                    live[i] = false;
+                    out[i].truncated = false;
+                }
+            }
+        }
+        if step + 1 == params.max_new_tokens || !live.iter().any(|&l| l) {
+            break;
+        }
+        positions = next_pos.shallow_clone();
+        next_pos = &next_pos + 1;
+        key_mask = Tensor::cat(&[&key_mask, &Tensor::ones([b as i64, 1], (Kind::Bool, device))], 1);
+        let input = ForwardInput { ids: &token.view([b as i64, 1]), positions: &positions, key_mask: &key_mask };
+        logits = model.forward(&input, Some(&mut cache), true).squeeze_dim(1);
+    }
+    out
+}
+
+/// Draws one token per row from `logits` `[B, V]`; returns the tokens and their log-probs
+/// under the temperature-scaled distribution.
+fn pick_tokens(logits: &Tensor, params: &SamplingParams) -> (Tensor, Tensor) {
+    if params.temperature <= 0.0 {
+        let logp = logits.log_softmax(-1, Kind::Float);
+        let token = logits.argmax(-1, true);
+        return (token.squeeze_dim(1), logp.gather(1, &token, false).squeeze_dim(1));
+    }
+    let scaled = logits / params.temperature;
+    let logp = scaled.log_softmax(-1, Kind::Float);
+    let filtered = filter_top_k_top_p(&scaled, params.top_k, params.top_p);
+    let token = filtered.softmax(-1, Kind::Float).multinomial(1, false);
+    (token.squeeze_dim(1), logp.gather(1, &token, false).squeeze_dim(1))
+}
+
+/// Sets to -inf the logits outside the top-k and outside the top-p nucleus (the HF
+/// `TopKLogitsWarper`/`TopPLogitsWarper` semantics: the most likely token always survives).
+pub fn filter_top_k_top_p(logits: &Tensor, top_k: i64, top_p: f64) -> Tensor {
+    let v = logits.size()[1];
+    let mut out = logits.shallow_clone();
+    if top_k > 0 && top_k < v {
+        let (kth, _) = out.topk(top_k, -1, true, true);
+        let threshold = kth.narrow(1, top_k - 1, 1);
+        out = out.masked_fill(&out.lt_tensor(&threshold), f64::NEG_INFINITY);
+    }
+    if top_p < 1.0 {
+        let (sorted, idx) = out.sort(-1, false);
+        let cum = sorted.softmax(-1, Kind::Float).cumsum(-1, Kind::Float);
+        // Ascending order: drop the tail whose cumulative mass is at most 1 - top_p.
+        let drop = cum.le(1.0 - top_p);
+        let _ = drop.narrow(1, v - 1, 1).fill_(0);
+        let drop_orig = drop.scatter(1, &idx, &drop);
+        out = out.masked_fill(&drop_orig, f64::NEG_INFINITY);
+    }
+    out
+}
+
+/// Left-pads `prompts` to a `[B, L]` id tensor and its bool mask of real tokens.
+pub fn left_pad(prompts: &[Vec<i64>], pad_id: i64, device: Device) -> (Tensor, Tensor) {
+    let l = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let mut ids = Vec::with_capacity(prompts.len() * l);
+    let mut mask = Vec::with_capacity(prompts.len() * l);
+    for p in prompts {
+        ids.extend(std::iter::repeat(pad_id).take(l - p.len()).chain(p.iter().copied()));
+        mask.extend(std::iter::repeat(false).take(l - p.len()).chain(std::iter::repeat(true).take(p.len())));
+    }
+    let shape = [prompts.len() as i64, l as i64];
+    (Tensor::from_slice(&ids).view(shape).to_device(device), Tensor::from_slice(&mask).view(shape).to_device(device))
+}
