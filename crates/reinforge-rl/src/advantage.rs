@@ -17,7 +17,10 @@ pub struct AdvantageConfig {
 
 impl Default for AdvantageConfig {
     fn default() -> Self {
-        Self { norm_by_std: true, epsilon: 1e-6 }
+        Self {
+            norm_by_std: true,
+            epsilon: 1e-6,
+        }
     }
 }
 
@@ -32,12 +35,20 @@ pub fn grpo_advantages(scores: &[f64], groups: &Groups, cfg: &AdvantageConfig) -
         } else {
             let n = rows.len() as f64;
             let mean = rows.iter().map(|&i| scores[i]).sum::<f64>() / n;
-            let var = rows.iter().map(|&i| (scores[i] - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            let var = rows
+                .iter()
+                .map(|&i| (scores[i] - mean).powi(2))
+                .sum::<f64>()
+                / (n - 1.0);
             (mean, var.sqrt())
         };
         for &i in rows {
             let centred = scores[i] - mean;
-            adv[i] = if cfg.norm_by_std { centred / (std + cfg.epsilon) } else { centred };
+            adv[i] = if cfg.norm_by_std {
+                centred / (std + cfg.epsilon)
+            } else {
+                centred
+            };
         }
     }
     adv
@@ -50,22 +61,44 @@ mod tests {
     #[test]
     fn hand_checked_group() {
         // Group rewards 1, 0, 0, 1: mean 0.5, unbiased std sqrt(1/3).
-        let adv = grpo_advantages(&[1.0, 0.0, 0.0, 1.0], &Groups::contiguous(1, 4), &AdvantageConfig { norm_by_std: true, epsilon: 0.0 });
+        let adv = grpo_advantages(
+            &[1.0, 0.0, 0.0, 1.0],
+            &Groups::contiguous(1, 4),
+            &AdvantageConfig {
+                norm_by_std: true,
+                epsilon: 0.0,
+            },
+        );
         let a = 0.5 / (1.0f64 / 3.0).sqrt();
         assert_eq!(adv, vec![a, -a, -a, a]);
-        let dr = grpo_advantages(&[1.0, 0.0, 0.0, 1.0], &Groups::contiguous(1, 4), &AdvantageConfig { norm_by_std: false, epsilon: 1e-6 });
+        let dr = grpo_advantages(
+            &[1.0, 0.0, 0.0, 1.0],
+            &Groups::contiguous(1, 4),
+            &AdvantageConfig {
+                norm_by_std: false,
+                epsilon: 1e-6,
+            },
+        );
         assert_eq!(dr, vec![0.5, -0.5, -0.5, 0.5]);
     }
 
     #[test]
     fn all_equal_groups_give_exactly_zero() {
-        let adv = grpo_advantages(&[1.0, 1.0, 0.0, 0.0], &Groups::contiguous(2, 2), &AdvantageConfig::default());
+        let adv = grpo_advantages(
+            &[1.0, 1.0, 0.0, 0.0],
+            &Groups::contiguous(2, 2),
+            &AdvantageConfig::default(),
+        );
         assert!(adv.iter().all(|&a| a == 0.0));
     }
 
     #[test]
     fn singleton_group_is_scaled_score() {
-        let adv = grpo_advantages(&[0.5], &Groups::contiguous(1, 1), &AdvantageConfig::default());
+        let adv = grpo_advantages(
+            &[0.5],
+            &Groups::contiguous(1, 1),
+            &AdvantageConfig::default(),
+        );
         assert_eq!(adv, vec![0.5 / (1.0 + 1e-6)]);
     }
 }

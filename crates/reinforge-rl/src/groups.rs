@@ -21,12 +21,21 @@ impl Groups {
             });
             map.get_mut(&id).expect("just inserted").push(row);
         }
-        Self { members: order.iter().map(|id| map.remove(id).expect("present")).collect() }
+        Self {
+            members: order
+                .iter()
+                .map(|id| map.remove(id).expect("present"))
+                .collect(),
+        }
     }
 
     /// `n_groups` contiguous blocks of `group_size` rows (TRL's layout).
     pub fn contiguous(n_groups: usize, group_size: usize) -> Self {
-        Self { members: (0..n_groups).map(|g| (g * group_size..(g + 1) * group_size).collect()).collect() }
+        Self {
+            members: (0..n_groups)
+                .map(|g| (g * group_size..(g + 1) * group_size).collect())
+                .collect(),
+        }
     }
 
     /// The rows of each group.
@@ -64,8 +73,15 @@ impl GroupStats {
         let n = rewards.len() as f64;
         let mean = rewards.iter().sum::<f64>() / n;
         let std = (rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
-        let flat = groups.iter().filter(|g| g.iter().all(|&i| rewards[i] == rewards[g[0]])).count();
-        Self { mean, std, zero_variance_frac: flat as f64 / groups.len().max(1) as f64 }
+        let flat = groups
+            .iter()
+            .filter(|g| g.iter().all(|&i| rewards[i] == rewards[g[0]]))
+            .count();
+        Self {
+            mean,
+            std,
+            zero_variance_frac: flat as f64 / groups.len().max(1) as f64,
+        }
     }
 }
 
@@ -78,7 +94,10 @@ mod tests {
         let g = Groups::from_index(&[5, 2, 5, 9, 2]);
         let v: Vec<&[usize]> = g.iter().collect();
         assert_eq!(v, vec![&[0, 2][..], &[1, 4][..], &[3][..]]);
-        assert_eq!(Groups::contiguous(2, 3).iter().collect::<Vec<_>>(), vec![&[0, 1, 2][..], &[3, 4, 5][..]]);
+        assert_eq!(
+            Groups::contiguous(2, 3).iter().collect::<Vec<_>>(),
+            vec![&[0, 1, 2][..], &[3, 4, 5][..]]
+        );
     }
 
     #[test]

@@ -95,7 +95,10 @@ const HELDOUT_ONE_IN: u64 = 8;
 impl ArithTask {
     /// A task with `digits`-digit operands (1 to 9).
     pub fn new(digits: u32) -> Self {
-        assert!((1..=9).contains(&digits), "digits must be in 1..=9, got {digits}");
+        assert!(
+            (1..=9).contains(&digits),
+            "digits must be in 1..=9, got {digits}"
+        );
         Self { digits }
     }
 
@@ -144,7 +147,10 @@ impl ArithTask {
     /// Draws one problem of `split` uniformly.
     pub fn sample(&self, rng: &mut impl Rng, split: Split) -> Problem {
         loop {
-            let p = Problem { a: rng.gen_range(0..self.bound()), b: rng.gen_range(0..self.bound()) };
+            let p = Problem {
+                a: rng.gen_range(0..self.bound()),
+                b: rng.gen_range(0..self.bound()),
+            };
             if self.is_heldout(&p) == (split == Split::Heldout) {
                 return p;
             }
@@ -183,7 +189,13 @@ impl ArithTask {
         }
         let shape = b"d+d+d=dd";
         let is_step = bytes.len() >= shape.len()
-            && shape.iter().zip(bytes).all(|(&s, &c)| if s == b'd' { c.is_ascii_digit() } else { s == c });
+            && shape.iter().zip(bytes).all(|(&s, &c)| {
+                if s == b'd' {
+                    c.is_ascii_digit()
+                } else {
+                    s == c
+                }
+            });
         if is_step {
             Pattern::Columns
         } else {
@@ -212,8 +224,14 @@ mod tests {
         assert_eq!(t.prompt(&P), "347+865=");
         assert_eq!(t.prompt(&Problem { a: 7, b: 42 }), "007+042=");
         assert_eq!(t.completion(&P, Pattern::Direct), ">1212");
-        assert_eq!(t.completion(&P, Pattern::Columns), "7+5+0=12,4+6+1=11,3+8+1=12>1212");
-        assert_eq!(t.completion(&Problem { a: 1, b: 2 }, Pattern::Columns), "1+2+0=03,0+0+0=00,0+0+0=00>0003");
+        assert_eq!(
+            t.completion(&P, Pattern::Columns),
+            "7+5+0=12,4+6+1=11,3+8+1=12>1212"
+        );
+        assert_eq!(
+            t.completion(&Problem { a: 1, b: 2 }, Pattern::Columns),
+            "1+2+0=03,0+0+0=00,0+0+0=00>0003"
+        );
     }
 
     #[test]
@@ -232,14 +250,37 @@ mod tests {
     fn verifier_on_hand_written_completions() {
         let t = ArithTask::new(3);
         assert_eq!(t.verify(&P, ">1212"), Verdict::Correct);
-        assert_eq!(t.verify(&P, ">01212"), Verdict::Correct, "leading zeros are the same number");
+        assert_eq!(
+            t.verify(&P, ">01212"),
+            Verdict::Correct,
+            "leading zeros are the same number"
+        );
         assert_eq!(t.verify(&P, ">1211"), Verdict::Incorrect);
-        assert_eq!(t.verify(&P, "7+5+0=12,4+6+1=11,3+8+1=12>1112"), Verdict::Incorrect, "wrong answer after right steps");
-        assert_eq!(t.verify(&P, "1212"), Verdict::Unparsable, "no answer marker");
+        assert_eq!(
+            t.verify(&P, "7+5+0=12,4+6+1=11,3+8+1=12>1112"),
+            Verdict::Incorrect,
+            "wrong answer after right steps"
+        );
+        assert_eq!(
+            t.verify(&P, "1212"),
+            Verdict::Unparsable,
+            "no answer marker"
+        );
         assert_eq!(t.verify(&P, ">"), Verdict::Unparsable, "empty answer");
-        assert_eq!(t.verify(&P, ">12,12"), Verdict::Unparsable, "non-digits are not skipped");
-        assert_eq!(t.verify(&P, ">1212>1212"), Verdict::Unparsable, "two answers never count");
-        assert_eq!(t.verify(&P, ">99999999999999999999999"), Verdict::Unparsable);
+        assert_eq!(
+            t.verify(&P, ">12,12"),
+            Verdict::Unparsable,
+            "non-digits are not skipped"
+        );
+        assert_eq!(
+            t.verify(&P, ">1212>1212"),
+            Verdict::Unparsable,
+            "two answers never count"
+        );
+        assert_eq!(
+            t.verify(&P, ">99999999999999999999999"),
+            Verdict::Unparsable
+        );
     }
 
     #[test]
@@ -247,7 +288,11 @@ mod tests {
         let t = ArithTask::new(3);
         assert_eq!(t.classify(">1212"), Pattern::Direct);
         assert_eq!(t.classify(">"), Pattern::Direct);
-        assert_eq!(t.classify("7+5+0=12,4+6"), Pattern::Columns, "a truncated columns solution");
+        assert_eq!(
+            t.classify("7+5+0=12,4+6"),
+            Pattern::Columns,
+            "a truncated columns solution"
+        );
         assert_eq!(t.classify("7+5+0=1"), Pattern::Other);
         assert_eq!(t.classify("1212"), Pattern::Other);
         assert_eq!(t.classify(""), Pattern::Other);
@@ -259,7 +304,13 @@ mod tests {
         let train = t.problems(1, 2000, Split::Train);
         let held = t.problems(1, 300, Split::Heldout);
         assert!(held.iter().all(|h| !train.contains(h)));
-        assert_eq!(t.problems(9, 50, Split::Train), t.problems(9, 50, Split::Train));
-        assert_ne!(t.problems(9, 50, Split::Train), t.problems(10, 50, Split::Train));
+        assert_eq!(
+            t.problems(9, 50, Split::Train),
+            t.problems(9, 50, Split::Train)
+        );
+        assert_ne!(
+            t.problems(9, 50, Split::Train),
+            t.problems(10, 50, Split::Train)
+        );
     }
 }

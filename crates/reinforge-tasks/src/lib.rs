@@ -9,5 +9,5 @@
 pub mod arith;
 pub mod tokenizer;
 
-pub use arith::{ArithTask, Pattern, Problem, Verdict};
+pub use arith::{ArithTask, Pattern, Problem, Split, Verdict};
 pub use tokenizer::CharTokenizer;

@@ -30,7 +30,9 @@ pub struct UnknownChar {
 impl CharTokenizer {
     /// A tokenizer over `alphabet` (order fixes the ids, starting at 3).
     pub fn new(alphabet: &str) -> Self {
-        Self { alphabet: alphabet.chars().collect() }
+        Self {
+            alphabet: alphabet.chars().collect(),
+        }
     }
 
     /// Number of ids, special tokens included.
@@ -42,9 +44,15 @@ impl CharTokenizer {
     pub fn encode(&self, text: &str) -> Result<Vec<i64>, UnknownChar> {
         text.char_indices()
             .map(|(pos, ch)| {
-                self.alphabet.iter().position(|&c| c == ch).map(|i| i as i64 + 3).ok_or_else(|| {
-                    UnknownChar { ch, pos, alphabet: self.alphabet.iter().collect() }
-                })
+                self.alphabet
+                    .iter()
+                    .position(|&c| c == ch)
+                    .map(|i| i as i64 + 3)
+                    .ok_or_else(|| UnknownChar {
+                        ch,
+                        pos,
+                        alphabet: self.alphabet.iter().collect(),
+                    })
             })
             .collect()
     }
@@ -56,7 +64,11 @@ impl CharTokenizer {
             .take_while(|&&id| id != EOS)
             .filter(|&&id| id != PAD && id != BOS)
             .map(|&id| {
-                usize::try_from(id - 3).ok().and_then(|i| self.alphabet.get(i)).copied().unwrap_or('\u{FFFD}')
+                usize::try_from(id - 3)
+                    .ok()
+                    .and_then(|i| self.alphabet.get(i))
+                    .copied()
+                    .unwrap_or('\u{FFFD}')
             })
             .collect()
     }

@@ -23,9 +23,19 @@ pub struct SequenceBatch {
 impl SequenceBatch {
     /// Packs `prompts[i] ++ completions[i]`; padding uses `pad_id`.
     pub fn new(prompts: &[&[i64]], completions: &[&[i64]], pad_id: i64, device: Device) -> Self {
-        assert_eq!(prompts.len(), completions.len(), "one completion per prompt");
+        assert_eq!(
+            prompts.len(),
+            completions.len(),
+            "one completion per prompt"
+        );
         let n = prompts.len();
-        let width = prompts.iter().zip(completions).map(|(p, c)| p.len() + c.len()).max().unwrap_or(1).max(2);
+        let width = prompts
+            .iter()
+            .zip(completions)
+            .map(|(p, c)| p.len() + c.len())
+            .max()
+            .unwrap_or(1)
+            .max(2);
         let mut ids = vec![pad_id; n * width];
         let mut attn = vec![false; n * width];
         let mut loss = vec![0f32; n * (width - 1)];
@@ -46,7 +56,9 @@ impl SequenceBatch {
             ids: Tensor::from_slice(&ids).view(shape).to_device(device),
             positions: crate::model::positions_from_mask(&attn),
             attn,
-            loss_mask: Tensor::from_slice(&loss).view([n as i64, width as i64 - 1]).to_device(device),
+            loss_mask: Tensor::from_slice(&loss)
+                .view([n as i64, width as i64 - 1])
+                .to_device(device),
             prompt_lens: prompts.iter().map(|p| p.len()).collect(),
             width,
         }
@@ -73,12 +85,18 @@ impl SequenceBatch {
             let skip = usize::from(p == 0);
             out[start..start + v.len() - skip].copy_from_slice(&v[skip..]);
         }
-        Tensor::from_slice(&out).view([self.len() as i64, w as i64]).to_device(self.ids.device())
+        Tensor::from_slice(&out)
+            .view([self.len() as i64, w as i64])
+            .to_device(self.ids.device())
     }
 
     /// Per-row values `[N]` broadcast to every target position: `[N, L-1]`.
     pub fn row_values(&self, values: &[f32]) -> Tensor {
-        Tensor::from_slice(values).to_device(self.ids.device()).view([-1, 1]).expand([self.len() as i64, self.width as i64 - 1], false).to_kind(Kind::Float)
+        Tensor::from_slice(values)
+            .to_device(self.ids.device())
+            .view([-1, 1])
+            .expand([self.len() as i64, self.width as i64 - 1], false)
+            .to_kind(Kind::Float)
     }
 
     /// The rows `idx` as a new batch (for mini-batches).

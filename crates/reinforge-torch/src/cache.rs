@@ -12,7 +12,12 @@ pub struct KvCache {
 impl KvCache {
     /// An empty cache for a model of `num_layers` layers.
     pub fn new(num_layers: usize) -> Self {
-        Self { layers: (0..num_layers).map(|_| (Tensor::new(), Tensor::new())).collect(), len: 0 }
+        Self {
+            layers: (0..num_layers)
+                .map(|_| (Tensor::new(), Tensor::new()))
+                .collect(),
+            len: 0,
+        }
     }
 
     /// Number of cached positions.

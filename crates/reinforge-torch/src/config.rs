@@ -69,7 +69,8 @@ impl ModelConfig {
 
     /// Width of one attention head.
     pub fn head_dim(&self) -> usize {
-        self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
+        self.head_dim
+            .unwrap_or(self.hidden_size / self.num_attention_heads)
     }
 
     /// Checks the invariants the implementation relies on, naming the offending field.
@@ -96,19 +97,28 @@ impl ModelConfig {
             );
         }
         if self.head_dim() % 2 != 0 {
-            bail!("head dimension must be even for rotary embeddings, got {}", self.head_dim());
+            bail!(
+                "head dimension must be even for rotary embeddings, got {}",
+                self.head_dim()
+            );
         }
         if self.hidden_act != "silu" {
-            bail!("config field `hidden_act` must be \"silu\" (SwiGLU), got {:?}", self.hidden_act);
+            bail!(
+                "config field `hidden_act` must be \"silu\" (SwiGLU), got {:?}",
+                self.hidden_act
+            );
         }
         Ok(())
     }
 
     /// Reads and validates `config.json`.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let cfg: Self = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        cfg.validate().with_context(|| format!("invalid model config {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let cfg: Self =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        cfg.validate()
+            .with_context(|| format!("invalid model config {}", path.display()))?;
         Ok(cfg)
     }
 

@@ -7,8 +7,20 @@ use crate::model::{ForwardInput, Transformer};
 
 /// Log-probs of each target token and the entropy of each predictive distribution, both
 /// `[N, L-1]`, from logits divided by `temperature` (so they match the sampler's log-probs).
-pub fn token_logprobs(model: &Transformer, batch: &SequenceBatch, temperature: f64) -> (Tensor, Tensor) {
-    let logits = model.forward(&ForwardInput { ids: &batch.ids, positions: &batch.positions, key_mask: &batch.attn }, None, false);
+pub fn token_logprobs(
+    model: &Transformer,
+    batch: &SequenceBatch,
+    temperature: f64,
+) -> (Tensor, Tensor) {
+    let logits = model.forward(
+        &ForwardInput {
+            ids: &batch.ids,
+            positions: &batch.positions,
+            key_mask: &batch.attn,
+        },
+        None,
+        false,
+    );
     let l = logits.size()[1];
     let mut logits = logits.narrow(1, 0, l - 1).to_kind(Kind::Float);
     if temperature > 0.0 && temperature != 1.0 {

@@ -30,7 +30,12 @@ pub struct TokenTerms {
 }
 
 /// The PPO-clip surrogate per token. `advantages` broadcasts against `logp` (`[N, T]` or `[N, 1]`).
-pub fn ppo_clip_terms(logp: &Tensor, old_logp: &Tensor, advantages: &Tensor, clip: &PpoClip) -> TokenTerms {
+pub fn ppo_clip_terms(
+    logp: &Tensor,
+    old_logp: &Tensor,
+    advantages: &Tensor,
+    clip: &PpoClip,
+) -> TokenTerms {
     let neg_log_ratio = old_logp - logp;
     let ratio = (logp - old_logp).clamp(-20.0, 20.0).exp();
     let unclipped = -advantages * &ratio;
@@ -41,8 +46,14 @@ pub fn ppo_clip_terms(logp: &Tensor, old_logp: &Tensor, advantages: &Tensor, cli
     let neg = advantages.lt(0.0);
     TokenTerms {
         pg,
-        clipped_high: detached.gt(1.0 + clip.epsilon_high).logical_and(&pos).to_kind(Kind::Float),
-        clipped_low: detached.lt(1.0 - clip.epsilon_low).logical_and(&neg).to_kind(Kind::Float),
+        clipped_high: detached
+            .gt(1.0 + clip.epsilon_high)
+            .logical_and(&pos)
+            .to_kind(Kind::Float),
+        clipped_low: detached
+            .lt(1.0 - clip.epsilon_low)
+            .logical_and(&neg)
+            .to_kind(Kind::Float),
         neg_log_ratio: neg_log_ratio.detach(),
     }
 }
@@ -84,7 +95,10 @@ mod tests {
         let logp = t(&[0.5, -0.5, 0.0, 0.1]);
         let old = t(&[0.0, 0.0, 0.0, 0.0]);
         let adv = t(&[1.0, -1.0, 2.0, -1.0]);
-        let clip = PpoClip { epsilon_low: 0.2, epsilon_high: 0.28 };
+        let clip = PpoClip {
+            epsilon_low: 0.2,
+            epsilon_high: 0.28,
+        };
         let terms = ppo_clip_terms(&logp, &old, &adv, &clip);
         let pg = Vec::<f64>::try_from(terms.pg.flatten(0, -1)).unwrap();
         // A>0, r>1.28: clipped to -1.28. A<0, r<0.8: max(0.607, 0.8) = 0.8. r=1: -2. A<0, r=1.105: 1.105.
@@ -92,18 +106,35 @@ mod tests {
         for (g, e) in pg.iter().zip(expected) {
             assert!((g - e).abs() < 1e-12, "{pg:?}");
         }
-        assert_eq!(Vec::<f64>::try_from(terms.clipped_high.flatten(0, -1)).unwrap(), vec![1.0, 0.0, 0.0, 0.0]);
-        assert_eq!(Vec::<f64>::try_from(terms.clipped_low.flatten(0, -1)).unwrap(), vec![0.0, 1.0, 0.0, 0.0]);
+        assert_eq!(
+            Vec::<f64>::try_from(terms.clipped_high.flatten(0, -1)).unwrap(),
+            vec![1.0, 0.0, 0.0, 0.0]
+        );
+        assert_eq!(
+            Vec::<f64>::try_from(terms.clipped_low.flatten(0, -1)).unwrap(),
+            vec![0.0, 1.0, 0.0, 0.0]
+        );
     }
 
     #[test]
     fn clipped_tokens_have_no_gradient() {
         let logp = t(&[0.5, 0.0]).set_requires_grad(true);
-        let terms = ppo_clip_terms(&logp, &t(&[0.0, 0.0]), &t(&[1.0, 1.0]), &PpoClip { epsilon_low: 0.2, epsilon_high: 0.2 });
+        let terms = ppo_clip_terms(
+            &logp,
+            &t(&[0.0, 0.0]),
+            &t(&[1.0, 1.0]),
+            &PpoClip {
+                epsilon_low: 0.2,
+                epsilon_high: 0.2,
+            },
+        );
         terms.pg.sum(Kind::Double).backward();
         let g = Vec::<f64>::try_from(logp.grad().flatten(0, -1)).unwrap();
         assert_eq!(g[0], 0.0);
-        assert!((g[1] + 1.0).abs() < 1e-12, "d(-A r)/dlogp = -A r = -1 at r = 1");
+        assert!(
+            (g[1] + 1.0).abs() < 1e-12,
+            "d(-A r)/dlogp = -A r = -1 at r = 1"
+        );
     }
 
     #[test]
@@ -113,7 +144,10 @@ mod tests {
         assert_eq!(v[0], 0.0);
         assert!((v[1] - (1f64.exp() - 2.0)).abs() < 1e-12);
         assert!((v[2] - ((-1f64).exp())).abs() < 1e-12);
-        assert!((v[3] - 19.0f64.min(10.0)).abs() < 1e-12, "log-ratio -30 clamps to -20, value e^-20+19 clamps to 10");
+        assert!(
+            (v[3] - 19.0f64.min(10.0)).abs() < 1e-12,
+            "log-ratio -30 clamps to -20, value e^-20+19 clamps to 10"
+        );
     }
 
     #[test]

@@ -14,7 +14,14 @@ use crate::config::ModelConfig;
 const INIT_STD: f64 = 0.02;
 
 fn weight(p: &Path, name: &str, out: usize, inp: usize) -> Tensor {
-    (p / name).var("weight", &[out as i64, inp as i64], Init::Randn { mean: 0.0, stdev: INIT_STD })
+    (p / name).var(
+        "weight",
+        &[out as i64, inp as i64],
+        Init::Randn {
+            mean: 0.0,
+            stdev: INIT_STD,
+        },
+    )
 }
 
 /// A linear map `x W^T (+ b)` with HF parameter names.
@@ -45,7 +52,10 @@ struct RmsNorm {
 
 impl RmsNorm {
     fn new(p: &Path, size: usize, eps: f64) -> Self {
-        Self { w: p.var("weight", &[size as i64], Init::Const(1.0)), eps }
+        Self {
+            w: p.var("weight", &[size as i64], Init::Const(1.0)),
+            eps,
+        }
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
@@ -71,14 +81,22 @@ impl Rope {
         let t = Tensor::arange(cfg.max_position_embeddings as i64, (Kind::Double, device));
         let freqs = t.outer(&inv_freq);
         let emb = Tensor::cat(&[&freqs, &freqs], -1);
-        Self { cos: emb.cos().to_kind(Kind::Float), sin: emb.sin().to_kind(Kind::Float) }
+        Self {
+            cos: emb.cos().to_kind(Kind::Float),
+            sin: emb.sin().to_kind(Kind::Float),
+        }
     }
 
     /// `(cos, sin)` of shape `[B, 1, T, D]` for `positions` of shape `[B, T]`.
     fn tables(&self, positions: &Tensor, kind: Kind) -> (Tensor, Tensor) {
         let (b, t) = positions.size2().expect("positions are [B, T]");
         let flat = positions.flatten(0, 1);
-        let pick = |table: &Tensor| table.index_select(0, &flat).view([b, 1, t, -1]).to_kind(kind);
+        let pick = |table: &Tensor| {
+            table
+                .index_select(0, &flat)
+                .view([b, 1, t, -1])
+                .to_kind(kind)
+        };
         (pick(&self.cos), pick(&self.sin))
     }
 }
@@ -118,7 +136,13 @@ impl Attention {
         }
     }
 
-    fn forward(&self, x: &Tensor, rope: &(Tensor, Tensor), mask: &Tensor, cache: Option<&mut (Tensor, Tensor)>) -> Tensor {
+    fn forward(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        mask: &Tensor,
+        cache: Option<&mut (Tensor, Tensor)>,
+    ) -> Tensor {
         let (b, t, _) = x.size3().expect("hidden states are [B, T, H]");
         let split = |y: Tensor, n: i64| y.view([b, t, n, self.head_dim]).transpose(1, 2);
         let q = apply_rope(&split(self.q.forward(x), self.heads), &rope.0, &rope.1);
@@ -133,7 +157,10 @@ impl Attention {
         }
         let gqa = self.heads != self.kv_heads;
         let y = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, None, gqa);
-        self.o.forward(&y.transpose(1, 2).reshape([b, t, self.heads * self.head_dim]))
+        self.o.forward(
+            &y.transpose(1, 2)
+                .reshape([b, t, self.heads * self.head_dim]),
+        )
     }
 }
 
@@ -147,11 +174,16 @@ struct Mlp {
 impl Mlp {
     fn new(p: &Path, cfg: &ModelConfig) -> Self {
         let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-        Self { gate: Linear::new(p, "gate_proj", h, i, false), up: Linear::new(p, "up_proj", h, i, false), down: Linear::new(p, "down_proj", i, h, false) }
+        Self {
+            gate: Linear::new(p, "gate_proj", h, i, false),
+            up: Linear::new(p, "up_proj", h, i, false),
+            down: Linear::new(p, "down_proj", i, h, false),
+        }
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
-        self.down.forward(&(self.gate.forward(x).silu() * self.up.forward(x)))
+        self.down
+            .forward(&(self.gate.forward(x).silu() * self.up.forward(x)))
     }
 }
 
@@ -189,21 +221,44 @@ impl Transformer {
     /// with the normal(0, 0.02) of HF's `initializer_range`.
     pub fn new(p: &Path, cfg: &ModelConfig) -> Self {
         let m = p / "model";
-        let embed = (&m / "embed_tokens").var("weight", &[cfg.vocab_size as i64, cfg.hidden_size as i64], Init::Randn { mean: 0.0, stdev: INIT_STD });
+        let embed = (&m / "embed_tokens").var(
+            "weight",
+            &[cfg.vocab_size as i64, cfg.hidden_size as i64],
+            Init::Randn {
+                mean: 0.0,
+                stdev: INIT_STD,
+            },
+        );
         let blocks = (0..cfg.num_hidden_layers)
             .map(|i| {
                 let l = &m / "layers" / i;
                 Block {
-                    norm1: RmsNorm::new(&(&l / "input_layernorm"), cfg.hidden_size, cfg.rms_norm_eps),
+                    norm1: RmsNorm::new(
+                        &(&l / "input_layernorm"),
+                        cfg.hidden_size,
+                        cfg.rms_norm_eps,
+                    ),
                     attn: Attention::new(&(&l / "self_attn"), cfg),
-                    norm2: RmsNorm::new(&(&l / "post_attention_layernorm"), cfg.hidden_size, cfg.rms_norm_eps),
+                    norm2: RmsNorm::new(
+                        &(&l / "post_attention_layernorm"),
+                        cfg.hidden_size,
+                        cfg.rms_norm_eps,
+                    ),
                     mlp: Mlp::new(&(&l / "mlp"), cfg),
                 }
             })
             .collect();
         let norm = RmsNorm::new(&(&m / "norm"), cfg.hidden_size, cfg.rms_norm_eps);
-        let head = (!cfg.tie_word_embeddings).then(|| weight(p, "lm_head", cfg.vocab_size, cfg.hidden_size));
-        Self { cfg: cfg.clone(), embed, blocks, norm, head, rope: Rope::new(cfg, p.device()) }
+        let head = (!cfg.tie_word_embeddings)
+            .then(|| weight(p, "lm_head", cfg.vocab_size, cfg.hidden_size));
+        Self {
+            cfg: cfg.clone(),
+            embed,
+            blocks,
+            norm,
+            head,
+            rope: Rope::new(cfg, p.device()),
+        }
     }
 
     /// The configuration the model was built from.
@@ -213,7 +268,12 @@ impl Transformer {
 
     /// Logits `[B, T, V]` for the tokens of `input` (or `[B, 1, V]` for the last position only
     /// when `last_only`). With a cache, the keys/values of this call are appended to it.
-    pub fn forward(&self, input: &ForwardInput, mut cache: Option<&mut KvCache>, last_only: bool) -> Tensor {
+    pub fn forward(
+        &self,
+        input: &ForwardInput,
+        mut cache: Option<&mut KvCache>,
+        last_only: bool,
+    ) -> Tensor {
         let t = input.ids.size()[1];
         let past = cache.as_ref().map_or(0, |c| c.len());
         let mut x = Tensor::embedding(&self.embed, input.ids, -1, false, false);
@@ -221,7 +281,10 @@ impl Transformer {
         let mask = attention_mask(input.key_mask, past, t);
         for (i, block) in self.blocks.iter().enumerate() {
             let layer_cache = cache.as_mut().map(|c| c.layer_mut(i));
-            x = &x + block.attn.forward(&block.norm1.forward(&x), &rope, &mask, layer_cache);
+            x = &x
+                + block
+                    .attn
+                    .forward(&block.norm1.forward(&x), &rope, &mask, layer_cache);
             x = &x + block.mlp.forward(&block.norm2.forward(&x));
         }
         if let Some(c) = cache {
@@ -256,5 +319,8 @@ pub fn positions_from_mask(mask: &Tensor) -> Tensor {
 
 /// Number of parameters of `vs`.
 pub fn num_parameters(vs: &nn::VarStore) -> i64 {
-    vs.trainable_variables().iter().map(|t| t.numel() as i64).sum()
+    vs.trainable_variables()
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum()
 }

@@ -23,7 +23,13 @@ pub struct AdamWConfig {
 
 impl Default for AdamWConfig {
     fn default() -> Self {
-        Self { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }
+        Self {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
     }
 }
 
@@ -41,12 +47,23 @@ pub struct AdamW {
 impl AdamW {
     /// A fresh optimiser (zero moments) for the variables of `vs`.
     pub fn new(vs: &VarStore, cfg: AdamWConfig) -> Self {
-        let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
+        let mut named: Vec<(String, Tensor)> = vs
+            .variables()
+            .into_iter()
+            .filter(|(_, t)| t.requires_grad())
+            .collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
         let exp_avg = named.iter().map(|(_, t)| t.zeros_like()).collect();
         let exp_avg_sq = named.iter().map(|(_, t)| t.zeros_like()).collect();
         let (names, params) = named.into_iter().unzip();
-        Self { cfg, names, params, exp_avg, exp_avg_sq, steps: 0 }
+        Self {
+            cfg,
+            names,
+            params,
+            exp_avg,
+            exp_avg_sq,
+            steps: 0,
+        }
     }
 
     /// Number of updates taken.
@@ -68,12 +85,23 @@ impl AdamW {
     /// `torch.nn.utils.clip_grad_norm_`) and returns the norm before clipping.
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> f64 {
         let _guard = tch::no_grad_guard();
-        let grads: Vec<Tensor> = self.params.iter().map(Tensor::grad).filter(Tensor::defined).collect();
+        let grads: Vec<Tensor> = self
+            .params
+            .iter()
+            .map(Tensor::grad)
+            .filter(Tensor::defined)
+            .collect();
         if grads.is_empty() {
             return 0.0;
         }
-        let sq: Vec<Tensor> = grads.iter().map(|g| g.square().sum(tch::Kind::Float)).collect();
-        let norm = Tensor::stack(&sq, 0).sum(tch::Kind::Float).sqrt().double_value(&[]);
+        let sq: Vec<Tensor> = grads
+            .iter()
+            .map(|g| g.square().sum(tch::Kind::Float))
+            .collect();
+        let norm = Tensor::stack(&sq, 0)
+            .sum(tch::Kind::Float)
+            .sqrt()
+            .double_value(&[]);
         let coef = max_norm / (norm + 1e-6);
         if max_norm > 0.0 && coef < 1.0 {
             for mut g in grads {
@@ -90,7 +118,12 @@ impl AdamW {
         let c = &self.cfg;
         let bc1 = 1.0 - c.beta1.powi(self.steps as i32);
         let bc2 = 1.0 - c.beta2.powi(self.steps as i32);
-        for ((p, m), v) in self.params.iter_mut().zip(&mut self.exp_avg).zip(&mut self.exp_avg_sq) {
+        for ((p, m), v) in self
+            .params
+            .iter_mut()
+            .zip(&mut self.exp_avg)
+            .zip(&mut self.exp_avg_sq)
+        {
             let g = p.grad();
             if !g.defined() {
                 continue;
@@ -99,7 +132,9 @@ impl AdamW {
                 let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
             }
             let _ = m.g_mul_scalar_(c.beta1).g_add_(&(&g * (1.0 - c.beta1)));
-            let _ = v.g_mul_scalar_(c.beta2).g_add_(&(g.square() * (1.0 - c.beta2)));
+            let _ = v
+                .g_mul_scalar_(c.beta2)
+                .g_add_(&(g.square() * (1.0 - c.beta2)));
             let denom = (v.sqrt() / bc2.sqrt()) + c.eps;
             let _ = p.g_sub_(&((&*m / &denom) * (lr / bc1)));
         }
@@ -107,20 +142,31 @@ impl AdamW {
 
     /// Saves the moments and step count to a safetensors file.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let mut named: Vec<(String, Tensor)> = vec![("steps".into(), Tensor::from_slice(&[self.steps]))];
+        let mut named: Vec<(String, Tensor)> =
+            vec![("steps".into(), Tensor::from_slice(&[self.steps]))];
         for (i, n) in self.names.iter().enumerate() {
             named.push((format!("exp_avg.{n}"), self.exp_avg[i].shallow_clone()));
-            named.push((format!("exp_avg_sq.{n}"), self.exp_avg_sq[i].shallow_clone()));
+            named.push((
+                format!("exp_avg_sq.{n}"),
+                self.exp_avg_sq[i].shallow_clone(),
+            ));
         }
-        Tensor::write_safetensors(&named, path).with_context(|| format!("writing optimizer state {}", path.display()))
+        Tensor::write_safetensors(&named, path)
+            .with_context(|| format!("writing optimizer state {}", path.display()))
     }
 
     /// Restores the moments and step count written by [`AdamW::save`].
     pub fn load(&mut self, path: &Path) -> Result<()> {
         let _guard = tch::no_grad_guard();
-        let tensors: std::collections::HashMap<String, Tensor> =
-            Tensor::read_safetensors(path).with_context(|| format!("reading optimizer state {}", path.display()))?.into_iter().collect();
-        let get = |k: &str| tensors.get(k).with_context(|| format!("{}: missing tensor `{k}`", path.display()));
+        let tensors: std::collections::HashMap<String, Tensor> = Tensor::read_safetensors(path)
+            .with_context(|| format!("reading optimizer state {}", path.display()))?
+            .into_iter()
+            .collect();
+        let get = |k: &str| {
+            tensors
+                .get(k)
+                .with_context(|| format!("{}: missing tensor `{k}`", path.display()))
+        };
         self.steps = get("steps")?.int64_value(&[0]);
         for (i, n) in self.names.iter().enumerate() {
             self.exp_avg[i].copy_(get(&format!("exp_avg.{n}"))?);

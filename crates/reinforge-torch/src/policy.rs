@@ -34,7 +34,10 @@ impl Policy {
         let cfg = ModelConfig::load(&dir.join(CONFIG_FILE))?;
         let mut policy = Self::new(&cfg, device, 0)?;
         let weights = dir.join(WEIGHTS_FILE);
-        policy.vs.load(&weights).with_context(|| format!("loading weights {}", weights.display()))?;
+        policy
+            .vs
+            .load(&weights)
+            .with_context(|| format!("loading weights {}", weights.display()))?;
         Ok(policy)
     }
 
@@ -43,7 +46,9 @@ impl Policy {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         self.model.config().save(&dir.join(CONFIG_FILE))?;
         let weights = dir.join(WEIGHTS_FILE);
-        self.vs.save(&weights).with_context(|| format!("writing weights {}", weights.display()))
+        self.vs
+            .save(&weights)
+            .with_context(|| format!("writing weights {}", weights.display()))
     }
 
     /// A frozen copy (for the KL reference model).

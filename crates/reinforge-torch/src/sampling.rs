@@ -24,7 +24,13 @@ pub struct SamplingParams {
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        Self { temperature: 1.0, top_p: 1.0, top_k: 0, max_new_tokens: 64, stop_tokens: vec![] }
+        Self {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            max_new_tokens: 64,
+            stop_tokens: vec![],
+        }
     }
 }
 
@@ -43,7 +49,13 @@ pub struct Completion {
 /// Samples one completion per prompt. Prompts are left-padded so the batch decodes in lock
 /// step; position ids make the padding invisible to the model. Randomness comes from torch's
 /// generator (seed it with `tch::manual_seed`).
-pub fn generate(model: &Transformer, prompts: &[Vec<i64>], params: &SamplingParams, pad_id: i64, device: Device) -> Vec<Completion> {
+pub fn generate(
+    model: &Transformer,
+    prompts: &[Vec<i64>],
+    params: &SamplingParams,
+    pad_id: i64,
+    device: Device,
+) -> Vec<Completion> {
     let _guard = tch::no_grad_guard();
     let b = prompts.len();
     if b == 0 {
@@ -53,8 +65,24 @@ pub fn generate(model: &Transformer, prompts: &[Vec<i64>], params: &SamplingPara
     let mut positions = crate::model::positions_from_mask(&mask);
     let mut key_mask = mask;
     let mut cache = KvCache::new(model.config().num_hidden_layers);
-    let mut logits = model.forward(&ForwardInput { ids: &ids, positions: &positions, key_mask: &key_mask }, Some(&mut cache), true).squeeze_dim(1);
-    let mut out: Vec<Completion> = (0..b).map(|_| Completion { tokens: vec![], logprobs: vec![], truncated: true }).collect();
+    let mut logits = model
+        .forward(
+            &ForwardInput {
+                ids: &ids,
+                positions: &positions,
+                key_mask: &key_mask,
+            },
+            Some(&mut cache),
+            true,
+        )
+        .squeeze_dim(1);
+    let mut out: Vec<Completion> = (0..b)
+        .map(|_| Completion {
+            tokens: vec![],
+            logprobs: vec![],
+            truncated: true,
+        })
+        .collect();
     let mut live = vec![true; b];
     let stop = Tensor::from_slice(&params.stop_tokens).to_device(device);
     let mut next_pos = positions.narrow(1, positions.size()[1] - 1, 1) + 1;
@@ -63,7 +91,11 @@ pub fn generate(model: &Transformer, prompts: &[Vec<i64>], params: &SamplingPara
         let (token, logp) = pick_tokens(&logits32, params);
         let tokens = Vec::<i64>::try_from(&token).expect("int64 tokens");
         let logps = Vec::<f32>::try_from(&logp).expect("float log-probs");
-        let stopped = if params.stop_tokens.is_empty() { vec![false; b] } else { Vec::<bool>::try_from(&Tensor::isin(&token, &stop, false, false)).expect("bool") };
+        let stopped = if params.stop_tokens.is_empty() {
+            vec![false; b]
+        } else {
+            Vec::<bool>::try_from(&Tensor::isin(&token, &stop, false, false)).expect("bool")
+        };
         for i in 0..b {
             if live[i] {
                 out[i].tokens.push(tokens[i]);
@@ -79,8 +111,18 @@ pub fn generate(model: &Transformer, prompts: &[Vec<i64>], params: &SamplingPara
         }
         positions = next_pos.shallow_clone();
         next_pos = &next_pos + 1;
-        key_mask = Tensor::cat(&[&key_mask, &Tensor::ones([b as i64, 1], (Kind::Bool, device))], 1);
-        let input = ForwardInput { ids: &token.view([b as i64, 1]), positions: &positions, key_mask: &key_mask };
+        key_mask = Tensor::cat(
+            &[
+                &key_mask,
+                &Tensor::ones([b as i64, 1], (Kind::Bool, device)),
+            ],
+            1,
+        );
+        let input = ForwardInput {
+            ids: &token.view([b as i64, 1]),
+            positions: &positions,
+            key_mask: &key_mask,
+        };
         logits = model.forward(&input, Some(&mut cache), true).squeeze_dim(1);
     }
     out
@@ -92,13 +134,19 @@ fn pick_tokens(logits: &Tensor, params: &SamplingParams) -> (Tensor, Tensor) {
     if params.temperature <= 0.0 {
         let logp = logits.log_softmax(-1, Kind::Float);
         let token = logits.argmax(-1, true);
-        return (token.squeeze_dim(1), logp.gather(1, &token, false).squeeze_dim(1));
+        return (
+            token.squeeze_dim(1),
+            logp.gather(1, &token, false).squeeze_dim(1),
+        );
     }
     let scaled = logits / params.temperature;
     let logp = scaled.log_softmax(-1, Kind::Float);
     let filtered = filter_top_k_top_p(&scaled, params.top_k, params.top_p);
     let token = filtered.softmax(-1, Kind::Float).multinomial(1, false);
-    (token.squeeze_dim(1), logp.gather(1, &token, false).squeeze_dim(1))
+    (
+        token.squeeze_dim(1),
+        logp.gather(1, &token, false).squeeze_dim(1),
+    )
 }
 
 /// Sets to -inf the logits outside the top-k and outside the top-p nucleus (the HF
@@ -129,9 +177,20 @@ pub fn left_pad(prompts: &[Vec<i64>], pad_id: i64, device: Device) -> (Tensor, T
     let mut ids = Vec::with_capacity(prompts.len() * l);
     let mut mask = Vec::with_capacity(prompts.len() * l);
     for p in prompts {
-        ids.extend(std::iter::repeat(pad_id).take(l - p.len()).chain(p.iter().copied()));
-        mask.extend(std::iter::repeat(false).take(l - p.len()).chain(std::iter::repeat(true).take(p.len())));
+        ids.extend(
+            std::iter::repeat(pad_id)
+                .take(l - p.len())
+                .chain(p.iter().copied()),
+        );
+        mask.extend(
+            std::iter::repeat(false)
+                .take(l - p.len())
+                .chain(std::iter::repeat(true).take(p.len())),
+        );
     }
     let shape = [prompts.len() as i64, l as i64];
-    (Tensor::from_slice(&ids).view(shape).to_device(device), Tensor::from_slice(&mask).view(shape).to_device(device))
+    (
+        Tensor::from_slice(&ids).view(shape).to_device(device),
+        Tensor::from_slice(&mask).view(shape).to_device(device),
+    )
 }

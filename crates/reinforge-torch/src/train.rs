@@ -21,7 +21,13 @@ pub struct SftStats {
 }
 
 /// One SFT step: cross-entropy on completion tokens only (prompt tokens are masked out).
-pub fn sft_step(policy: &Policy, opt: &mut AdamW, batch: &SequenceBatch, lr: f64, max_grad_norm: f64) -> SftStats {
+pub fn sft_step(
+    policy: &Policy,
+    opt: &mut AdamW,
+    batch: &SequenceBatch,
+    lr: f64,
+    max_grad_norm: f64,
+) -> SftStats {
     opt.zero_grad();
     let (logp, _) = token_logprobs(&policy.model, batch, 1.0);
     let tokens = batch.loss_mask.sum(Kind::Float).double_value(&[]);
@@ -29,7 +35,11 @@ pub fn sft_step(policy: &Policy, opt: &mut AdamW, batch: &SequenceBatch, lr: f64
     loss.backward();
     let grad_norm = opt.clip_grad_norm(max_grad_norm);
     opt.step(lr);
-    SftStats { loss: loss.double_value(&[]), grad_norm, tokens }
+    SftStats {
+        loss: loss.double_value(&[]),
+        grad_norm,
+        tokens,
+    }
 }
 
 /// Settings of the policy update.
@@ -80,7 +90,13 @@ pub struct UpdateStats {
 /// `epochs` passes of mini-batch updates of the PPO-clip objective with token-mean
 /// aggregation, optional k3 KL and entropy bonus, global-norm clipping and AdamW.
 /// `order` gives the row order of each pass (shuffled by the caller for reproducibility).
-pub fn policy_update(policy: &Policy, opt: &mut AdamW, batch: &RolloutBatch, cfg: &UpdateConfig, orders: &[Vec<i64>]) -> UpdateStats {
+pub fn policy_update(
+    policy: &Policy,
+    opt: &mut AdamW,
+    batch: &RolloutBatch,
+    cfg: &UpdateConfig,
+    orders: &[Vec<i64>],
+) -> UpdateStats {
     let mut acc = UpdateStats::default();
     let n = batch.seqs.len();
     let per = n.div_ceil(cfg.mini_batches.max(1));
@@ -120,7 +136,16 @@ pub fn policy_update(policy: &Policy, opt: &mut AdamW, batch: &RolloutBatch, cfg
         }
     }
     let k = acc.optimizer_steps.max(1) as f64;
-    for v in [&mut acc.loss, &mut acc.pg_loss, &mut acc.kl, &mut acc.entropy, &mut acc.clipfrac_high, &mut acc.clipfrac_low, &mut acc.ppo_kl, &mut acc.grad_norm] {
+    for v in [
+        &mut acc.loss,
+        &mut acc.pg_loss,
+        &mut acc.kl,
+        &mut acc.entropy,
+        &mut acc.clipfrac_high,
+        &mut acc.clipfrac_low,
+        &mut acc.ppo_kl,
+        &mut acc.grad_norm,
+    ] {
         *v /= k;
     }
     acc

@@ -17,7 +17,15 @@ fn tiny(tie: bool, bias: bool) -> ModelConfig {
 
 fn full_logits(p: &Policy, ids: &Tensor, mask: &Tensor) -> Tensor {
     let positions = positions_from_mask(mask);
-    p.model.forward(&ForwardInput { ids, positions: &positions, key_mask: mask }, None, false)
+    p.model.forward(
+        &ForwardInput {
+            ids,
+            positions: &positions,
+            key_mask: mask,
+        },
+        None,
+        false,
+    )
 }
 
 #[test]
@@ -29,9 +37,16 @@ fn forward_shapes_and_parameter_names() {
         assert_eq!(full_logits(&p, &ids, &mask).size(), vec![2, 3, 11]);
         let names = p.vs.variables();
         assert!(names.contains_key("model.layers.1.self_attn.k_proj.weight"));
-        assert_eq!(names["model.layers.0.self_attn.k_proj.weight"].size(), vec![8, 16], "GQA: 2 kv heads of width 4");
+        assert_eq!(
+            names["model.layers.0.self_attn.k_proj.weight"].size(),
+            vec![8, 16],
+            "GQA: 2 kv heads of width 4"
+        );
         assert_eq!(names.contains_key("lm_head.weight"), !tie);
-        assert_eq!(names.contains_key("model.layers.0.self_attn.q_proj.bias"), bias);
+        assert_eq!(
+            names.contains_key("model.layers.0.self_attn.q_proj.bias"),
+            bias
+        );
     }
 }
 
@@ -42,10 +57,18 @@ fn finite_difference_gradient_check() {
     let ids = Tensor::from_slice(&[1i64, 5, 3, 7, 2, 9, 4, 4]).view([2, 4]);
     let mask = Tensor::ones([2, 4], (Kind::Bool, Device::Cpu));
     let probe = Tensor::randn([2, 4, 11], (Kind::Double, Device::Cpu));
-    let objective = |p: &Policy| (full_logits(p, &ids, &mask).log_softmax(-1, Kind::Double) * &probe).sum(Kind::Double);
+    let objective = |p: &Policy| {
+        (full_logits(p, &ids, &mask).log_softmax(-1, Kind::Double) * &probe).sum(Kind::Double)
+    };
     objective(&p).backward();
     let vars = p.vs.variables();
-    for name in ["model.layers.0.self_attn.q_proj.weight", "model.layers.1.mlp.gate_proj.weight", "model.norm.weight", "model.layers.0.self_attn.v_proj.bias", "model.embed_tokens.weight"] {
+    for name in [
+        "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.1.mlp.gate_proj.weight",
+        "model.norm.weight",
+        "model.layers.0.self_attn.v_proj.bias",
+        "model.embed_tokens.weight",
+    ] {
         let w = &vars[name];
         let grad = w.grad();
         for flat in [0i64, 3, 7] {
@@ -62,7 +85,10 @@ fn finite_difference_gradient_check() {
             let down = objective(&p).double_value(&[]);
             bump(eps);
             let numeric = (up - down) / (2.0 * eps);
-            assert!((numeric - analytic).abs() <= 1e-6 * (1.0 + analytic.abs()), "{name}[{flat}]: numeric {numeric} vs analytic {analytic}");
+            assert!(
+                (numeric - analytic).abs() <= 1e-6 * (1.0 + analytic.abs()),
+                "{name}[{flat}]: numeric {numeric} vs analytic {analytic}"
+            );
         }
     }
 }
@@ -74,15 +100,34 @@ fn kv_cache_decoding_matches_full_recompute() {
     let (ids, mask) = left_pad(&prompts, 0, Device::Cpu);
     let mut cache = KvCache::new(2);
     let positions = positions_from_mask(&mask);
-    let mut step_logits = vec![p.model.forward(&ForwardInput { ids: &ids, positions: &positions, key_mask: &mask }, Some(&mut cache), true)];
+    let mut step_logits = vec![p.model.forward(
+        &ForwardInput {
+            ids: &ids,
+            positions: &positions,
+            key_mask: &mask,
+        },
+        Some(&mut cache),
+        true,
+    )];
     let mut all_ids = ids.shallow_clone();
     let mut all_mask = mask.shallow_clone();
     for new in [[1i64, 2], [9, 10], [4, 4]] {
         let tok = Tensor::from_slice(&new).view([2, 1]);
         all_ids = Tensor::cat(&[&all_ids, &tok], 1);
-        all_mask = Tensor::cat(&[&all_mask, &Tensor::ones([2, 1], (Kind::Bool, Device::Cpu))], 1);
+        all_mask = Tensor::cat(
+            &[&all_mask, &Tensor::ones([2, 1], (Kind::Bool, Device::Cpu))],
+            1,
+        );
         let pos = positions_from_mask(&all_mask).narrow(1, all_ids.size()[1] - 1, 1);
-        step_logits.push(p.model.forward(&ForwardInput { ids: &tok, positions: &pos, key_mask: &all_mask }, Some(&mut cache), true));
+        step_logits.push(p.model.forward(
+            &ForwardInput {
+                ids: &tok,
+                positions: &pos,
+                key_mask: &all_mask,
+            },
+            Some(&mut cache),
+            true,
+        ));
     }
     let full = full_logits(&p, &all_ids, &all_mask);
     let l = ids.size()[1];
@@ -95,25 +140,45 @@ fn kv_cache_decoding_matches_full_recompute() {
     let alone = Tensor::from_slice(&[7i64, 8, 2, 10, 4]).view([1, 5]);
     let alone_logits = full_logits(&p, &alone, &Tensor::ones([1, 5], (Kind::Bool, Device::Cpu)));
     let padded_row = full.get(1).narrow(0, 2, 5);
-    assert!((alone_logits.get(0) - padded_row).abs().max().double_value(&[]) < 1e-5);
+    assert!(
+        (alone_logits.get(0) - padded_row)
+            .abs()
+            .max()
+            .double_value(&[])
+            < 1e-5
+    );
 }
 
 #[test]
 fn sampling_respects_stop_tokens_lengths_and_logprobs() {
     let p = Policy::new(&tiny(true, false), Device::Cpu, 3).unwrap();
     let prompts = vec![vec![3i64, 4], vec![5i64, 6, 7], vec![8i64]];
-    let params = SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 0, max_new_tokens: 12, stop_tokens: vec![2] };
+    let params = SamplingParams {
+        temperature: 1.0,
+        top_p: 1.0,
+        top_k: 0,
+        max_new_tokens: 12,
+        stop_tokens: vec![2],
+    };
     reinforge_torch::tch::manual_seed(0);
     let out = generate(&p.model, &prompts, &params, 0, Device::Cpu);
     reinforge_torch::tch::manual_seed(0);
-    assert_eq!(out, generate(&p.model, &prompts, &params, 0, Device::Cpu), "seeded sampling repeats");
+    assert_eq!(
+        out,
+        generate(&p.model, &prompts, &params, 0, Device::Cpu),
+        "seeded sampling repeats"
+    );
     for c in &out {
         assert_eq!(c.tokens.len(), c.logprobs.len());
         assert!(c.tokens.len() <= 12);
         let stops = c.tokens.iter().filter(|&&t| t == 2).count();
         assert_eq!(c.truncated, stops == 0);
         if !c.truncated {
-            assert_eq!(*c.tokens.last().unwrap(), 2, "generation ends at the stop token");
+            assert_eq!(
+                *c.tokens.last().unwrap(),
+                2,
+                "generation ends at the stop token"
+            );
         }
         assert!(c.logprobs.iter().all(|&l| l <= 0.0 && l.is_finite()));
     }
@@ -122,24 +187,52 @@ fn sampling_respects_stop_tokens_lengths_and_logprobs() {
     let mut seq = prompts[1].clone();
     seq.extend(&c.tokens);
     let ids = Tensor::from_slice(&seq).view([1, -1]);
-    let logits = full_logits(&p, &ids, &Tensor::ones([1, seq.len() as i64], (Kind::Bool, Device::Cpu)));
+    let logits = full_logits(
+        &p,
+        &ids,
+        &Tensor::ones([1, seq.len() as i64], (Kind::Bool, Device::Cpu)),
+    );
     let logp = logits.log_softmax(-1, Kind::Float);
     for (j, (&tok, &lp)) in c.tokens.iter().zip(&c.logprobs).enumerate() {
         let reference = logp.double_value(&[0, 2 + j as i64, tok]);
-        assert!((reference - lp as f64).abs() < 1e-4, "token {j}: {reference} vs {lp}");
+        assert!(
+            (reference - lp as f64).abs() < 1e-4,
+            "token {j}: {reference} vs {lp}"
+        );
     }
 }
 
 #[test]
 fn greedy_top_k_and_top_p_filters() {
-    let logits = Tensor::from_slice(&[2.0f32, 1.0, 0.0, -1.0]).log_softmax(-1, Kind::Float).view([1, 4]);
-    let kept = |t: Tensor| Vec::<f32>::try_from(t.flatten(0, -1)).unwrap().iter().map(|v| v.is_finite()).collect::<Vec<_>>();
-    assert_eq!(kept(filter_top_k_top_p(&logits, 2, 1.0)), vec![true, true, false, false]);
+    let logits = Tensor::from_slice(&[2.0f32, 1.0, 0.0, -1.0])
+        .log_softmax(-1, Kind::Float)
+        .view([1, 4]);
+    let kept = |t: Tensor| {
+        Vec::<f32>::try_from(t.flatten(0, -1))
+            .unwrap()
+            .iter()
+            .map(|v| v.is_finite())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        kept(filter_top_k_top_p(&logits, 2, 1.0)),
+        vec![true, true, false, false]
+    );
     // Probabilities ≈ 0.644, 0.237, 0.087, 0.032: top-p 0.7 keeps the first two, 0.5 just the first.
-    assert_eq!(kept(filter_top_k_top_p(&logits, 0, 0.7)), vec![true, true, false, false]);
-    assert_eq!(kept(filter_top_k_top_p(&logits, 0, 0.5)), vec![true, false, false, false]);
+    assert_eq!(
+        kept(filter_top_k_top_p(&logits, 0, 0.7)),
+        vec![true, true, false, false]
+    );
+    assert_eq!(
+        kept(filter_top_k_top_p(&logits, 0, 0.5)),
+        vec![true, false, false, false]
+    );
     let p = Policy::new(&tiny(true, false), Device::Cpu, 4).unwrap();
-    let greedy = SamplingParams { temperature: 0.0, max_new_tokens: 5, ..Default::default() };
+    let greedy = SamplingParams {
+        temperature: 0.0,
+        max_new_tokens: 5,
+        ..Default::default()
+    };
     let a = generate(&p.model, &[vec![3, 4]], &greedy, 0, Device::Cpu);
     let b = generate(&p.model, &[vec![3, 4]], &greedy, 0, Device::Cpu);
     assert_eq!(a, b, "greedy decoding is deterministic without a seed");
@@ -150,11 +243,21 @@ fn checkpoint_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let p = Policy::new(&tiny(false, true), Device::Cpu, 5).unwrap();
     p.save(dir.path()).unwrap();
-    assert!(dir.path().join("model.safetensors").exists() && dir.path().join("config.json").exists());
+    assert!(
+        dir.path().join("model.safetensors").exists() && dir.path().join("config.json").exists()
+    );
     let q = Policy::load(dir.path(), Device::Cpu).unwrap();
     let ids = Tensor::from_slice(&[1i64, 2, 3]).view([1, 3]);
     let mask = Tensor::ones([1, 3], (Kind::Bool, Device::Cpu));
-    assert_eq!((full_logits(&p, &ids, &mask) - full_logits(&q, &ids, &mask)).abs().max().double_value(&[]), 0.0);
-    let err = Policy::load(&dir.path().join("missing"), Device::Cpu).err().unwrap();
+    assert_eq!(
+        (full_logits(&p, &ids, &mask) - full_logits(&q, &ids, &mask))
+            .abs()
+            .max()
+            .double_value(&[]),
+        0.0
+    );
+    let err = Policy::load(&dir.path().join("missing"), Device::Cpu)
+        .err()
+        .unwrap();
     assert!(format!("{err:#}").contains("config.json"), "{err:#}");
 }

@@ -1,1 +1,23 @@
-fn main() {}
+//! `reinforge`: reinforcement-learning post-training of language models.
+
+mod cli;
+mod config;
+mod evaluate;
+mod experiment;
+mod grpo;
+mod progress;
+mod report;
+mod rollout;
+mod run_dir;
+mod seeds;
+mod sft;
+
+fn main() -> std::process::ExitCode {
+    match cli::main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Held-out evaluation: pass@k for k = 1, 2, 4, ... n, and each pattern's share of the
+//! completions and its success rate.
+
+use std::collections::BTreeMap;
+
+use reinforge_tasks::{ArithTask, Pattern, Problem};
+use reinforge_torch::tch::Device;
+use reinforge_torch::Policy;
+use serde::{Deserialize, Serialize};
+
+use crate::config::EvalConfig;
+use crate::progress;
+use crate::rollout::{sample_and_score, sampling};
+
+/// Share and success rate of one pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PatternStats {
+    /// Fraction of all completions that follow the pattern.
+    pub share: f64,
+    /// Fraction of the pattern's completions that are correct (null when it never occurs).
+    pub success_rate: Option<f64>,
+    pub count: usize,
+}
+
+/// What one evaluation measured (`eval_sft.json`, `eval_rl.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalReport {
+    pub problems: usize,
+    pub samples_per_problem: usize,
+    pub temperature: f64,
+    pub pass_at_1: f64,
+    /// `(k, pass@k)` by the unbiased estimator, averaged over problems.
+    pub pass_at_k: Vec<(u64, f64)>,
+    /// Per pattern name: share and success rate.
+    pub patterns: BTreeMap<String, PatternStats>,
+    pub mean_completion_tokens: f64,
+    pub seconds: f64,
+}
+
+/// k = 1, 2, 4, ... up to n, with n itself always included.
+pub fn k_values(n: u64) -> Vec<u64> {
+    let mut ks: Vec<u64> = std::iter::successors(Some(1u64), |k| Some(k * 2))
+        .take_while(|&k| k <= n)
+        .collect();
+    if ks.last() != Some(&n) {
+        ks.push(n);
+    }
+    ks
+}
+
+/// Evaluates `policy` on `problems` with `cfg.samples` samples each.
+pub fn evaluate(
+    policy: &Policy,
+    task: &ArithTask,
+    problems: &[Problem],
+    cfg: &EvalConfig,
+    max_new_tokens: usize,
+    device: Device,
+    label: &str,
+) -> EvalReport {
+    let start = std::time::Instant::now();
+    let n = cfg.samples;
+    let bar = progress::bar((problems.len() * n) as u64, &format!("eval {label}"));
+    let params = sampling(cfg.temperature, 1.0, 0, max_new_tokens);
+    let rollouts = sample_and_score(
+        policy,
+        task,
+        problems,
+        n,
+        &params,
+        cfg.batch_size,
+        device,
+        |done| bar.inc(done as u64),
+    );
+    bar.finish_and_clear();
+    let mut correct = vec![0u64; problems.len()];
+    let mut by_pattern: BTreeMap<Pattern, (usize, usize)> =
+        Pattern::ALL.iter().map(|&p| (p, (0, 0))).collect();
+    for r in &rollouts {
+        let entry = by_pattern
+            .get_mut(&r.pattern)
+            .expect("every pattern is listed");
+        entry.0 += 1;
+        if r.reward() > 0.0 {
+            correct[r.problem] += 1;
+            entry.1 += 1;
+        }
+    }
+    let counts: Vec<(u64, u64)> = correct.iter().map(|&c| (n as u64, c)).collect();
+    let ks = k_values(n as u64);
+    let curve = reinforge_eval::passk::pass_at_k_curve(&counts, &ks);
+    let total = rollouts.len().max(1) as f64;
+    EvalReport {
+        problems: problems.len(),
+        samples_per_problem: n,
+        temperature: cfg.temperature,
+        pass_at_1: curve[0],
+        pass_at_k: ks.into_iter().zip(curve).collect(),
+        patterns: by_pattern
+            .into_iter()
+            .map(|(p, (count, ok))| {
+                (
+                    p.name().to_string(),
+                    PatternStats {
+                        share: count as f64 / total,
+                        success_rate: (count > 0).then(|| ok as f64 / count as f64),
+                        count,
+                    },
+                )
+            })
+            .collect(),
+        mean_completion_tokens: rollouts.iter().map(|r| r.tokens.len()).sum::<usize>() as f64
+            / total,
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn k_values_are_powers_of_two_then_n() {
+        assert_eq!(k_values(64), vec![1, 2, 4, 8, 16, 32, 64]);
+        assert_eq!(k_values(10), vec![1, 2, 4, 8, 10]);
+        assert_eq!(k_values(1), vec![1]);
+    }
+}

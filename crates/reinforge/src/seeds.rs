@@ -1,0 +1,20 @@
+//! Per-step seeds. Every step draws its data and samples from a generator seeded by
+//! `(run seed, phase, step)`, so a resumed run continues exactly as an uninterrupted one.
+
+/// The seed of `step` of `phase` (a SplitMix64 mix of the three).
+pub fn step_seed(seed: u64, phase: u64, step: u64) -> u64 {
+    let mut z =
+        seed ^ phase.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ step.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Seeds torch's generator (used by sampling) for one step.
+pub fn seed_torch(seed: u64) {
+    reinforge_torch::tch::manual_seed((seed >> 1) as i64);
+}
+
+pub const PHASE_SFT: u64 = 1;
+pub const PHASE_GRPO: u64 = 2;
+pub const PHASE_EVAL: u64 = 3;
