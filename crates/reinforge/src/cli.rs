@@ -35,6 +35,12 @@ enum Command {
     Train(TrainArgs),
     /// Evaluate a checkpoint on held-out problems: pass@k and pattern statistics.
     Eval(EvalArgs),
+    /// Leaderboard from pairwise battles (Chatbot Arena format): Bradley-Terry, Elo, intervals.
+    Rank(reinforge_eval::cli::RankArgs),
+    /// pass@k and maj@k curves with bootstrap intervals from per-problem samples.
+    Passk(reinforge_eval::cli::PassKArgs),
+    /// rliable statistics over runs x tasks: IQM, mean, median, optimality gap, P(improvement).
+    Stats(reinforge_eval::cli::StatsArgs),
 }
 
 #[derive(Args)]
@@ -99,6 +105,9 @@ pub fn main() -> Result<ExitCode> {
     match cli.command {
         Command::Train(args) => train(args),
         Command::Eval(args) => eval(args),
+        Command::Rank(args) => reinforge_eval::cli::run_rank(&args).map(|()| ExitCode::SUCCESS),
+        Command::Passk(args) => reinforge_eval::cli::run_passk(&args).map(|()| ExitCode::SUCCESS),
+        Command::Stats(args) => reinforge_eval::cli::run_stats(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -191,8 +191,10 @@ impl TrainConfig {
             apply_override(&mut value, o)?;
         }
         let source = path.map_or_else(|| "the defaults".to_string(), |p| p.display().to_string());
-        let cfg: Self = value.try_into().map_err(|e: toml::de::Error| {
-            anyhow!("invalid config (from {source} and --set): {}", e.message())
+        // serde_path_to_error names the key at fault (`sft.steps`), which toml's value
+        // deserialiser does not.
+        let cfg: Self = serde_path_to_error::deserialize(value).map_err(|e| {
+            anyhow!("invalid config (from {source} and --set): key `{}`: {}", e.path(), e.inner().message())
         })?;
         cfg.validate()?;
         Ok(cfg)

@@ -1,0 +1,21 @@
+//! Pass@k, maj@k, Bradley-Terry/Elo leaderboards, tournaments and rliable-style statistics. Pure Rust.
+//!
+//! Subcommand front ends live in [`cli`]; the numerical pieces are usable directly:
+//! [`bt`] (Bradley-Terry / Rao-Kupper fits), [`elo`] (online Elo), [`bootstrap`] (intervals and ranks),
+//! [`style`] (style control), [`leaderboard`] (the `rank` pipeline), [`passk`] (pass@k / maj@k),
+//! [`rliable`] (IQM, optimality gap, probability of improvement, performance profiles) and
+//! [`tournament`] (Swiss and single-elimination schedules).
+
+pub mod bench;
+pub mod bootstrap;
+pub mod bt;
+pub mod cli;
+pub mod elo;
+pub mod io;
+pub mod leaderboard;
+pub mod linalg;
+pub mod passk;
+pub mod rliable;
+pub mod samples;
+pub mod scores;
+pub mod style;

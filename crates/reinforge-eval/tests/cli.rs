@@ -1,0 +1,228 @@
+//! The `run_*` front ends end to end: files in, tables and PNGs out.
+
+mod common;
+
+use clap::Parser;
+use reinforge_eval::cli::{run_passk, run_rank, run_stats, PassKArgs, RankArgs, StatsArgs};
+
+#[derive(Parser)]
+struct RankCli {
+    #[command(flatten)]
+    a: RankArgs,
+}
+#[derive(Parser)]
+struct PassKCli {
+    #[command(flatten)]
+    a: PassKArgs,
+}
+#[derive(Parser)]
+struct StatsCli {
+    #[command(flatten)]
+    a: StatsArgs,
+}
+
+#[test]
+fn rank_llmfao_json_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::rank_dir().join("llmfao-battles.jsonl");
+    let out = dir.path().join("lb.json");
+    let png = dir.path().join("lb.png");
+    let args = RankCli::parse_from([
+        "x",
+        "--input",
+        input.to_str().unwrap(),
+        "--rounds",
+        "200",
+        "--format",
+        "json",
+        "--output",
+        out.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+        "--anchor",
+        "GPT 4=1200",
+    ])
+    .a;
+    run_rank(&args).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 59);
+    assert_eq!(rows[0]["model"], "GPT 4");
+    assert!(
+        (rows[0]["rating"].as_f64().unwrap() - 1200.0).abs() < 1e-9,
+        "anchor applied"
+    );
+    // Anchor shift preserved differences: Platypus is 59.68 below GPT 4 in the reference.
+    assert!(
+        (rows[0]["rating"].as_f64().unwrap() - rows[1]["rating"].as_f64().unwrap() - 59.68).abs()
+            < 0.01
+    );
+    for r in rows {
+        let (lo, x, hi) = (
+            r["lower"].as_f64().unwrap(),
+            r["rating"].as_f64().unwrap(),
+            r["upper"].as_f64().unwrap(),
+        );
+        if r["model"] == "GPT 4" {
+            // Every round is shifted to the anchor (FastChat's scale_and_offset), so its interval is a point.
+            assert_eq!((lo, hi), (1200.0, 1200.0));
+        } else {
+            assert!(lo < x + 5.0 && x < hi + 5.0 && hi - lo > 10.0, "{r}");
+        }
+        assert!(r["rank"].as_u64().unwrap() >= 1);
+    }
+    let total: u64 = rows.iter().map(|r| r["battles"].as_u64().unwrap()).sum();
+    assert_eq!(total, 2 * 8931);
+    assert!(std::fs::metadata(&png).unwrap().len() > 10_000);
+}
+
+#[test]
+fn rank_methods_and_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::rank_dir().join("llmfao-battles.jsonl");
+    for (method, fmt) in [("elo", "markdown"), ("rao-kupper", "csv")] {
+        let out = dir.path().join(format!("{method}.txt"));
+        let a = RankCli::parse_from([
+            "x",
+            "--input",
+            input.to_str().unwrap(),
+            "--method",
+            method,
+            "--rounds",
+            "20",
+            "--format",
+            fmt,
+            "--output",
+            out.to_str().unwrap(),
+        ])
+        .a;
+        run_rank(&a).unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains("GPT 4"), "{method}");
+        if fmt == "csv" {
+            assert_eq!(text.lines().count(), 60);
+            assert!(text.starts_with("rank,model,rating"));
+        } else {
+            assert!(text.contains("| Rank | Model |"));
+        }
+    }
+}
+
+#[test]
+fn rank_reports_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.jsonl");
+    std::fs::write(&p, "{\"model_a\":\"a\",\"model_b\":\"b\",\"winner\":\"model_a\"}\n{\"model_a\":\"a\",\"model_b\":\"b\",\"winner\":\"A\"}\n").unwrap();
+    let a = RankCli::parse_from(["x", "--input", p.to_str().unwrap(), "--rounds", "0"]).a;
+    let e = format!("{:#}", run_rank(&a).unwrap_err());
+    assert!(e.contains("bad.jsonl:2") && e.contains("`winner`"), "{e}");
+}
+
+#[test]
+fn passk_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.jsonl");
+    let mut text = String::new();
+    for i in 0..30 {
+        let verdicts: Vec<bool> = (0..8).map(|j| (i + j) % 4 == 0).collect();
+        let answers: Vec<String> = (0..8)
+            .map(|j| {
+                if (i + j) % 4 == 0 {
+                    "ok".into()
+                } else {
+                    format!("w{}", j % 3)
+                }
+            })
+            .collect();
+        text += &serde_json::json!({"problem": i, "verdicts": verdicts, "answers": answers})
+            .to_string();
+        text += "\n";
+    }
+    std::fs::write(&p, text).unwrap();
+    let out = dir.path().join("o.json");
+    let png = dir.path().join("o.png");
+    let a = PassKCli::parse_from([
+        "x",
+        "--input",
+        p.to_str().unwrap(),
+        "--format",
+        "json",
+        "--rounds",
+        "300",
+        "--output",
+        out.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+    ])
+    .a;
+    run_passk(&a).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let pass = v["pass_at_k"].as_array().unwrap();
+    assert_eq!(
+        pass.iter()
+            .map(|x| x["k"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![1, 2, 4, 8]
+    );
+    // Every problem has exactly 2 correct out of 8: pass@1 = 0.25, pass@8 = 1.
+    assert!((pass[0]["value"].as_f64().unwrap() - 0.25).abs() < 1e-12);
+    assert!((pass[3]["value"].as_f64().unwrap() - 1.0).abs() < 1e-12);
+    assert!(v["maj_at_k"].as_array().unwrap().len() == 4);
+    assert!(std::fs::metadata(&png).unwrap().len() > 5_000);
+}
+
+#[test]
+fn stats_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("scores.jsonl");
+    let mut text = String::new();
+    for (a, shift) in [("base", 0.0), ("better", 0.2)] {
+        for run in 0..5 {
+            for t in 0..6 {
+                let s = 0.3 + shift + 0.05 * ((run * 7 + t * 3) % 5) as f64;
+                text += &serde_json::json!({"algorithm": a, "run": run, "task": format!("t{t}"), "score": s}).to_string();
+                text += "\n";
+            }
+        }
+    }
+    std::fs::write(&p, text).unwrap();
+    let out = dir.path().join("o.json");
+    let a = StatsCli::parse_from([
+        "x",
+        "--input",
+        p.to_str().unwrap(),
+        "--format",
+        "json",
+        "--reps",
+        "300",
+        "--output",
+        out.to_str().unwrap(),
+        "--plot-dir",
+        dir.path().join("plots").to_str().unwrap(),
+    ])
+    .a;
+    run_stats(&a).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let algos = v["algorithms"].as_array().unwrap();
+    let d =
+        algos[1]["mean"]["point"].as_f64().unwrap() - algos[0]["mean"]["point"].as_f64().unwrap();
+    assert!((d - 0.2).abs() < 1e-12, "{d}");
+    let imp = &v["improvement"][0];
+    assert_eq!(
+        (imp["x"].as_str(), imp["y"].as_str()),
+        (Some("base"), Some("better"))
+    );
+    assert!(imp["probability"]["point"].as_f64().unwrap() < 0.2);
+    for f in ["aggregates.png", "improvement.png", "profiles.png"] {
+        assert!(dir.path().join("plots").join(f).exists(), "{f}");
+    }
+    // Missing cell -> error naming the algorithm, run and task.
+    std::fs::write(&p, "{\"algorithm\":\"a\",\"run\":0,\"task\":\"x\",\"score\":1}\n{\"algorithm\":\"a\",\"run\":1,\"task\":\"y\",\"score\":1}\n").unwrap();
+    let e = run_stats(&StatsCli::parse_from(["x", "--input", p.to_str().unwrap()]).a)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no score for run"), "{e}");
+}
