@@ -35,6 +35,8 @@ enum Command {
     Train(TrainArgs),
     /// Evaluate a checkpoint on held-out problems: pass@k and pattern statistics.
     Eval(EvalArgs),
+    /// Time full GRPO iterations of the default model on fixed shapes (prints JSON).
+    Bench(BenchArgs),
     /// Leaderboard from pairwise battles (Chatbot Arena format): Bradley-Terry, Elo, intervals.
     Rank(reinforge_eval::cli::RankArgs),
     /// pass@k and maj@k curves with bootstrap intervals from per-problem samples.
@@ -75,6 +77,19 @@ struct TrainArgs {
 }
 
 #[derive(Args)]
+struct BenchArgs {
+    /// Timed iterations.
+    #[arg(long, default_value_t = 10)]
+    iterations: usize,
+    /// Untimed iterations first (allocator and kernel warm-up).
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Config overrides, as for `train` (e.g. `--set threads=2`).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+#[derive(Args)]
 struct EvalArgs {
     /// Checkpoint directory (with config.json, model.safetensors, trainer_state.json),
     /// e.g. runs/default-seed0/checkpoints/final.
@@ -105,6 +120,12 @@ pub fn main() -> Result<ExitCode> {
     match cli.command {
         Command::Train(args) => train(args),
         Command::Eval(args) => eval(args),
+        Command::Bench(args) => {
+            let cfg = TrainConfig::resolve(None, &args.set)?;
+            let report = crate::bench::run(&cfg, args.iterations, args.warmup)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Rank(args) => reinforge_eval::cli::run_rank(&args).map(|()| ExitCode::SUCCESS),
         Command::Passk(args) => reinforge_eval::cli::run_passk(&args).map(|()| ExitCode::SUCCESS),
         Command::Stats(args) => reinforge_eval::cli::run_stats(&args).map(|()| ExitCode::SUCCESS),

@@ -90,6 +90,10 @@ pub struct GrpoConfig {
     pub advantage: AdvantageConfig,
     /// Save a checkpoint every this many iterations (0 = only at the end and on Ctrl-C).
     pub checkpoint_every: usize,
+    /// Keep generating past `<eos>` until `max_completion_length` (vLLM's `ignore_eos`): gives
+    /// every completion the same length, for benchmarks on fixed shapes.
+    #[serde(default)]
+    pub ignore_eos: bool,
 }
 
 /// Held-out evaluation before and after RL.
@@ -164,9 +168,10 @@ impl Default for TrainConfig {
                 max_completion_length: 48,
                 advantage: AdvantageConfig::default(),
                 checkpoint_every: 10,
+                ignore_eos: false,
             },
             eval: EvalConfig {
-                problems: 100,
+                problems: 200,
                 samples: 64,
                 temperature: 1.0,
                 batch_size: 1024,
@@ -194,7 +199,11 @@ impl TrainConfig {
         // serde_path_to_error names the key at fault (`sft.steps`), which toml's value
         // deserialiser does not.
         let cfg: Self = serde_path_to_error::deserialize(value).map_err(|e| {
-            anyhow!("invalid config (from {source} and --set): key `{}`: {}", e.path(), e.inner().message())
+            anyhow!(
+                "invalid config (from {source} and --set): key `{}`: {}",
+                e.path(),
+                e.inner().message()
+            )
         })?;
         cfg.validate()?;
         Ok(cfg)

@@ -93,12 +93,15 @@ pub fn run_step(
     let s = step_seed(seed, PHASE_GRPO, step as u64);
     seed_torch(s);
     let problems = task.problems(s, cfg.prompts_per_step, Split::Train);
-    let params = sampling(
+    let mut params = sampling(
         cfg.temperature,
         cfg.top_p,
         cfg.top_k,
         cfg.max_completion_length,
     );
+    if cfg.ignore_eos {
+        params.stop_tokens.clear();
+    }
     let g = cfg.num_generations;
     let rollouts = sample_and_score(
         policy,

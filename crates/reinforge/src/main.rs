@@ -1,5 +1,6 @@
 //! `reinforge`: reinforcement-learning post-training of language models.
 
+mod bench;
 mod cli;
 mod config;
 mod evaluate;

@@ -1,0 +1,88 @@
+//! `reinforge bench`: times full GRPO iterations (sampling, scoring, update) of the default
+//! model on fixed shapes, for comparison with `scripts/bench_grpo.py`, which does the same math
+//! in PyTorch. `scripts/bench_grpo.sh` runs both in one go and prints the ratio.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use reinforge_tasks::ArithTask;
+use reinforge_torch::{AdamW, AdamWConfig, Policy};
+use serde::Serialize;
+
+use crate::config::TrainConfig;
+use crate::experiment::parse_device;
+use crate::grpo;
+
+/// What `reinforge bench` prints (one JSON object).
+#[derive(Debug, Serialize)]
+pub struct BenchReport {
+    pub implementation: &'static str,
+    pub iterations: usize,
+    pub threads: i32,
+    pub prompts: usize,
+    pub generations: usize,
+    pub completion_tokens: usize,
+    /// Seconds per iteration, each timed iteration in order.
+    pub iteration_s: Vec<f64>,
+    pub median_s: f64,
+    pub mean_s: f64,
+    pub median_sample_s: f64,
+    pub median_update_s: f64,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).expect("finite times"));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Runs `warmup + iterations` GRPO iterations with every completion `max_completion_length`
+/// tokens long, timing the last `iterations`.
+pub fn run(cfg: &TrainConfig, iterations: usize, warmup: usize) -> Result<BenchReport> {
+    let device = parse_device(&cfg.device)?;
+    if cfg.threads > 0 {
+        reinforge_torch::tch::set_num_threads(cfg.threads as i32);
+    }
+    let mut grpo_cfg = cfg.grpo.clone();
+    grpo_cfg.ignore_eos = true;
+    let policy = Policy::new(&cfg.model, device, cfg.seed as i64)?;
+    let mut opt = AdamW::new(
+        &policy.vs,
+        AdamWConfig {
+            lr: grpo_cfg.lr,
+            ..Default::default()
+        },
+    );
+    let task = ArithTask::new(cfg.task.digits);
+    let mut times = vec![];
+    let mut sample = vec![];
+    let mut update = vec![];
+    for step in 0..warmup + iterations {
+        let start = Instant::now();
+        let m = grpo::run_step(&policy, None, &mut opt, &task, &grpo_cfg, cfg.seed, step);
+        let elapsed = start.elapsed().as_secs_f64();
+        if step >= warmup {
+            times.push(elapsed);
+            sample.push(m.sample_seconds);
+            update.push(m.update_seconds);
+        }
+    }
+    Ok(BenchReport {
+        implementation: "reinforge",
+        iterations,
+        threads: reinforge_torch::tch::get_num_threads(),
+        prompts: grpo_cfg.prompts_per_step,
+        generations: grpo_cfg.num_generations,
+        completion_tokens: grpo_cfg.max_completion_length,
+        median_s: median(&times),
+        mean_s: times.iter().sum::<f64>() / times.len().max(1) as f64,
+        iteration_s: times,
+        median_sample_s: median(&sample),
+        median_update_s: median(&update),
+    })
+}
