@@ -1,0 +1,179 @@
+//! `reinforge verify`: batch verification of a JSONL file.
+//!
+//! Each input line is `{"id", "gold", "pred", "options"?}`; each output line is
+//! `{"id", "correct", "status", "reason", "micros"}`. Bad lines are reported on stderr with their
+//! line number and the batch continues. A summary (counts, throughput, latency percentiles) is
+//! printed to stderr at the end.
+
+use crate::{verify, Options, Status};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Check predicted math answers against gold answers.
+///
+/// Reads JSON Lines with `id`, `gold`, `pred` and optional `options` (Math-Verify-compatible
+/// keys such as `extraction_targets`, `float_rounding`, `strict`, plus `percent`, `degrees`,
+/// `text_containment`), writes one verdict per line with `id`, `correct`, `status`
+/// (correct / incorrect / unparsable_pred / unparsable_gold), `reason` and `micros` (time spent
+/// on that line). The prediction may be a whole response: its final answer is taken from the
+/// last `\boxed{}` group, "final answer is", "Answer:", or the last math segment/number.
+#[derive(clap::Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// Input JSONL file of cases (`-` for stdin).
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Output JSONL file of verdicts (`-` for stdout).
+    #[arg(long)]
+    pub output: PathBuf,
+    /// Default options (JSON object) for lines that carry no `options`.
+    #[arg(long)]
+    pub options: Option<String>,
+    /// Do not print the summary to stderr.
+    #[arg(long, default_value_t = false)]
+    pub quiet: bool,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    id: serde_json::Value,
+    gold: String,
+    pred: String,
+    #[serde(default)]
+    options: Option<Options>,
+}
+
+/// One output line.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct OutLine {
+    pub id: serde_json::Value,
+    pub correct: bool,
+    pub status: Status,
+    pub reason: String,
+    pub micros: u64,
+}
+
+/// Summary of one run (also printed to stderr).
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    pub lines: usize,
+    pub bad_lines: usize,
+    pub correct: usize,
+    pub incorrect: usize,
+    pub unparsable_pred: usize,
+    pub unparsable_gold: usize,
+    pub cpu_seconds: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+fn cpu_seconds() -> f64 {
+    // process CPU time from /proc (Linux); falls back to 0 elsewhere
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ut: f64 = f.get(11)?.parse().ok()?;
+            let st: f64 = f.get(12)?.parse().ok()?;
+            Some((ut + st) / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// Runs the batch; returns the summary.
+pub fn run_batch(args: &VerifyArgs) -> Result<Summary> {
+    let default_opts: Options = match &args.options {
+        Some(s) => serde_json::from_str(s).context("parsing --options")?,
+        None => Options::default(),
+    };
+    let reader: Box<dyn BufRead> = if args.input.as_os_str() == "-" {
+        Box::new(BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(BufReader::new(
+            std::fs::File::open(&args.input)
+                .with_context(|| format!("opening {}", args.input.display()))?,
+        ))
+    };
+    let mut out: Box<dyn Write> = if args.output.as_os_str() == "-" {
+        Box::new(BufWriter::new(std::io::stdout()))
+    } else {
+        Box::new(BufWriter::new(
+            std::fs::File::create(&args.output)
+                .with_context(|| format!("creating {}", args.output.display()))?,
+        ))
+    };
+    let mut s = Summary::default();
+    let mut lat = vec![];
+    let cpu0 = cpu_seconds();
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("reading line {}", n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        s.lines += 1;
+        let case: Case = match serde_json::from_str(&line) {
+            Ok(c) => c,
+            Err(e) => {
+                s.bad_lines += 1;
+                eprintln!("line {}: skipped: {e}", n + 1);
+                continue;
+            }
+        };
+        let opts = case.options.as_ref().unwrap_or(&default_opts);
+        let t = Instant::now();
+        let v = verify(&case.gold, &case.pred, opts);
+        let us = t.elapsed().as_micros() as u64;
+        lat.push(us);
+        match v.status {
+            Status::Correct => s.correct += 1,
+            Status::Incorrect => s.incorrect += 1,
+            Status::UnparsablePred => s.unparsable_pred += 1,
+            Status::UnparsableGold => s.unparsable_gold += 1,
+        }
+        let o = OutLine {
+            id: case.id,
+            correct: v.correct(),
+            status: v.status,
+            reason: v.reason,
+            micros: us,
+        };
+        serde_json::to_writer(&mut out, &o)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    s.cpu_seconds = cpu_seconds() - cpu0;
+    lat.sort_unstable();
+    let pct = |q: f64| {
+        if lat.is_empty() {
+            0
+        } else {
+            lat[((lat.len() - 1) as f64 * q).round() as usize]
+        }
+    };
+    s.p50_us = pct(0.5);
+    s.p99_us = pct(0.99);
+    s.max_us = lat.last().copied().unwrap_or(0);
+    Ok(s)
+}
+
+/// Entry point for the `reinforge verify` subcommand.
+pub fn run(args: &VerifyArgs) -> Result<()> {
+    let s = run_batch(args)?;
+    if !args.quiet {
+        let checked = s.correct + s.incorrect + s.unparsable_pred + s.unparsable_gold;
+        let tput = if s.cpu_seconds > 0.0 {
+            checked as f64 / s.cpu_seconds
+        } else {
+            f64::NAN
+        };
+        eprintln!(
+            "verified {checked} ({} bad lines): correct {}, incorrect {}, unparsable_pred {}, unparsable_gold {}\nthroughput {:.0} checks/CPU-second ({:.3} CPU s); latency p50 {} us, p99 {} us, max {} us",
+            s.bad_lines, s.correct, s.incorrect, s.unparsable_pred, s.unparsable_gold, tput, s.cpu_seconds, s.p50_us, s.p99_us, s.max_us
+        );
+    }
+    Ok(())
+}
