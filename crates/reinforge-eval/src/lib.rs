@@ -19,3 +19,4 @@ pub mod rliable;
 pub mod samples;
 pub mod scores;
 pub mod style;
+pub mod tournament;

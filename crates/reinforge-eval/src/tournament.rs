@@ -26,15 +26,20 @@
 //! per round, byes, and a ranking. A match is best-of-m comparisons with early stopping and alternating
 //! sides (position bias of a real judge cancels). Judges: [`BtJudge`] (simulated Bradley-Terry /
 //! Rao-Kupper), [`DeterministicJudge`] (stronger always wins; for tests) and [`BattleOracle`] (replays
-//! the empirical outcomes of a battles file, BT-fitted probabilities for pairs that never met).
+//! the empirical outcomes of a battles file, shrunk toward a fitted Rao-Kupper model that also answers
+//! pairs that never met).
 
 mod elim;
 mod judge;
+pub mod oracle;
 pub mod sim;
 mod swiss;
 
-pub use elim::{random_pairs_bt, round_robin, single_elimination, ElimConfig, ElimTiebreak, Seeding};
-pub use judge::{BattleOracle, BtJudge, DeterministicJudge, Judge};
+pub use elim::{
+    bracket_order, random_pairs_bt, round_robin, single_elimination, ElimConfig, ElimTiebreak,
+    Seeding,
+};
+pub use judge::{BattleOracle, BtJudge, DeterministicJudge, Judge, DEFAULT_PRIOR_GAMES};
 pub use swiss::{swiss, swiss_pairing, SwissConfig, SwissRanking};
 
 use crate::bt::{fit_bt, FitOptions, PairTable};
@@ -103,9 +108,10 @@ pub struct Standing {
     /// Player id.
     pub player: usize,
     /// The scheme's primary score: Swiss match points, knockout rounds survived, round-robin game points,
-    /// or the BT log-strength for `random-bt`.
+    /// or the BT log-strength for `swiss-bt` and `random-bt`.
     pub points: f64,
-    /// Secondary key: Buchholz (Swiss), BT strength or negated seed (knockout), 0 otherwise.
+    /// Secondary key: Buchholz (Swiss), BT strength or negated seed (knockout), match or game points
+    /// (swiss-bt, random-bt), 0 for round-robin.
     pub tiebreak: f64,
     /// Comparisons won.
     pub wins: u64,
@@ -122,7 +128,8 @@ pub struct TournamentResult {
     pub scheme: Scheme,
     /// Number of players.
     pub n_players: usize,
-    /// Every comparison in play order: `(a, b, outcome from a's side)`.
+    /// Every comparison in play order: `(a, b, outcome from a's side)` (JSON: `[a, b, winner label]`).
+    #[serde(serialize_with = "ser_comparisons")]
     pub comparisons: Vec<(u32, u32, Outcome)>,
     /// Matches per round.
     pub rounds: Vec<Vec<MatchResult>>,
@@ -133,6 +140,23 @@ pub struct TournamentResult {
     /// Per player: a score whose order is the final ranking (higher is better, equal means tied). This is
     /// what [`kendall_tau_b`] compares with the truth.
     pub rank_score: Vec<f64>,
+}
+
+fn ser_comparisons<S: serde::Serializer>(
+    c: &[(u32, u32, Outcome)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(c.len()))?;
+    for &(a, b, o) in c {
+        let label = match o {
+            Outcome::AWins => "model_a",
+            Outcome::BWins => "model_b",
+            Outcome::Tie => "tie",
+        };
+        seq.serialize_element(&(a, b, label))?;
+    }
+    seq.end()
 }
 
 impl TournamentResult {
@@ -150,6 +174,57 @@ impl TournamentResult {
     /// Number of comparisons made.
     pub fn n_comparisons(&self) -> usize {
         self.comparisons.len()
+    }
+}
+
+/// Budget knobs of [`run_scheme`]; each scheme reads the ones that apply to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemeParams {
+    /// Swiss rounds.
+    pub rounds: usize,
+    /// Comparisons per match (Swiss, knockout) or per pair (round-robin).
+    pub best_of: usize,
+    /// Total comparisons of random-bt.
+    pub budget: usize,
+    /// Knockout seeding.
+    pub seeding: Seeding,
+    /// Knockout order within an elimination round.
+    pub tiebreak: ElimTiebreak,
+}
+
+/// Runs `scheme` among players `0..n` with the applicable knobs of `p` (one entry point for the CLI
+/// and the simulation).
+pub fn run_scheme<J: Judge + ?Sized, R: rand::Rng + ?Sized>(
+    scheme: Scheme,
+    n: usize,
+    p: &SchemeParams,
+    judge: &mut J,
+    rng: &mut R,
+) -> TournamentResult {
+    match scheme {
+        Scheme::Swiss | Scheme::SwissBt => {
+            let c = SwissConfig {
+                rounds: p.rounds,
+                best_of: p.best_of,
+                ranking: if scheme == Scheme::Swiss {
+                    SwissRanking::Buchholz
+                } else {
+                    SwissRanking::Bt
+                },
+                ..SwissConfig::default()
+            };
+            swiss(n, &c, judge, rng)
+        }
+        Scheme::SingleElim => {
+            let c = ElimConfig {
+                best_of: p.best_of,
+                seeding: p.seeding.clone(),
+                tiebreak: p.tiebreak,
+            };
+            single_elimination(n, &c, judge, rng)
+        }
+        Scheme::RoundRobin => round_robin(n, p.best_of, judge),
+        Scheme::RandomBt => random_pairs_bt(n, p.budget, judge, rng),
     }
 }
 
@@ -245,6 +320,28 @@ pub(crate) fn play_match<J: Judge + ?Sized>(
     }
 }
 
+/// Plays exactly `games` comparisons (alternating sides, no early stop), as round-robin does.
+pub(crate) fn play_fixed<J: Judge + ?Sized>(
+    judge: &mut J,
+    a: usize,
+    b: usize,
+    games: usize,
+    log: &mut Vec<(u32, u32, Outcome)>,
+) -> MatchResult {
+    let (mut pa, mut pb) = (0.0, 0.0);
+    for k in 0..games {
+        game(judge, a, b, k, &mut pa, &mut pb, log);
+    }
+    MatchResult {
+        a,
+        b,
+        points_a: pa,
+        points_b: pb,
+        games,
+        winner: winner_of(a, b, pa, pb),
+    }
+}
+
 /// Plays up to [`SUDDEN_DEATH_GAMES`] single games after a drawn knockout match; the first decisive game
 /// settles it. Returns the updated match (still drawn if every extra game was a tie).
 pub(crate) fn sudden_death<J: Judge + ?Sized>(
@@ -284,7 +381,7 @@ fn game<J: Judge + ?Sized>(
     pb: &mut f64,
     log: &mut Vec<(u32, u32, Outcome)>,
 ) {
-    let (x, y) = if k % 2 == 0 { (a, b) } else { (b, a) };
+    let (x, y) = if k % 2 == 1 { (b, a) } else { (a, b) };
     let o = judge.compare(x, y);
     log.push((x as u32, y as u32, o));
     let sx = o.score_a();

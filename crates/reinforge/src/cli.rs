@@ -37,10 +37,14 @@ enum Command {
     Eval(EvalArgs),
     /// Time full GRPO iterations of the default model on fixed shapes (prints JSON).
     Bench(BenchArgs),
+    /// Check math answers: jsonl of {id, gold, pred[, options]} to verdicts (exact, bounded).
+    Verify(reinforge_verify::cli::VerifyArgs),
     /// Leaderboard from pairwise battles (Chatbot Arena format): Bradley-Terry, Elo, intervals.
     Rank(reinforge_eval::cli::RankArgs),
     /// pass@k and maj@k curves with bootstrap intervals from per-problem samples.
     Passk(reinforge_eval::cli::PassKArgs),
+    /// Swiss / single-elimination / round-robin tournaments, from battles or simulated.
+    Tournament(reinforge_eval::cli::TournamentArgs),
     /// rliable statistics over runs x tasks: IQM, mean, median, optimality gap, P(improvement).
     Stats(reinforge_eval::cli::StatsArgs),
 }
@@ -58,10 +62,12 @@ KEYS (see any run's config.toml for the full list with values):
   seed, name, runs_dir, device (cpu|cuda|cuda:N), threads
   task.digits, task.direct_share
   model.*      HF config.json fields: hidden_size, num_hidden_layers, num_attention_heads, ...
-  sft.steps, sft.batch_size, sft.lr, sft.warmup_steps, sft.max_grad_norm, sft.weight_decay
+  sft.steps, sft.batch_size, sft.lr, sft.warmup_steps, sft.max_grad_norm, sft.weight_decay,
+  sft.checkpoint_every
   grpo.steps, grpo.prompts_per_step, grpo.num_generations, grpo.epsilon_low, grpo.epsilon_high,
   grpo.beta, grpo.entropy_coef, grpo.ppo_epochs, grpo.mini_batches, grpo.lr, grpo.max_grad_norm,
   grpo.temperature, grpo.top_p, grpo.top_k, grpo.max_completion_length, grpo.checkpoint_every,
+  grpo.ignore_eos,
   grpo.advantage.norm_by_std, grpo.advantage.epsilon
   eval.problems, eval.samples, eval.temperature, eval.batch_size")]
 struct TrainArgs {
@@ -126,8 +132,10 @@ pub fn main() -> Result<ExitCode> {
             println!("{}", serde_json::to_string(&report)?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Verify(args) => reinforge_verify::cli::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Rank(args) => reinforge_eval::cli::run_rank(&args).map(|()| ExitCode::SUCCESS),
         Command::Passk(args) => reinforge_eval::cli::run_passk(&args).map(|()| ExitCode::SUCCESS),
+        Command::Tournament(args) => reinforge_eval::cli::run_tournament(&args).map(|()| ExitCode::SUCCESS),
         Command::Stats(args) => reinforge_eval::cli::run_stats(&args).map(|()| ExitCode::SUCCESS),
     }
 }

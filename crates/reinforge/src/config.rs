@@ -54,6 +54,9 @@ pub struct SftConfig {
     pub warmup_steps: usize,
     pub max_grad_norm: f64,
     pub weight_decay: f64,
+    /// Save a resumable checkpoint every this many steps (0 = only at the end and on Ctrl-C).
+    #[serde(default)]
+    pub checkpoint_every: usize,
 }
 
 /// GRPO: group sampling, group-normalised advantages, PPO-clip updates.
@@ -148,6 +151,7 @@ impl Default for TrainConfig {
                 warmup_steps: 30,
                 max_grad_norm: 1.0,
                 weight_decay: 0.0,
+                checkpoint_every: 500,
             },
             grpo: GrpoConfig {
                 steps: 30,

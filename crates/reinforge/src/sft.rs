@@ -103,6 +103,7 @@ mod tests {
             warmup_steps: 10,
             max_grad_norm: 1.0,
             weight_decay: 0.0,
+            checkpoint_every: 0,
         };
         assert!((lr_at(&cfg, 0) - 0.1).abs() < 1e-12);
         assert!((lr_at(&cfg, 10) - 1.0).abs() < 1e-12);
