@@ -109,7 +109,7 @@ class Model(torch.nn.Module):
 
 
 @torch.no_grad()
-def generate(model, prompts, max_new):
+def generate(model, prompts, max_new, stop_at_eos):
     b = len(prompts)
     width = max(len(p) for p in prompts)
     ids = torch.tensor([[PAD] * (width - len(p)) + p for p in prompts])
@@ -118,18 +118,43 @@ def generate(model, prompts, max_new):
     caches = [[None, None] for _ in range(model.c.layers)]
     logits = model(ids, positions, mask, caches, last_only=True)[:, 0]
     next_pos = positions[:, -1:] + 1
-    tokens, logps = [], []
+    tokens, logps = [[] for _ in range(b)], [[] for _ in range(b)]
+    live = [True] * b
     for step in range(max_new):
         logp = logits.float().log_softmax(-1)
+        entropy = -(logp.exp() * logp).sum(-1)
         tok = logits.softmax(-1).multinomial(1)
-        tokens.append(tok[:, 0].tolist())
-        logps.append(logp.gather(1, tok)[:, 0].tolist())
-        if step + 1 == max_new:
+        toks, lps, _ = tok[:, 0].tolist(), logp.gather(1, tok)[:, 0].tolist(), entropy.tolist()
+        for i in range(b):
+            if live[i]:
+                tokens[i].append(toks[i])
+                logps[i].append(lps[i])
+                if stop_at_eos and toks[i] == EOS:
+                    live[i] = False
+        if step + 1 == max_new or not any(live):
             break
         mask = torch.cat([mask, torch.ones(b, 1, dtype=torch.bool)], 1)
         logits = model(tok, next_pos, mask, caches, last_only=True)[:, 0]
         next_pos = next_pos + 1
-    return [list(r) for r in zip(*tokens)], [list(r) for r in zip(*logps)]
+    return tokens, logps
+
+
+def load_checkpoint(model, directory):
+    """Copies a reinforge checkpoint (HF parameter names) into the model."""
+    from safetensors.torch import load_file
+
+    w = load_file(f"{directory}/model.safetensors")
+    with torch.no_grad():
+        model.embed.weight.copy_(w["model.embed_tokens.weight"])
+        model.norm.copy_(w["model.norm.weight"])
+        for i, blk in enumerate(model.blocks):
+            pre = f"model.layers.{i}."
+            blk.n1.copy_(w[pre + "input_layernorm.weight"])
+            blk.n2.copy_(w[pre + "post_attention_layernorm.weight"])
+            for name, lin in (("self_attn.q_proj", blk.q), ("self_attn.k_proj", blk.k), ("self_attn.v_proj", blk.v),
+                              ("self_attn.o_proj", blk.o), ("mlp.gate_proj", blk.gate), ("mlp.up_proj", blk.up),
+                              ("mlp.down_proj", blk.down)):
+                lin.weight.copy_(w[pre + name + ".weight"])
 
 
 def decode(tokens):
@@ -164,7 +189,7 @@ def iteration(model, opt, rng, args):
     for a, b in problems:
         p = [BOS] + [ALPHABET.index(ch) + 3 for ch in f"{a:03d}+{b:03d}="]
         prompts += [p] * args.generations
-    completions, old = generate(model, prompts, args.max_new)
+    completions, old = generate(model, prompts, args.max_new, args.checkpoint is not None)
     rewards = [verify(*problems[i // args.generations], decode(c)) for i, c in enumerate(completions)]
     sample_s = time.perf_counter() - t0
 
@@ -172,14 +197,18 @@ def iteration(model, opt, rng, args):
     r = torch.tensor(rewards, dtype=torch.float64).view(args.prompts, args.generations)
     adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-6)).view(-1).float()
     n = len(prompts)
-    width = len(prompts[0]) + args.max_new
-    ids = torch.tensor([p + c for p, c in zip(prompts, completions)])
-    attn = torch.ones(n, width, dtype=torch.bool)
-    positions = (attn.long().cumsum(1) - 1).clamp(min=0)
+    # Right-pad prompt ++ completion rows to the longest, as TRL and verl batch them.
+    width = max(len(p) + len(c) for p, c in zip(prompts, completions))
+    ids = torch.full((n, width), PAD)
+    attn = torch.zeros(n, width, dtype=torch.bool)
     loss_mask = torch.zeros(n, width - 1)
-    loss_mask[:, len(prompts[0]) - 1:] = 1.0
     old_logp = torch.zeros(n, width - 1)
-    old_logp[:, len(prompts[0]) - 1:] = torch.tensor(old)
+    for i, (p, c) in enumerate(zip(prompts, completions)):
+        ids[i, : len(p) + len(c)] = torch.tensor(p + c)
+        attn[i, : len(p) + len(c)] = True
+        loss_mask[i, len(p) - 1 : len(p) - 1 + len(c)] = 1.0
+        old_logp[i, len(p) - 1 : len(p) - 1 + len(c)] = torch.tensor(old[i])
+    positions = (attn.long().cumsum(1) - 1).clamp(min=0)
     advantages = adv.view(-1, 1).expand(n, width - 1)
     per = math.ceil(n / args.mini_batches)
     stats = []
@@ -206,7 +235,7 @@ def iteration(model, opt, rng, args):
                     (((d < 0.8) & (a < 0)).float() * m).sum().item() / tokens.item(),
                     (((o - logp.detach()) * m).sum() / tokens).item(),
                 ))
-    return sample_s, time.perf_counter() - t1
+    return sample_s, time.perf_counter() - t1, sum(map(len, completions)) / n
 
 
 def main():
@@ -220,18 +249,22 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--mini-batches", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--checkpoint", help="reinforge checkpoint dir: load its model.safetensors and stop at <eos>")
     args = ap.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     model = Model(Config())
+    if args.checkpoint:
+        load_checkpoint(model, args.checkpoint)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    times, samples, updates = [], [], []
+    times, samples, updates, lengths = [], [], [], []
     for step in range(args.warmup + args.iterations):
         t = time.perf_counter()
-        s, u = iteration(model, opt, rng, args)
+        s, u, length = iteration(model, opt, rng, args)
         if step >= args.warmup:
+            lengths.append(length)
             times.append(time.perf_counter() - t)
             samples.append(s)
             updates.append(u)
@@ -242,6 +275,7 @@ def main():
         "prompts": args.prompts,
         "generations": args.generations,
         "completion_tokens": args.max_new,
+        "mean_completion_tokens": statistics.fmean(lengths),
         "iteration_s": times,
         "median_s": statistics.median(times),
         "mean_s": statistics.fmean(times),

@@ -11,7 +11,8 @@ cd "$root"
 TORCH_VERSION="2.11.0"
 PYTHON="${PYTHON:-python3}"
 venv="$root/.venv"
-stamp="$venv/.reinforge-torch-$TORCH_VERSION"
+# Bump the suffix when the installed packages change, so existing environments update.
+stamp="$venv/.reinforge-setup-torch$TORCH_VERSION-2"
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "error: cargo not found; install a Rust toolchain (rustup) first" >&2
@@ -25,8 +26,9 @@ if [ ! -f "$stamp" ]; then
     exit 1
   fi
   [ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv"
-  # numpy is only for the side-by-side PyTorch benchmark script; the product never imports Python.
-  "$venv/bin/pip" install --disable-pip-version-check -q "torch==$TORCH_VERSION" numpy
+  # numpy and safetensors are only for the side-by-side PyTorch benchmark script; the product
+  # never imports Python.
+  "$venv/bin/pip" install --disable-pip-version-check -q "torch==$TORCH_VERSION" numpy safetensors
   touch "$stamp"
 fi
 

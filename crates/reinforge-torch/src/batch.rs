@@ -17,6 +17,8 @@ pub struct SequenceBatch {
     /// 1.0 at target positions that are completion tokens, else 0.0: `[N, L-1]`, float.
     pub loss_mask: Tensor,
     prompt_lens: Vec<usize>,
+    /// Real tokens (prompt + completion) per row.
+    lens: Vec<usize>,
     width: usize,
 }
 
@@ -60,6 +62,11 @@ impl SequenceBatch {
                 .view([n as i64, width as i64 - 1])
                 .to_device(device),
             prompt_lens: prompts.iter().map(|p| p.len()).collect(),
+            lens: prompts
+                .iter()
+                .zip(completions)
+                .map(|(p, c)| p.len() + c.len())
+                .collect(),
             width,
         }
     }
@@ -99,16 +106,36 @@ impl SequenceBatch {
             .to_kind(Kind::Float)
     }
 
-    /// The rows `idx` as a new batch (for mini-batches).
+    /// Target positions (completion tokens that are predicted) of each row: the per-row
+    /// sums of `loss_mask`.
+    pub fn target_counts(&self) -> Vec<usize> {
+        self.prompt_lens
+            .iter()
+            .zip(&self.lens)
+            .map(|(&p, &l)| l - p.max(1))
+            .collect()
+    }
+
+    /// Width of the target-aligned tensors, `L - 1`.
+    pub fn target_width(&self) -> i64 {
+        self.width as i64 - 1
+    }
+
+    /// The rows `idx` as a new batch (for mini-batches), trimmed to the longest selected row:
+    /// padding columns that no selected row uses are never computed.
     pub fn select(&self, idx: &[i64]) -> Self {
         let t = Tensor::from_slice(idx).to_device(self.ids.device());
+        let lens: Vec<usize> = idx.iter().map(|&i| self.lens[i as usize]).collect();
+        let width = lens.iter().copied().max().unwrap_or(2).max(2);
+        let w = width as i64;
         Self {
-            ids: self.ids.index_select(0, &t),
-            attn: self.attn.index_select(0, &t),
-            positions: self.positions.index_select(0, &t),
-            loss_mask: self.loss_mask.index_select(0, &t),
+            ids: self.ids.index_select(0, &t).narrow(1, 0, w),
+            attn: self.attn.index_select(0, &t).narrow(1, 0, w),
+            positions: self.positions.index_select(0, &t).narrow(1, 0, w),
+            loss_mask: self.loss_mask.index_select(0, &t).narrow(1, 0, w - 1),
             prompt_lens: idx.iter().map(|&i| self.prompt_lens[i as usize]).collect(),
-            width: self.width,
+            lens,
+            width,
         }
     }
 }

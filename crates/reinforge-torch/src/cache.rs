@@ -30,6 +30,16 @@ impl KvCache {
         self.len == 0
     }
 
+    /// Keeps only the batch rows `idx` (finished sequences leave the batch).
+    pub fn retain_rows(&mut self, idx: &Tensor) {
+        for (k, v) in &mut self.layers {
+            if k.numel() > 0 {
+                *k = k.index_select(0, idx);
+                *v = v.index_select(0, idx);
+            }
+        }
+    }
+
     pub(crate) fn layer_mut(&mut self, i: usize) -> &mut (Tensor, Tensor) {
         &mut self.layers[i]
     }

@@ -42,6 +42,8 @@ pub struct Completion {
     /// Log-probability of each token under the temperature-scaled policy (before top-k/top-p
     /// filtering, as verl and TRL compute the trainer-side log-probs).
     pub logprobs: Vec<f32>,
+    /// Entropy of the temperature-scaled distribution each token was drawn from (nats).
+    pub entropies: Vec<f32>,
     /// True when generation hit `max_new_tokens` before a stop token.
     pub truncated: bool,
 }
@@ -80,46 +82,51 @@ pub fn generate(
         .map(|_| Completion {
             tokens: vec![],
             logprobs: vec![],
+            entropies: vec![],
             truncated: true,
         })
         .collect();
-    let mut live = vec![true; b];
-    let stop = Tensor::from_slice(&params.stop_tokens).to_device(device);
+    // `rows[j]` is the prompt index of batch row `j`. Finished rows leave the batch (their
+    // cache entries are dropped), so later steps only compute the completions still running.
+    let mut rows: Vec<usize> = (0..b).collect();
     let mut next_pos = positions.narrow(1, positions.size()[1] - 1, 1) + 1;
     for step in 0..params.max_new_tokens {
-        let logits32 = logits.to_kind(Kind::Float);
-        let (token, logp) = pick_tokens(&logits32, params);
-        let tokens = Vec::<i64>::try_from(&token).expect("int64 tokens");
-        let logps = Vec::<f32>::try_from(&logp).expect("float log-probs");
-        let stopped = if params.stop_tokens.is_empty() {
-            vec![false; b]
-        } else {
-            Vec::<bool>::try_from(&Tensor::isin(&token, &stop, false, false)).expect("bool")
-        };
-        for i in 0..b {
-            if live[i] {
-                out[i].tokens.push(tokens[i]);
-                out[i].logprobs.push(logps[i]);
-                if stopped[i] {
-                    live[i] = false;
-                    out[i].truncated = false;
-                }
+        let draw = pick_tokens(&logits.to_kind(Kind::Float), params);
+        let tokens = Vec::<i64>::try_from(&draw.tokens).expect("int64 tokens");
+        let logps = Vec::<f32>::try_from(&draw.logp).expect("float log-probs");
+        let entropies = Vec::<f32>::try_from(&draw.entropy).expect("float entropies");
+        let mut keep = Vec::with_capacity(rows.len());
+        for (j, &i) in rows.iter().enumerate() {
+            out[i].tokens.push(tokens[j]);
+            out[i].logprobs.push(logps[j]);
+            out[i].entropies.push(entropies[j]);
+            if params.stop_tokens.contains(&tokens[j]) {
+                out[i].truncated = false;
+            } else {
+                keep.push(j as i64);
             }
         }
-        if step + 1 == params.max_new_tokens || !live.iter().any(|&l| l) {
+        if step + 1 == params.max_new_tokens || keep.is_empty() {
             break;
         }
+        let mut next_tokens = draw.tokens;
+        if keep.len() < rows.len() {
+            let idx = Tensor::from_slice(&keep).to_device(device);
+            cache.retain_rows(&idx);
+            key_mask = key_mask.index_select(0, &idx);
+            next_pos = next_pos.index_select(0, &idx);
+            next_tokens = next_tokens.index_select(0, &idx);
+            rows = keep.iter().map(|&j| rows[j as usize]).collect();
+        }
+        let live = rows.len() as i64;
         positions = next_pos.shallow_clone();
         next_pos = &next_pos + 1;
         key_mask = Tensor::cat(
-            &[
-                &key_mask,
-                &Tensor::ones([b as i64, 1], (Kind::Bool, device)),
-            ],
+            &[&key_mask, &Tensor::ones([live, 1], (Kind::Bool, device))],
             1,
         );
         let input = ForwardInput {
-            ids: &token.view([b as i64, 1]),
+            ids: &next_tokens.view([live, 1]),
             positions: &positions,
             key_mask: &key_mask,
         };
@@ -128,25 +135,36 @@ pub fn generate(
     out
 }
 
-/// Draws one token per row from `logits` `[B, V]`; returns the tokens and their log-probs
-/// under the temperature-scaled distribution.
-fn pick_tokens(logits: &Tensor, params: &SamplingParams) -> (Tensor, Tensor) {
-    if params.temperature <= 0.0 {
-        let logp = logits.log_softmax(-1, Kind::Float);
-        let token = logits.argmax(-1, true);
-        return (
-            token.squeeze_dim(1),
-            logp.gather(1, &token, false).squeeze_dim(1),
-        );
+/// One decoding step's draw: tokens `[B]`, their log-probs and the entropy of each row's
+/// distribution, both under the temperature-scaled policy.
+struct Draw {
+    tokens: Tensor,
+    logp: Tensor,
+    entropy: Tensor,
+}
+
+/// Draws one token per row from `logits` `[B, V]` (greedy when the temperature is 0).
+fn pick_tokens(logits: &Tensor, params: &SamplingParams) -> Draw {
+    let greedy = params.temperature <= 0.0;
+    let scaled = if greedy || params.temperature == 1.0 {
+        logits.shallow_clone()
+    } else {
+        logits / params.temperature
+    };
+    let logp_all = scaled.log_softmax(-1, Kind::Float);
+    let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(-1, false, Kind::Float);
+    let token = if greedy {
+        scaled.argmax(-1, true)
+    } else {
+        filter_top_k_top_p(&scaled, params.top_k, params.top_p)
+            .softmax(-1, Kind::Float)
+            .multinomial(1, false)
+    };
+    Draw {
+        logp: logp_all.gather(1, &token, false).squeeze_dim(1),
+        tokens: token.squeeze_dim(1),
+        entropy,
     }
-    let scaled = logits / params.temperature;
-    let logp = scaled.log_softmax(-1, Kind::Float);
-    let filtered = filter_top_k_top_p(&scaled, params.top_k, params.top_p);
-    let token = filtered.softmax(-1, Kind::Float).multinomial(1, false);
-    (
-        token.squeeze_dim(1),
-        logp.gather(1, &token, false).squeeze_dim(1),
-    )
 }
 
 /// Sets to -inf the logits outside the top-k and outside the top-p nucleus (the HF

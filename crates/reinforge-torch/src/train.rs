@@ -59,6 +59,9 @@ pub struct UpdateConfig {
     pub max_grad_norm: f64,
     /// Sampling temperature, applied to logits when recomputing log-probs.
     pub temperature: f64,
+    /// Skip rows whose advantage is exactly zero when no KL or entropy term needs them (an
+    /// exact saving; off only to check that it is exact).
+    pub skip_zero_advantage: bool,
 }
 
 /// The rollouts of one iteration, packed for the update.
@@ -68,8 +71,32 @@ pub struct RolloutBatch {
     pub old_logp: Tensor,
     /// Reference-model log-probs `[N, L-1]` when `beta > 0`.
     pub ref_logp: Option<Tensor>,
-    /// One advantage per sequence, broadcast to its tokens `[N, L-1]`.
-    pub advantages: Tensor,
+    /// One advantage per sequence.
+    pub advantages: Vec<f32>,
+}
+
+/// The rows of a mini-batch, trimmed to their longest sequence.
+struct MiniBatch {
+    seqs: SequenceBatch,
+    old_logp: Tensor,
+    ref_logp: Option<Tensor>,
+    advantages: Tensor,
+}
+
+impl RolloutBatch {
+    fn select(&self, idx: &[i64]) -> MiniBatch {
+        let seqs = self.seqs.select(idx);
+        let t = Tensor::from_slice(idx).to_device(seqs.ids.device());
+        let w = seqs.target_width();
+        let pick = |x: &Tensor| x.index_select(0, &t).narrow(1, 0, w);
+        let adv: Vec<f32> = idx.iter().map(|&i| self.advantages[i as usize]).collect();
+        MiniBatch {
+            advantages: seqs.row_values(&adv),
+            old_logp: pick(&self.old_logp),
+            ref_logp: self.ref_logp.as_ref().map(pick),
+            seqs,
+        }
+    }
 }
 
 /// Means over the optimizer steps of one update.
@@ -77,19 +104,29 @@ pub struct RolloutBatch {
 pub struct UpdateStats {
     pub loss: f64,
     pub pg_loss: f64,
+    /// Mean k3 KL to the reference over the update's tokens (0 without a reference).
     pub kl: f64,
-    pub entropy: f64,
     pub clipfrac_high: f64,
     pub clipfrac_low: f64,
-    /// Mean of `old_logp - logp` (verl `actor/ppo_kl`).
+    /// Mean of `old_logp - logp` (verl `actor/ppo_kl`) over the tokens that were trained on.
     pub ppo_kl: f64,
     pub grad_norm: f64,
     pub optimizer_steps: usize,
+    /// Optimizer steps whose mini-batch had at least one row to run.
+    pub trained_steps: usize,
+    /// Rows skipped because their advantage is exactly zero and nothing else in the loss
+    /// depends on them (summed over passes).
+    pub rows_skipped: usize,
 }
 
 /// `epochs` passes of mini-batch updates of the PPO-clip objective with token-mean
 /// aggregation, optional k3 KL and entropy bonus, global-norm clipping and AdamW.
-/// `order` gives the row order of each pass (shuffled by the caller for reproducibility).
+/// `orders` gives the row order of each pass (shuffled by the caller for reproducibility).
+///
+/// Two exact savings: each mini-batch is trimmed to its longest row, and when the loss has no
+/// KL or entropy term, rows with a zero advantage are not run at all. Their policy-gradient
+/// terms and gradients are exactly zero, and they still count in the token-mean denominator,
+/// so loss, gradients and update are those of the full mini-batch.
 pub fn policy_update(
     policy: &Policy,
     opt: &mut AdamW,
@@ -100,53 +137,78 @@ pub fn policy_update(
     let mut acc = UpdateStats::default();
     let n = batch.seqs.len();
     let per = n.div_ceil(cfg.mini_batches.max(1));
+    let counts = batch.seqs.target_counts();
+    let skippable = cfg.skip_zero_advantage && cfg.beta == 0.0 && cfg.entropy_coef == 0.0;
     for order in orders.iter().take(cfg.epochs) {
         for chunk in order.chunks(per) {
-            let idx = Tensor::from_slice(chunk).to_device(policy.device());
-            let seqs = batch.seqs.select(chunk);
-            let mask = &seqs.loss_mask;
-            let tokens = mask.sum(Kind::Float).double_value(&[]);
+            let tokens: f64 = chunk.iter().map(|&i| counts[i as usize] as f64).sum();
+            let rows: Vec<i64> = chunk
+                .iter()
+                .copied()
+                .filter(|&i| !skippable || batch.advantages[i as usize] != 0.0)
+                .collect();
+            acc.rows_skipped += chunk.len() - rows.len();
             opt.zero_grad();
-            let (logp, entropy) = token_logprobs(&policy.model, &seqs, cfg.temperature);
-            let old = batch.old_logp.index_select(0, &idx);
-            let adv = batch.advantages.index_select(0, &idx);
-            let terms = ppo_clip_terms(&logp, &old, &adv, &cfg.clip);
-            let pg_loss = token_sum_over(&terms.pg, mask, tokens);
-            let mut loss = pg_loss.shallow_clone();
-            if let Some(ref_all) = &batch.ref_logp {
-                let kl = kl_k3(&logp, &ref_all.index_select(0, &idx));
-                acc.kl += masked_mean(&kl.detach(), mask);
-                if cfg.beta != 0.0 {
-                    loss = loss + token_sum_over(&kl, mask, tokens) * cfg.beta;
+            if rows.is_empty() {
+                // Every gradient is zero; AdamW still steps (its moments decay), as it would
+                // after a backward pass through the full mini-batch.
+                zero_gradients(policy);
+            } else {
+                let mb = batch.select(&rows);
+                let mask = &mb.seqs.loss_mask;
+                let (logp, entropy) = token_logprobs(&policy.model, &mb.seqs, cfg.temperature);
+                let terms = ppo_clip_terms(&logp, &mb.old_logp, &mb.advantages, &cfg.clip);
+                let pg_loss = token_sum_over(&terms.pg, mask, tokens);
+                let mut loss = pg_loss.shallow_clone();
+                if let Some(ref_logp) = &mb.ref_logp {
+                    let kl = kl_k3(&logp, ref_logp);
+                    acc.kl += masked_mean(&kl.detach(), mask);
+                    if cfg.beta != 0.0 {
+                        loss = loss + token_sum_over(&kl, mask, tokens) * cfg.beta;
+                    }
                 }
+                if cfg.entropy_coef != 0.0 {
+                    loss = loss - token_sum_over(&entropy, mask, tokens) * cfg.entropy_coef;
+                }
+                loss.backward();
+                acc.loss += loss.double_value(&[]);
+                acc.pg_loss += pg_loss.double_value(&[]);
+                acc.clipfrac_high +=
+                    token_sum_over(&terms.clipped_high, mask, tokens).double_value(&[]);
+                acc.clipfrac_low +=
+                    token_sum_over(&terms.clipped_low, mask, tokens).double_value(&[]);
+                acc.ppo_kl += masked_mean(&terms.neg_log_ratio, mask);
+                acc.trained_steps += 1;
             }
-            if cfg.entropy_coef != 0.0 {
-                loss = loss - token_sum_over(&entropy, mask, tokens) * cfg.entropy_coef;
-            }
-            loss.backward();
             acc.grad_norm += opt.clip_grad_norm(cfg.max_grad_norm);
             opt.step(cfg.lr);
-            acc.loss += loss.double_value(&[]);
-            acc.pg_loss += pg_loss.double_value(&[]);
-            acc.entropy += masked_mean(&entropy.detach(), mask);
-            acc.clipfrac_high += masked_mean(&terms.clipped_high, mask);
-            acc.clipfrac_low += masked_mean(&terms.clipped_low, mask);
-            acc.ppo_kl += masked_mean(&terms.neg_log_ratio, mask);
             acc.optimizer_steps += 1;
         }
     }
+    // Loss, clip fractions and gradient norm of an all-zero mini-batch are exactly 0; the
+    // log-ratio and KL of skipped rows are unknown, so those average over trained steps.
     let k = acc.optimizer_steps.max(1) as f64;
     for v in [
         &mut acc.loss,
         &mut acc.pg_loss,
-        &mut acc.kl,
-        &mut acc.entropy,
         &mut acc.clipfrac_high,
         &mut acc.clipfrac_low,
-        &mut acc.ppo_kl,
         &mut acc.grad_norm,
     ] {
         *v /= k;
     }
+    let trained = acc.trained_steps.max(1) as f64;
+    acc.kl /= trained;
+    acc.ppo_kl /= trained;
     acc
+}
+
+/// Defines every parameter's gradient as zeros (a backward pass through `0 * Σ p`).
+fn zero_gradients(policy: &Policy) {
+    let params = policy.vs.trainable_variables();
+    let total = params
+        .iter()
+        .map(|p| p.sum(Kind::Float) * 0.0)
+        .fold(Tensor::from(0f32), |a, b| a + b);
+    total.backward();
 }

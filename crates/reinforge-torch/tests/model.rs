@@ -182,23 +182,25 @@ fn sampling_respects_stop_tokens_lengths_and_logprobs() {
         }
         assert!(c.logprobs.iter().all(|&l| l <= 0.0 && l.is_finite()));
     }
-    // The sampler's log-probs are those a full forward pass assigns (what the trainer recomputes).
-    let c = &out[1];
-    let mut seq = prompts[1].clone();
-    seq.extend(&c.tokens);
-    let ids = Tensor::from_slice(&seq).view([1, -1]);
-    let logits = full_logits(
-        &p,
-        &ids,
-        &Tensor::ones([1, seq.len() as i64], (Kind::Bool, Device::Cpu)),
-    );
-    let logp = logits.log_softmax(-1, Kind::Float);
-    for (j, (&tok, &lp)) in c.tokens.iter().zip(&c.logprobs).enumerate() {
-        let reference = logp.double_value(&[0, 2 + j as i64, tok]);
-        assert!(
-            (reference - lp as f64).abs() < 1e-4,
-            "token {j}: {reference} vs {lp}"
+    // The sampler's log-probs are those a full forward pass assigns (what the trainer
+    // recomputes), for every row: also after finished rows have left the decoding batch.
+    for (prompt, c) in prompts.iter().zip(&out) {
+        let mut seq = prompt.clone();
+        seq.extend(&c.tokens);
+        let ids = Tensor::from_slice(&seq).view([1, -1]);
+        let logits = full_logits(
+            &p,
+            &ids,
+            &Tensor::ones([1, seq.len() as i64], (Kind::Bool, Device::Cpu)),
         );
+        let logp = logits.log_softmax(-1, Kind::Float);
+        for (j, (&tok, &lp)) in c.tokens.iter().zip(&c.logprobs).enumerate() {
+            let reference = logp.double_value(&[0, (prompt.len() - 1 + j) as i64, tok]);
+            assert!(
+                (reference - lp as f64).abs() < 1e-4,
+                "token {j}: {reference} vs {lp}"
+            );
+        }
     }
 }
 

@@ -172,6 +172,9 @@ pub fn approx(e: &Expr, env: &[(String, f64)], m: Mode) -> f64 {
                 v
             }
         }
+        Expr::Func(f, args) if args.len() == 2 && crate::series::is_series(f) => {
+            crate::series::approx_series(f, &args[0], &args[1], env, m)
+        }
         Expr::Func(f, args) => {
             let a: Vec<f64> = args.iter().map(|x| approx(x, env, m)).collect();
             let x = a.first().copied().unwrap_or(f64::NAN);

@@ -95,6 +95,7 @@ impl Expr {
     /// Collects the free variable names.
     pub fn vars(&self, out: &mut Vec<String>) {
         match self {
+            Expr::Sym(s) if s == crate::series::INDEX_VAR => {}
             Expr::Sym(s) => {
                 if !out.contains(s) {
                     out.push(s.clone())
@@ -136,13 +137,13 @@ impl Expr {
             Expr::Num(_) | Expr::Dec(..) | Expr::Sym(_) | Expr::Const(_) | Expr::Text(_) => {
                 self.clone()
             }
-            Expr::Add(v) => Expr::Add(v.iter().map(|e| f(e)).collect()),
-            Expr::Mul(v) => Expr::Mul(v.iter().map(|e| f(e)).collect()),
-            Expr::Func(n, v) => Expr::Func(n.clone(), v.iter().map(|e| f(e)).collect()),
-            Expr::Tuple(v) => Expr::Tuple(v.iter().map(|e| f(e)).collect()),
-            Expr::Set(v) => Expr::Set(v.iter().map(|e| f(e)).collect()),
-            Expr::List(v) => Expr::List(v.iter().map(|e| f(e)).collect()),
-            Expr::Rel(v, ops) => Expr::Rel(v.iter().map(|e| f(e)).collect(), ops.clone()),
+            Expr::Add(v) => Expr::Add(v.iter().map(&mut *f).collect()),
+            Expr::Mul(v) => Expr::Mul(v.iter().map(&mut *f).collect()),
+            Expr::Func(n, v) => Expr::Func(n.clone(), v.iter().map(&mut *f).collect()),
+            Expr::Tuple(v) => Expr::Tuple(v.iter().map(&mut *f).collect()),
+            Expr::Set(v) => Expr::Set(v.iter().map(&mut *f).collect()),
+            Expr::List(v) => Expr::List(v.iter().map(&mut *f).collect()),
+            Expr::Rel(v, ops) => Expr::Rel(v.iter().map(&mut *f).collect(), ops.clone()),
             Expr::Neg(a) => Expr::Neg(b(f, a)),
             Expr::Percent(a) => Expr::Percent(b(f, a)),
             Expr::Degree(a) => Expr::Degree(b(f, a)),
@@ -155,7 +156,7 @@ impl Expr {
             Expr::SetOp(o, x, y) => Expr::SetOp(*o, b(f, x), b(f, y)),
             Expr::Matrix(rows) => Expr::Matrix(
                 rows.iter()
-                    .map(|r| r.iter().map(|e| f(e)).collect())
+                    .map(|r| r.iter().map(&mut *f).collect())
                     .collect(),
             ),
         }

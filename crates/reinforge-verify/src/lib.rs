@@ -12,7 +12,7 @@
 //! ```
 //!
 //! Modules: [`extract`] (finding the answer), [`normalize`] + [`lexer`] + [`parser`] (text to
-//! [`expr::Expr`]), [`number`] (bounded rationals), [`eval`], [`realset`], [`equiv`]
+//! [`expr::Expr`]), [`number`] (bounded rationals), [`eval`], [`series`] (ellipsis sums and products), [`realset`], [`equiv`]
 //! (equivalence policies), [`verdict`], [`cli`].
 
 pub mod cli;
@@ -26,6 +26,7 @@ pub mod number;
 pub mod parser;
 pub mod realset;
 pub mod sample;
+pub mod series;
 pub mod verdict;
 
 pub use verdict::{Status, Verdict};
@@ -158,7 +159,7 @@ fn fix_numbers(s: &str, decimal_comma: bool) -> String {
             ')' | ']' | '}' => depth -= 1,
             ',' if depth <= 0 => {
                 let prev_digit = i > 0 && c[i - 1].is_ascii_digit();
-                let three = i + 3 < c.len() + 0
+                let three = i + 3 < c.len()
                     && (1..=3).all(|k| c.get(i + k).is_some_and(|d| d.is_ascii_digit()))
                     && !c.get(i + 4).is_some_and(|d| d.is_ascii_digit());
                 if prev_digit {

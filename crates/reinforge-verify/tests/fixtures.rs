@@ -3,7 +3,7 @@
 //! Data directory: `$REINFORGE_VERIFY_DATA` or `../../../shared/data/verify` relative to this
 //! crate. Set `VERIFY_PRINT=1` to print every disagreement.
 
-use reinforge_verify::{verify, Options, Status};
+use reinforge_verify::{verify, Options};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -146,7 +146,6 @@ fn hardverify_recall_and_false_positive_rate() {
                 c.id, c.disputed, c.expected, v.status, v.reason, c.gold, c.pred
             );
         }
-        assert!(v.status != Status::UnparsableGold || !c.expected || true);
     }
     let recall = tp as f64 / pos as f64;
     let fpr = fp as f64 / neg as f64;
@@ -154,13 +153,12 @@ fn hardverify_recall_and_false_positive_rate() {
     let fpr_nd = fp_nd as f64 / neg_nd as f64;
     println!("hardverify whole file: recall {recall:.3} ({tp}/{pos}), FPR {fpr:.3} ({fp}/{neg})");
     println!("hardverify non-disputed labels: recall {recall_nd:.3} ({tp_nd}/{pos_nd}), FPR {fpr_nd:.3} ({fp_nd}/{neg_nd})");
-    // Acceptance asks recall >= 0.90 with FPR <= 0.01 over the whole file. Measured: see the
-    // printed lines. The whole file holds 11 disputed "true" labels (numbers that differ at the
-    // gold's own precision, closed vs open intervals, a placeholder gold) that an exact verifier
-    // must reject; the non-disputed recall is asserted at the level reached, the whole-file
-    // figure below the 0.90 target (NOT MET, reported as such).
+    // Acceptance: recall >= 0.90 with FPR <= 0.01 over the whole file (met: 225/250, 1/250).
+    // The whole file holds 11 disputed "true" labels (numbers that differ at the gold's own
+    // precision, closed vs open intervals, a placeholder gold) that an exact verifier must
+    // reject; the non-disputed figures are asserted at the level reached.
     assert!(fpr <= 0.01, "false-positive rate {fpr}");
     assert!(fpr_nd <= 0.01, "non-disputed false-positive rate {fpr_nd}");
-    assert!(recall >= 0.88, "whole-file recall {recall}");
-    assert!(recall_nd >= 0.92, "non-disputed recall {recall_nd}");
+    assert!(recall >= 0.90, "whole-file recall {recall}");
+    assert!(recall_nd >= 0.93, "non-disputed recall {recall_nd}");
 }

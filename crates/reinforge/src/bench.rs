@@ -21,7 +21,12 @@ pub struct BenchReport {
     pub threads: i32,
     pub prompts: usize,
     pub generations: usize,
+    /// Longest completion (every completion has this length on fixed shapes).
     pub completion_tokens: usize,
+    /// Mean completion length over the timed iterations.
+    pub mean_completion_tokens: f64,
+    /// Mean fraction of rows the update skipped (zero advantage).
+    pub rows_skipped_frac: f64,
     /// Seconds per iteration, each timed iteration in order.
     pub iteration_s: Vec<f64>,
     pub median_s: f64,
@@ -43,14 +48,28 @@ fn median(v: &[f64]) -> f64 {
 
 /// Runs `warmup + iterations` GRPO iterations with every completion `max_completion_length`
 /// tokens long, timing the last `iterations`.
-pub fn run(cfg: &TrainConfig, iterations: usize, warmup: usize) -> Result<BenchReport> {
+/// With `checkpoint`, the policy is loaded from it and completions stop at `<eos>` as in
+/// training (a real iteration); without, a randomly initialised model generates exactly
+/// `max_completion_length` tokens per completion (fixed shapes).
+pub fn run(
+    cfg: &TrainConfig,
+    iterations: usize,
+    warmup: usize,
+    checkpoint: Option<&std::path::Path>,
+) -> Result<BenchReport> {
     let device = parse_device(&cfg.device)?;
     if cfg.threads > 0 {
         reinforge_torch::tch::set_num_threads(cfg.threads as i32);
     }
     let mut grpo_cfg = cfg.grpo.clone();
-    grpo_cfg.ignore_eos = true;
-    let policy = Policy::new(&cfg.model, device, cfg.seed as i64)?;
+    // Fixed shapes compare the same arithmetic on both sides: every row is run, even though a
+    // random model's rewards (all zero) would let reinforge skip the whole update.
+    grpo_cfg.ignore_eos = checkpoint.is_none();
+    grpo_cfg.skip_zero_advantage = checkpoint.is_some();
+    let policy = match checkpoint {
+        Some(dir) => Policy::load(dir, device)?,
+        None => Policy::new(&cfg.model, device, cfg.seed as i64)?,
+    };
     let mut opt = AdamW::new(
         &policy.vs,
         AdamWConfig {
@@ -62,6 +81,8 @@ pub fn run(cfg: &TrainConfig, iterations: usize, warmup: usize) -> Result<BenchR
     let mut times = vec![];
     let mut sample = vec![];
     let mut update = vec![];
+    let mut lengths = vec![];
+    let mut skipped = vec![];
     for step in 0..warmup + iterations {
         let start = Instant::now();
         let m = grpo::run_step(&policy, None, &mut opt, &task, &grpo_cfg, cfg.seed, step);
@@ -70,6 +91,8 @@ pub fn run(cfg: &TrainConfig, iterations: usize, warmup: usize) -> Result<BenchR
             times.push(elapsed);
             sample.push(m.sample_seconds);
             update.push(m.update_seconds);
+            lengths.push(m.response_length);
+            skipped.push(m.rows_skipped_frac);
         }
     }
     Ok(BenchReport {
@@ -79,6 +102,8 @@ pub fn run(cfg: &TrainConfig, iterations: usize, warmup: usize) -> Result<BenchR
         prompts: grpo_cfg.prompts_per_step,
         generations: grpo_cfg.num_generations,
         completion_tokens: grpo_cfg.max_completion_length,
+        mean_completion_tokens: lengths.iter().sum::<f64>() / lengths.len().max(1) as f64,
+        rows_skipped_frac: skipped.iter().sum::<f64>() / skipped.len().max(1) as f64,
         median_s: median(&times),
         mean_s: times.iter().sum::<f64>() / times.len().max(1) as f64,
         iteration_s: times,

@@ -67,7 +67,7 @@ KEYS (see any run's config.toml for the full list with values):
   grpo.steps, grpo.prompts_per_step, grpo.num_generations, grpo.epsilon_low, grpo.epsilon_high,
   grpo.beta, grpo.entropy_coef, grpo.ppo_epochs, grpo.mini_batches, grpo.lr, grpo.max_grad_norm,
   grpo.temperature, grpo.top_p, grpo.top_k, grpo.max_completion_length, grpo.checkpoint_every,
-  grpo.ignore_eos,
+  grpo.ignore_eos, grpo.skip_zero_advantage,
   grpo.advantage.norm_by_std, grpo.advantage.epsilon
   eval.problems, eval.samples, eval.temperature, eval.batch_size")]
 struct TrainArgs {
@@ -93,6 +93,10 @@ struct BenchArgs {
     /// Config overrides, as for `train` (e.g. `--set threads=2`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Start from this checkpoint and stop completions at <eos>, as in training (a real
+    /// iteration). Without it: a random model and fixed-length completions.
+    #[arg(long, value_name = "DIR")]
+    checkpoint: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -128,14 +132,21 @@ pub fn main() -> Result<ExitCode> {
         Command::Eval(args) => eval(args),
         Command::Bench(args) => {
             let cfg = TrainConfig::resolve(None, &args.set)?;
-            let report = crate::bench::run(&cfg, args.iterations, args.warmup)?;
+            let report = crate::bench::run(
+                &cfg,
+                args.iterations,
+                args.warmup,
+                args.checkpoint.as_deref(),
+            )?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Verify(args) => reinforge_verify::cli::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Rank(args) => reinforge_eval::cli::run_rank(&args).map(|()| ExitCode::SUCCESS),
         Command::Passk(args) => reinforge_eval::cli::run_passk(&args).map(|()| ExitCode::SUCCESS),
-        Command::Tournament(args) => reinforge_eval::cli::run_tournament(&args).map(|()| ExitCode::SUCCESS),
+        Command::Tournament(args) => {
+            reinforge_eval::cli::run_tournament(&args).map(|()| ExitCode::SUCCESS)
+        }
         Command::Stats(args) => reinforge_eval::cli::run_stats(&args).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -112,7 +112,10 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
             run.append_jsonl("sft_metrics.jsonl", &line)?;
             state.step += 1;
             bar.inc(1);
-            if cfg.sft.checkpoint_every > 0 && state.step % cfg.sft.checkpoint_every == 0 && state.step < cfg.sft.steps {
+            if cfg.sft.checkpoint_every > 0
+                && state.step % cfg.sft.checkpoint_every == 0
+                && state.step < cfg.sft.steps
+            {
                 state.sft_seconds = base + start.elapsed().as_secs_f64();
                 run.save_checkpoint("latest", &policy, Some(&opt), &state)?;
             }

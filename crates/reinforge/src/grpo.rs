@@ -35,6 +35,7 @@ pub struct StepMetrics {
     pub pg_loss: f64,
     /// Mean k3 KL to the reference model (0 without one).
     pub kl: f64,
+    /// Mean entropy of the sampling distribution over the step's completion tokens.
     pub entropy: f64,
     #[serde(rename = "clipfrac/high")]
     pub clipfrac_high: f64,
@@ -42,6 +43,10 @@ pub struct StepMetrics {
     pub clipfrac_low: f64,
     pub ppo_kl: f64,
     pub grad_norm: f64,
+    /// Fraction of rollout rows the update skipped: their advantage is exactly zero, so they
+    /// add nothing to the loss or its gradient.
+    #[serde(rename = "update/rows_skipped_frac")]
+    pub rows_skipped_frac: f64,
     #[serde(rename = "response_length/mean")]
     pub response_length: f64,
     #[serde(rename = "response/truncated_frac")]
@@ -76,6 +81,7 @@ pub fn update_config(cfg: &GrpoConfig) -> UpdateConfig {
         lr: cfg.lr,
         max_grad_norm: cfg.max_grad_norm,
         temperature: cfg.temperature,
+        skip_zero_advantage: cfg.skip_zero_advantage,
     }
 }
 
@@ -148,11 +154,17 @@ pub fn run_step(
         loss: u.loss,
         pg_loss: u.pg_loss,
         kl: u.kl,
-        entropy: u.entropy,
+        entropy: rollouts
+            .iter()
+            .flat_map(|r| &r.entropies)
+            .map(|&e| e as f64)
+            .sum::<f64>()
+            / tokens.max(1) as f64,
         clipfrac_high: u.clipfrac_high,
         clipfrac_low: u.clipfrac_low,
         ppo_kl: u.ppo_kl,
         grad_norm: u.grad_norm,
+        rows_skipped_frac: u.rows_skipped as f64 / (n * cfg.ppo_epochs as f64),
         response_length: tokens as f64 / n,
         truncated_frac: rollouts.iter().filter(|r| r.truncated).count() as f64 / n,
         columns_share: share(Pattern::Columns),
@@ -186,7 +198,7 @@ fn pack(
         let _guard = reinforge_torch::tch::no_grad_guard();
         token_logprobs(&r.model, &seqs, cfg.temperature).0
     });
-    let advantages = seqs.row_values(advantages);
+    let advantages = advantages.to_vec();
     RolloutBatch {
         seqs,
         old_logp,

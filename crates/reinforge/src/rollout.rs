@@ -13,6 +13,8 @@ pub struct Rollout {
     pub prompt: Vec<i64>,
     pub tokens: Vec<i64>,
     pub logprobs: Vec<f32>,
+    /// Entropy of the sampling distribution at each completion token.
+    pub entropies: Vec<f32>,
     pub truncated: bool,
     pub verdict: Verdict,
     pub pattern: Pattern,
@@ -88,6 +90,7 @@ pub fn sample_and_score(
                 pattern: task.classify(&text),
                 tokens: c.tokens,
                 logprobs: c.logprobs,
+                entropies: c.entropies,
                 truncated: c.truncated,
                 verdict,
             });

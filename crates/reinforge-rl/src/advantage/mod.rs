@@ -1,8 +1,39 @@
-//! Outcome advantage estimators.
+//! Advantage estimators. `grpo_advantages` is the per-row GRPO/Dr.GRPO estimator the trainer
+//! uses; the submodules reproduce verl's estimator catalogue (`core_algos.py` @ 1dda039) on
+//! `B x T` matrices, each returning verl's `(advantages, returns)` pair.
 
 use serde::{Deserialize, Serialize};
 
 use crate::groups::Groups;
+use crate::masked::Matrix;
+
+pub mod gae;
+pub mod gpg;
+pub mod grpo;
+pub mod opo;
+pub mod optimal_baseline;
+pub mod reinforce_pp;
+pub mod remax;
+pub mod rloo;
+
+/// The two tensors every verl advantage estimator returns, both `B x T`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdvantageOutput {
+    /// The advantages the policy loss consumes.
+    pub advantages: Matrix,
+    /// The returns (value targets for GAE; equal to the advantages for outcome estimators).
+    pub returns: Matrix,
+}
+
+impl AdvantageOutput {
+    /// Outcome estimators return the advantages twice.
+    pub fn same(advantages: Matrix) -> Self {
+        Self {
+            returns: advantages.clone(),
+            advantages,
+        }
+    }
+}
 
 /// How GRPO normalises a reward against its group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,11 +1,29 @@
 //! Policy-gradient losses with autograd: the PPO-clip surrogate, KL to a reference, entropy.
 //!
-//! Conventions follow verl `core_algos.py` (`compute_policy_loss_vanilla`, `kl_penalty`,
-//! `agg_loss`): the log-ratio is clamped to ±20 before `exp`, the k3 ("low_var_kl") estimator
-//! is clamped to [-10, 10], and token-mean aggregation divides by the number of valid tokens.
+//! This module keeps the small surface the trainer uses (`PpoClip`, `ppo_clip_terms`, `kl_k3`,
+//! `token_sum_over`, `masked_mean`). The submodules hold the full catalogue, each function
+//! reproducing one verl (`core_algos.py` @ 1dda039) or TRL (`grpo_trainer.py` @ f2cd577) function
+//! numerically, generic over the float dtype of its inputs (f64 for the oracles, f32 in training):
+//! - [`agg`]: verl `agg_loss`, its 5 modes and the global-batch normalisation;
+//! - [`kl`]: verl `kl_penalty` (every estimator, `+` straight-through), entropy, KL-in-reward;
+//! - [`policy`]: the shared verl loss config and output;
+//! - [`clip_family`]: vanilla PPO (clip-higher, dual-clip), GSPO, CISPO, SAPO, DPPO-TV/KL, GMPO;
+//! - [`pg_family`]: GPG, DRO, KL-Cov, Clip-Cov, REINFORCE, the value loss;
+//! - [`trl`]: TRL's `_compute_loss` (grpo, bnpo, dr_grpo, dapo, cispo, sapo) with its metrics.
+//!
+//! Conventions of the trainer's surface follow verl `compute_policy_loss_vanilla`: the log-ratio
+//! is clamped to ±20 before `exp`, the k3 ("low_var_kl") estimator is clamped to [-10, 10], and
+//! token-mean aggregation divides by the number of valid tokens.
 
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
+
+pub mod agg;
+pub mod clip_family;
+pub mod kl;
+pub mod pg_family;
+pub mod policy;
+pub mod trl;
 
 /// Hyper-parameters of the clipped surrogate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

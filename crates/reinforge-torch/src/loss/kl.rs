@@ -1,0 +1,132 @@
+//! KL estimators, entropy and KL-in-reward, verl semantics (core_algos.py @ 1dda039: `kl_penalty`,
+//! `kl_penalty_forward`, `compute_entropy_loss`, `compute_rewards`; torch_functional.py:
+//! `entropy_from_logits`). See Schulman, "Approximating KL divergence" (2020).
+
+use std::str::FromStr;
+
+use tch::Tensor;
+
+use crate::loss::agg::{agg_loss, AggMode, GlobalBatchInfo};
+
+/// A per-token estimator of KL(π‖π_ref) from the two log-probs of the sampled token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KlEstimator {
+    /// k1 (`kl`): `logp - ref`. Unbiased, high variance, can be negative.
+    K1,
+    /// `abs`: `|logp - ref|`.
+    Abs,
+    /// k2 (`mse`): `½ (logp - ref)²`. Its gradient is the unbiased gradient of KL.
+    K2,
+    /// k3 (`low_var_kl`): `e^{ref-logp} - (ref-logp) - 1`, log-ratio clamped to ±20 and value to ±10.
+    K3,
+}
+
+/// An estimator plus verl's `+` suffix: forward value of the estimator, gradient of k2
+/// (straight-through), e.g. `k3+`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KlPenalty {
+    pub estimator: KlEstimator,
+    pub straight_through: bool,
+}
+
+impl FromStr for KlPenalty {
+    type Err = String;
+    /// Accepts verl's names: kl, k1, abs, mse, k2, low_var_kl, k3, each optionally with `+`.
+    /// `full` is rejected, as verl raises NotImplementedError for it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (base, straight_through) = match s.strip_suffix('+') {
+            Some(b) => (b, true),
+            None => (s, false),
+        };
+        let estimator = match base {
+            "kl" | "k1" => KlEstimator::K1,
+            "abs" => KlEstimator::Abs,
+            "mse" | "k2" => KlEstimator::K2,
+            "low_var_kl" | "k3" => KlEstimator::K3,
+            other => return Err(format!("unsupported kl_penalty: {other}")),
+        };
+        Ok(Self {
+            estimator,
+            straight_through,
+        })
+    }
+}
+
+/// verl `kl_penalty_forward`: the estimator's value per token.
+pub fn kl_forward(logp: &Tensor, ref_logp: &Tensor, estimator: KlEstimator) -> Tensor {
+    match estimator {
+        KlEstimator::K1 => logp - ref_logp,
+        KlEstimator::Abs => (logp - ref_logp).abs(),
+        KlEstimator::K2 => (logp - ref_logp).square() * 0.5,
+        KlEstimator::K3 => {
+            let d = (ref_logp - logp).clamp(-20.0, 20.0);
+            (d.exp() - &d - 1.0).clamp(-10.0, 10.0)
+        }
+    }
+}
+
+/// verl `kl_penalty`: [`kl_forward`], and with `straight_through` the value of the estimator
+/// carrying the gradient of k2, `k2 - sg(k2) + sg(value)` (k2 itself is unchanged by `+`).
+pub fn kl_penalty(logp: &Tensor, ref_logp: &Tensor, penalty: KlPenalty) -> Tensor {
+    let forward = kl_forward(logp, ref_logp, penalty.estimator);
+    if !penalty.straight_through || penalty.estimator == KlEstimator::K2 {
+        return forward;
+    }
+    let backward = (logp - ref_logp).square() * 0.5;
+    &backward - backward.detach() + forward.detach()
+}
+
+/// verl `entropy_from_logits`: `logsumexp(z) - Σ softmax(z)·z` over the last axis (`B x T x V` →
+/// `B x T`).
+pub fn entropy_from_logits(logits: &Tensor) -> Tensor {
+    let p = logits.softmax(-1, logits.kind());
+    logits.logsumexp(-1i64, false) - (p * logits).sum_dim_intlist(-1i64, false, logits.kind())
+}
+
+/// verl `compute_entropy_loss`: [`entropy_from_logits`] aggregated by `mode` (local constants).
+pub fn compute_entropy_loss(logits: &Tensor, mask: &Tensor, mode: AggMode) -> Tensor {
+    agg_loss(
+        &entropy_from_logits(logits),
+        mask,
+        mode,
+        &GlobalBatchInfo::default(),
+    )
+}
+
+/// verl `compute_rewards`: KL in the reward, `scores - (old_logp - ref_logp)·kl_ratio` (k1).
+pub fn compute_rewards(
+    token_level_scores: &Tensor,
+    old_logp: &Tensor,
+    ref_logp: &Tensor,
+    kl_ratio: f64,
+) -> Tensor {
+    token_level_scores - (old_logp - ref_logp) * kl_ratio
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::Kind;
+
+    #[test]
+    fn names_and_straight_through_gradient() {
+        assert!("full".parse::<KlPenalty>().is_err());
+        let p: KlPenalty = "low_var_kl+".parse().unwrap();
+        assert!(p.straight_through && p.estimator == KlEstimator::K3);
+        let lp = Tensor::from_slice(&[-1.0f64, -2.0]).set_requires_grad(true);
+        let rf = Tensor::from_slice(&[-1.5f64, -1.0]);
+        let kl = kl_penalty(&lp, &rf, p);
+        let plain = kl_forward(&lp, &rf, KlEstimator::K3);
+        assert!(kl.allclose(&plain.detach(), 1e-12, 1e-12, false));
+        kl.sum(Kind::Double).backward();
+        let g = Vec::<f64>::try_from(lp.grad()).unwrap();
+        assert_eq!(g, vec![0.5, -1.0], "d/dlogp of ½(logp-ref)² is logp - ref");
+    }
+
+    #[test]
+    fn uniform_logits_have_log_v_entropy() {
+        let z = Tensor::zeros([1, 1, 4], (Kind::Double, tch::Device::Cpu));
+        let h = entropy_from_logits(&z).double_value(&[0, 0]);
+        assert!((h - 4f64.ln()).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,277 @@
+//! verl fixtures: advantage estimators (`reinforge_rl`), `agg_loss`, KL / entropy and the policy
+//! losses (`reinforge_torch::loss`). Gradients come from tch autograd on f64 tensors.
+
+use reinforge_rl::advantage::{
+    gae, gpg, grpo, opo, optimal_baseline, reinforce_pp, remax, rloo, AdvantageOutput,
+};
+use reinforge_rl::AdvantageConfig;
+use reinforge_torch::loss::agg::{agg_loss, agg_normalisation, AggMode, GlobalBatchInfo};
+use reinforge_torch::loss::clip_family::{self, DppoDivergence};
+use reinforge_torch::loss::kl::{
+    compute_entropy_loss, compute_rewards, entropy_from_logits, kl_penalty, KlPenalty,
+};
+use reinforge_torch::loss::pg_family;
+use reinforge_torch::loss::policy::{PolicyInputs, PolicyLoss, VerlPolicyConfig};
+use serde_json::Value;
+use tch::Tensor;
+
+use super::{matrix, tensor, Case, R};
+
+fn index(c: &Case) -> R<Vec<i64>> {
+    Ok(c.req("index")?
+        .as_array()
+        .ok_or("index is not a list")?
+        .iter()
+        .map(|x| x.as_i64().expect("integer group id"))
+        .collect())
+}
+
+fn flat_matrix(m: &[Vec<f64>]) -> Vec<f64> {
+    m.iter().flatten().copied().collect()
+}
+
+fn advantages(c: &mut Case, function: &str) -> R<bool> {
+    if !(function.ends_with("_advantage") || function == "compute_gae_advantage_return") {
+        return Ok(false);
+    }
+    let cfg = AdvantageConfig {
+        norm_by_std: c
+            .param("norm_adv_by_std_in_grpo")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        epsilon: c.param_f64("epsilon", 1e-6),
+    };
+    let r = || -> R<Vec<Vec<f64>>> { Ok(matrix(c.req("token_level_rewards")?)) };
+    let m = matrix(c.req("response_mask")?);
+    let out: AdvantageOutput = match function {
+        "compute_grpo_outcome_advantage" => grpo::grpo_outcome(&r()?, &m, &index(c)?, &cfg),
+        "compute_grpo_vectorized_outcome_advantage" => {
+            grpo::grpo_vectorized_outcome(&r()?, &m, &index(c)?, &cfg)
+        }
+        "compute_gdpo_outcome_advantage" => {
+            grpo::gdpo_outcome(&[r()?], &[1.0], &m, &index(c)?, &cfg)
+        }
+        "compute_grpo_passk_outcome_advantage" => {
+            grpo::grpo_passk_outcome(&r()?, &m, &index(c)?, &cfg)
+        }
+        "compute_rloo_outcome_advantage" => rloo::rloo_outcome(&r()?, &m, &index(c)?),
+        "compute_rloo_vectorized_outcome_advantage" => {
+            rloo::rloo_vectorized_outcome(&r()?, &m, &index(c)?)
+        }
+        "compute_reinforce_plus_plus_outcome_advantage" => {
+            reinforce_pp::reinforce_pp_outcome(&r()?, &m, c.param_f64("gamma", 1.0))
+        }
+        "compute_reinforce_plus_plus_baseline_outcome_advantage" => {
+            reinforce_pp::reinforce_pp_baseline_outcome(&r()?, &m, &index(c)?)
+        }
+        "compute_gae_advantage_return" => gae::gae(
+            &r()?,
+            &matrix(c.req("values")?),
+            &m,
+            c.param_f64("gamma", 1.0),
+            c.param_f64("lam", 1.0),
+        ),
+        "compute_opo_outcome_advantage" => opo::opo_outcome(&r()?, &m, &index(c)?),
+        "compute_gpg_outcome_advantage" => {
+            gpg::gpg_outcome(&r()?, &m, &index(c)?, c.param_f64("f_norm", 1.0))
+        }
+        "compute_remax_outcome_advantage" => {
+            let b: Vec<f64> = super::flat(c.req("reward_baselines")?);
+            remax::remax_outcome(&r()?, &b, &m)
+        }
+        "compute_optimal_token_baseline_advantage" => optimal_baseline::optimal_token_baseline(
+            &r()?,
+            &m,
+            &index(c)?,
+            &matrix(c.req("old_log_probs")?),
+            &matrix(c.req("sum_pi_squared")?),
+            c.param("handle_zero_tail")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            c.param_f64("epsilon", 1e-8),
+        ),
+        _ => return Ok(false),
+    };
+    c.array("advantages", &flat_matrix(&out.advantages))?;
+    c.array("returns", &flat_matrix(&out.returns))?;
+    Ok(true)
+}
+
+fn mode(c: &Case, default: AggMode) -> R<AggMode> {
+    match c.param("loss_agg_mode").and_then(Value::as_str) {
+        Some(s) => s.parse(),
+        None => Ok(default),
+    }
+}
+
+fn batch_info(v: Option<&Value>) -> GlobalBatchInfo {
+    let get = |k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_f64);
+    GlobalBatchInfo {
+        dp_size: get("dp_size").unwrap_or(1.0) as usize,
+        batch_num_tokens: get("batch_num_tokens"),
+        global_batch_size: get("global_batch_size"),
+        loss_scale_factor: get("loss_scale_factor"),
+    }
+}
+
+fn agg(c: &mut Case) -> R<()> {
+    let info = batch_info(Some(&c.v["params"]));
+    let (l, m) = (tensor(c.req("loss_mat")?), tensor(c.req("loss_mask")?));
+    let md = mode(c, AggMode::TokenMean)?;
+    c.scalar("loss", agg_loss(&l, &m, md, &info).double_value(&[]))?;
+    let norm = agg_normalisation(&m, md, &info);
+    let e = c.consume("normalisation")?.clone();
+    let c2 = |k: &str, got: Option<f64>| -> R<()> {
+        match (e.get(k).and_then(Value::as_f64), got) {
+            (None, None) => Ok(()),
+            (Some(x), Some(g)) if (x - g).abs() <= 1e-12 * x.abs().max(1.0) => Ok(()),
+            (x, g) => Err(format!(
+                "{}: normalisation.{k}: got {g:?}, expected {x:?}",
+                c.id
+            )),
+        }
+    };
+    c2("dp_size", Some(info.dp_size as f64))?;
+    c2("batch_num_tokens_used", norm.batch_num_tokens_used)?;
+    c2("global_batch_size_used", norm.global_batch_size_used)?;
+    c2("loss_scale_factor_used", norm.loss_scale_factor_used)
+}
+
+fn kl_family(c: &mut Case, function: &str) -> R<bool> {
+    match function {
+        "kl_penalty" => {
+            let lp = tensor(c.req("logprob")?).set_requires_grad(true);
+            let rf = tensor(c.req("ref_logprob")?).set_requires_grad(true);
+            let p: KlPenalty = c.param_str("kl_penalty")?.parse()?;
+            let kl = kl_penalty(&lp, &rf, p);
+            c.tensor("kl", &kl)?;
+            kl.sum(kl.kind()).backward();
+            c.tensor("grad_logprob_of_sum", &lp.grad())?;
+            c.tensor("grad_ref_logprob_of_sum", &rf.grad())?;
+        }
+        "entropy_from_logits" => {
+            c.tensor("entropy", &entropy_from_logits(&tensor(c.req("logits")?)))?;
+        }
+        "compute_entropy_loss" => {
+            let md = mode(c, AggMode::TokenMean)?;
+            let l = compute_entropy_loss(
+                &tensor(c.req("logits")?),
+                &tensor(c.req("response_mask")?),
+                md,
+            );
+            c.scalar("entropy_loss", l.double_value(&[]))?;
+        }
+        "compute_rewards" => {
+            let r = compute_rewards(
+                &tensor(c.req("token_level_scores")?),
+                &tensor(c.req("old_log_prob")?),
+                &tensor(c.req("ref_log_prob")?),
+                c.param_f64("kl_ratio", 0.0),
+            );
+            c.tensor("token_level_rewards", &r)?;
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn policy_config(c: &Case) -> VerlPolicyConfig {
+    let d = VerlPolicyConfig::default();
+    let clip_ratio = c.param_f64("clip_ratio", d.clip_ratio);
+    VerlPolicyConfig {
+        clip_ratio,
+        clip_ratio_low: Some(c.param_f64("clip_ratio_low", clip_ratio)),
+        clip_ratio_high: Some(c.param_f64("clip_ratio_high", clip_ratio)),
+        clip_ratio_c: c.param_f64("clip_ratio_c", d.clip_ratio_c),
+        tau_pos: c.param_f64("tau_pos", d.tau_pos),
+        tau_neg: c.param_f64("tau_neg", d.tau_neg),
+        dro_beta: c.param_f64("policy_loss.dro_beta", d.dro_beta),
+        kl_cov_ratio: c.param_f64("policy_loss.kl_cov_ratio", d.kl_cov_ratio),
+        ppo_kl_coef: c.param_f64("policy_loss.ppo_kl_coef", d.ppo_kl_coef),
+        clip_cov_ratio: c.param_f64("policy_loss.clip_cov_ratio", d.clip_cov_ratio),
+        clip_cov_lb: c.param_f64("policy_loss.clip_cov_lb", d.clip_cov_lb),
+        clip_cov_ub: c.param_f64("policy_loss.clip_cov_ub", d.clip_cov_ub),
+        global_batch_info: batch_info(c.param("global_batch_info")),
+    }
+}
+
+type LossFn = fn(&PolicyInputs, AggMode, &VerlPolicyConfig) -> PolicyLoss;
+
+fn dppo_tv(x: &PolicyInputs, m: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
+    clip_family::dppo(x, m, cfg, DppoDivergence::Tv)
+}
+
+fn dppo_kl(x: &PolicyInputs, m: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
+    clip_family::dppo(x, m, cfg, DppoDivergence::Kl)
+}
+
+fn policy(c: &mut Case, function: &str) -> R<bool> {
+    let (f, default_mode): (LossFn, AggMode) = match function {
+        "compute_policy_loss_vanilla" => (clip_family::vanilla, AggMode::TokenMean),
+        "compute_policy_loss_gspo" => (clip_family::gspo, AggMode::SeqMeanTokenMean),
+        "compute_policy_loss_cispo" => (clip_family::cispo, AggMode::TokenMean),
+        "compute_policy_loss_sapo" => (clip_family::sapo, AggMode::SeqMeanTokenMean),
+        "compute_policy_loss_dppo_tv" => (dppo_tv, AggMode::TokenMean),
+        "compute_policy_loss_dppo_kl" => (dppo_kl, AggMode::TokenMean),
+        "compute_policy_loss_geo_mean" => (clip_family::geo_mean, AggMode::TokenMean),
+        "compute_policy_loss_gpg" => (pg_family::gpg, AggMode::TokenMean),
+        "compute_policy_loss_dro" => (pg_family::dro, AggMode::TokenMean),
+        "compute_policy_loss_kl_cov" => (pg_family::kl_cov, AggMode::TokenMean),
+        "compute_policy_loss_clip_cov" => (pg_family::clip_cov, AggMode::TokenMean),
+        "compute_policy_loss_reinforce" => (pg_family::reinforce, AggMode::SeqMeanTokenSum),
+        _ => return Ok(false),
+    };
+    let old_key = if function == "compute_policy_loss_reinforce" {
+        "rollout_log_prob"
+    } else {
+        "old_log_prob"
+    };
+    let old = tensor(c.req(old_key)?);
+    let lp = tensor(c.req("log_prob")?).set_requires_grad(true);
+    let a = tensor(c.req("advantages")?);
+    let m = tensor(c.req("response_mask")?);
+    let w: Option<Tensor> = c.input("rollout_is_weights").map(tensor);
+    let x = PolicyInputs {
+        old_log_prob: &old,
+        log_prob: &lp,
+        advantages: &a,
+        response_mask: &m,
+        rollout_is_weights: w.as_ref(),
+    };
+    let out = f(&x, mode(c, default_mode)?, &policy_config(c));
+    c.scalar("pg_loss", out.loss.double_value(&[]))?;
+    c.metrics("metrics", &out.metrics)?;
+    out.loss.backward();
+    c.tensor("grad_log_prob", &lp.grad())?;
+    Ok(true)
+}
+
+fn value(c: &mut Case) -> R<()> {
+    let v = tensor(c.req("vpreds")?).set_requires_grad(true);
+    let (loss, frac) = pg_family::value_loss(
+        &v,
+        &tensor(c.req("returns")?),
+        &tensor(c.req("values")?),
+        &tensor(c.req("response_mask")?),
+        c.param_f64("cliprange_value", 0.5),
+        mode(c, AggMode::TokenMean)?,
+        &GlobalBatchInfo::default(),
+    );
+    c.scalar("vf_loss", loss.double_value(&[]))?;
+    c.scalar("vf_clipfrac", frac)?;
+    loss.backward();
+    c.tensor("grad_vpreds", &v.grad())
+}
+
+/// Checks `c` if `function` is a verl function; `Ok(false)` when it is not one.
+pub fn dispatch(c: &mut Case, function: &str) -> R<bool> {
+    if function == "agg_loss" {
+        agg(c)?;
+        return Ok(true);
+    }
+    if function == "compute_value_loss" {
+        value(c)?;
+        return Ok(true);
+    }
+    Ok(advantages(c, function)? || kl_family(c, function)? || policy(c, function)?)
+}
