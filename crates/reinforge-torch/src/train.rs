@@ -1,11 +1,14 @@
 //! Training steps: supervised fine-tuning and the clipped policy-gradient update.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tch::{Kind, Tensor};
 
 use crate::batch::SequenceBatch;
 use crate::logprobs::token_logprobs;
-use crate::loss::{kl_k3, masked_mean, ppo_clip_terms, token_sum_over, PpoClip};
+use crate::loss::agg::{agg_loss, AggMode, GlobalBatchInfo};
+use crate::loss::kl::{kl_penalty, KlPenalty};
+use crate::loss::trainer::{dual_clip, gspo_terms, PolicyLossKind};
+use crate::loss::{kl_k3, masked_mean, ppo_clip_terms, token_sum_over, PpoClip, TokenTerms};
 use crate::optim::AdamW;
 use crate::policy::Policy;
 
@@ -43,7 +46,7 @@ pub fn sft_step(
 }
 
 /// Settings of the policy update.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpdateConfig {
     pub clip: PpoClip,
     /// Weight of the k3 KL to the reference model in the loss (0 = no reference).
@@ -62,6 +65,43 @@ pub struct UpdateConfig {
     /// Skip rows whose advantage is exactly zero when no KL or entropy term needs them (an
     /// exact saving; off only to check that it is exact).
     pub skip_zero_advantage: bool,
+    /// The surrogate: token-ratio PPO clip or GSPO's sequence ratio.
+    pub policy_loss: PolicyLossKind,
+    /// verl `loss_agg_mode` of the policy, KL and entropy terms.
+    pub agg: AggMode,
+    /// The constant `S` of seq-mean-token-sum-norm (Dr.GRPO: the longest completion).
+    pub loss_scale_factor: f64,
+    /// Dual-clip bound `c` for negative advantages (0 = off).
+    pub clip_ratio_c: f64,
+    /// KL estimator of the `beta` term (verl `kl_loss_type`).
+    pub kl: KlPenalty,
+}
+
+impl UpdateConfig {
+    /// GRPO as the trainer ran it before presets: PPO clip, token-mean, k3, no dual clip.
+    pub fn grpo(clip: PpoClip, epochs: usize, mini_batches: usize, lr: f64) -> Self {
+        Self {
+            clip,
+            beta: 0.0,
+            entropy_coef: 0.0,
+            epochs,
+            mini_batches,
+            lr,
+            max_grad_norm: 1.0,
+            temperature: 1.0,
+            skip_zero_advantage: true,
+            policy_loss: PolicyLossKind::Vanilla,
+            agg: AggMode::TokenMean,
+            loss_scale_factor: 1.0,
+            clip_ratio_c: 0.0,
+            kl: "k3".parse().expect("k3 is a verl estimator"),
+        }
+    }
+
+    /// Whether the loss is exactly the k3-token-mean path of [`kl_k3`] and [`token_sum_over`].
+    fn plain_k3(&self) -> bool {
+        self.kl == "k3".parse::<KlPenalty>().expect("k3 is a verl estimator")
+    }
 }
 
 /// The rollouts of one iteration, packed for the update.
@@ -71,32 +111,138 @@ pub struct RolloutBatch {
     pub old_logp: Tensor,
     /// Reference-model log-probs `[N, L-1]` when `beta > 0`.
     pub ref_logp: Option<Tensor>,
-    /// One advantage per sequence.
+    /// One advantage per sequence. With `token_advantages`, the row's largest |advantage|
+    /// (only its being zero is read: such a row may be skipped).
     pub advantages: Vec<f32>,
+    /// Per-token advantages `[N, L-1]` (REINFORCE++ whitening); `None`: `advantages` per row.
+    pub token_advantages: Option<Tensor>,
+    /// Rollout-correction weights `[N, L-1]` multiplied into the policy loss (TIS).
+    pub is_weights: Option<Tensor>,
+    /// Multiplies the loss mask `[N, L-1]`: 0 removes a token from the loss and from the
+    /// aggregation denominators (truncated completions, rejection sampling).
+    pub keep: Option<Tensor>,
 }
 
 /// The rows of a mini-batch, trimmed to their longest sequence.
 struct MiniBatch {
     seqs: SequenceBatch,
+    mask: Tensor,
     old_logp: Tensor,
     ref_logp: Option<Tensor>,
     advantages: Tensor,
+    is_weights: Option<Tensor>,
 }
 
 impl RolloutBatch {
+    /// A batch with per-row advantages and no correction or extra mask.
+    pub fn new(
+        seqs: SequenceBatch,
+        old_logp: Tensor,
+        ref_logp: Option<Tensor>,
+        advantages: Vec<f32>,
+    ) -> Self {
+        Self {
+            seqs,
+            old_logp,
+            ref_logp,
+            advantages,
+            token_advantages: None,
+            is_weights: None,
+            keep: None,
+        }
+    }
+
+    /// Tokens each row contributes to the loss (the row sums of the effective mask).
+    fn row_tokens(&self) -> Vec<f64> {
+        match &self.keep {
+            None => self
+                .seqs
+                .target_counts()
+                .iter()
+                .map(|&c| c as f64)
+                .collect(),
+            Some(keep) => Vec::<f64>::try_from(
+                (&self.seqs.loss_mask * keep)
+                    .sum_dim_intlist(-1i64, false, Kind::Double)
+                    .to_device(tch::Device::Cpu),
+            )
+            .expect("row sums"),
+        }
+    }
+
     fn select(&self, idx: &[i64]) -> MiniBatch {
         let seqs = self.seqs.select(idx);
         let t = Tensor::from_slice(idx).to_device(seqs.ids.device());
         let w = seqs.target_width();
         let pick = |x: &Tensor| x.index_select(0, &t).narrow(1, 0, w);
-        let adv: Vec<f32> = idx.iter().map(|&i| self.advantages[i as usize]).collect();
+        let advantages = match &self.token_advantages {
+            Some(a) => pick(a),
+            None => {
+                let adv: Vec<f32> = idx.iter().map(|&i| self.advantages[i as usize]).collect();
+                seqs.row_values(&adv)
+            }
+        };
+        let mask = match &self.keep {
+            Some(k) => &seqs.loss_mask * pick(k),
+            None => seqs.loss_mask.shallow_clone(),
+        };
         MiniBatch {
-            advantages: seqs.row_values(&adv),
+            advantages,
+            mask,
             old_logp: pick(&self.old_logp),
             ref_logp: self.ref_logp.as_ref().map(pick),
+            is_weights: self.is_weights.as_ref().map(pick),
             seqs,
         }
     }
+}
+
+/// The global constants of one mini-batch: its valid tokens, its rows with a valid token,
+/// and `S`. Computed over the whole mini-batch before any row is skipped, so skipping rows
+/// that contribute exactly zero leaves every denominator, hence the update, unchanged.
+struct Denominators {
+    tokens: f64,
+    info: GlobalBatchInfo,
+}
+
+impl Denominators {
+    fn of(chunk: &[i64], row_tokens: &[f64], cfg: &UpdateConfig) -> Self {
+        let tokens: f64 = chunk.iter().map(|&i| row_tokens[i as usize]).sum();
+        let rows = chunk
+            .iter()
+            .filter(|&&i| row_tokens[i as usize] > 0.0)
+            .count();
+        Self {
+            tokens,
+            info: GlobalBatchInfo {
+                dp_size: 1,
+                batch_num_tokens: Some(tokens.max(1.0)),
+                global_batch_size: Some(rows.max(1) as f64),
+                loss_scale_factor: Some(cfg.loss_scale_factor),
+            },
+        }
+    }
+
+    /// `x` aggregated by `mode`; token-mean is [`token_sum_over`] (the trainer's original path).
+    fn agg(&self, x: &Tensor, mask: &Tensor, mode: AggMode) -> Tensor {
+        match mode {
+            AggMode::TokenMean => token_sum_over(x, mask, self.tokens),
+            other => agg_loss(x, mask, other, &self.info),
+        }
+    }
+}
+
+/// The policy-gradient terms per token: the surrogate, dual clip, then the IS weights.
+fn surrogate(logp: &Tensor, mb: &MiniBatch, cfg: &UpdateConfig) -> TokenTerms {
+    let mut terms = match cfg.policy_loss {
+        PolicyLossKind::Vanilla => ppo_clip_terms(logp, &mb.old_logp, &mb.advantages, &cfg.clip),
+        PolicyLossKind::Gspo => gspo_terms(logp, &mb.old_logp, &mb.advantages, &mb.mask, &cfg.clip),
+    };
+    terms.pg = dual_clip(terms.pg, &mb.advantages, cfg.clip_ratio_c);
+    if let Some(w) = &mb.is_weights {
+        terms.pg = terms.pg * w;
+    }
+    terms
 }
 
 /// Means over the optimizer steps of one update.
@@ -119,14 +265,17 @@ pub struct UpdateStats {
     pub rows_skipped: usize,
 }
 
-/// `epochs` passes of mini-batch updates of the PPO-clip objective with token-mean
-/// aggregation, optional k3 KL and entropy bonus, global-norm clipping and AdamW.
-/// `orders` gives the row order of each pass (shuffled by the caller for reproducibility).
+/// `epochs` passes of mini-batch updates of the policy loss (`cfg.policy_loss`, dual clip, IS
+/// weights) aggregated by `cfg.agg`, optional KL (`cfg.kl`) and entropy bonus, global-norm
+/// clipping and AdamW. `orders` gives the row order of each pass (shuffled by the caller for
+/// reproducibility).
 ///
-/// Two exact savings: each mini-batch is trimmed to its longest row, and when the loss has no
-/// KL or entropy term, rows with a zero advantage are not run at all. Their policy-gradient
-/// terms and gradients are exactly zero, and they still count in the token-mean denominator,
-/// so loss, gradients and update are those of the full mini-batch.
+/// Two exact savings: each mini-batch is trimmed to its longest row, and rows that contribute
+/// exactly nothing are not run: rows with no valid token (masked out), and, when the loss has
+/// no KL or entropy term, rows whose advantages are all zero (their surrogate, IS-weighted or
+/// not, token or sequence ratio, is `-0·r` with zero gradient). Every aggregation denominator
+/// (tokens, rows with a token, `S`) is fixed from the whole mini-batch first, so loss,
+/// gradients and update are those of the full mini-batch in every `loss_agg_mode`.
 pub fn policy_update(
     policy: &Policy,
     opt: &mut AdamW,
@@ -137,16 +286,15 @@ pub fn policy_update(
     let mut acc = UpdateStats::default();
     let n = batch.seqs.len();
     let per = n.div_ceil(cfg.mini_batches.max(1));
-    let counts = batch.seqs.target_counts();
+    let row_tokens = batch.row_tokens();
     let skippable = cfg.skip_zero_advantage && cfg.beta == 0.0 && cfg.entropy_coef == 0.0;
+    let skip = |i: i64| {
+        row_tokens[i as usize] == 0.0 || (skippable && batch.advantages[i as usize] == 0.0)
+    };
     for order in orders.iter().take(cfg.epochs) {
         for chunk in order.chunks(per) {
-            let tokens: f64 = chunk.iter().map(|&i| counts[i as usize] as f64).sum();
-            let rows: Vec<i64> = chunk
-                .iter()
-                .copied()
-                .filter(|&i| !skippable || batch.advantages[i as usize] != 0.0)
-                .collect();
+            let den = Denominators::of(chunk, &row_tokens, cfg);
+            let rows: Vec<i64> = chunk.iter().copied().filter(|&i| !skip(i)).collect();
             acc.rows_skipped += chunk.len() - rows.len();
             opt.zero_grad();
             if rows.is_empty() {
@@ -155,30 +303,7 @@ pub fn policy_update(
                 zero_gradients(policy);
             } else {
                 let mb = batch.select(&rows);
-                let mask = &mb.seqs.loss_mask;
-                let (logp, entropy) = token_logprobs(&policy.model, &mb.seqs, cfg.temperature);
-                let terms = ppo_clip_terms(&logp, &mb.old_logp, &mb.advantages, &cfg.clip);
-                let pg_loss = token_sum_over(&terms.pg, mask, tokens);
-                let mut loss = pg_loss.shallow_clone();
-                if let Some(ref_logp) = &mb.ref_logp {
-                    let kl = kl_k3(&logp, ref_logp);
-                    acc.kl += masked_mean(&kl.detach(), mask);
-                    if cfg.beta != 0.0 {
-                        loss = loss + token_sum_over(&kl, mask, tokens) * cfg.beta;
-                    }
-                }
-                if cfg.entropy_coef != 0.0 {
-                    loss = loss - token_sum_over(&entropy, mask, tokens) * cfg.entropy_coef;
-                }
-                loss.backward();
-                acc.loss += loss.double_value(&[]);
-                acc.pg_loss += pg_loss.double_value(&[]);
-                acc.clipfrac_high +=
-                    token_sum_over(&terms.clipped_high, mask, tokens).double_value(&[]);
-                acc.clipfrac_low +=
-                    token_sum_over(&terms.clipped_low, mask, tokens).double_value(&[]);
-                acc.ppo_kl += masked_mean(&terms.neg_log_ratio, mask);
-                acc.trained_steps += 1;
+                minibatch_step(policy, &mb, cfg, &den, &mut acc);
             }
             acc.grad_norm += opt.clip_grad_norm(cfg.max_grad_norm);
             opt.step(cfg.lr);
@@ -201,6 +326,43 @@ pub fn policy_update(
     acc.kl /= trained;
     acc.ppo_kl /= trained;
     acc
+}
+
+/// Forward, loss and backward of one mini-batch's rows; adds its statistics to `acc`.
+fn minibatch_step(
+    policy: &Policy,
+    mb: &MiniBatch,
+    cfg: &UpdateConfig,
+    den: &Denominators,
+    acc: &mut UpdateStats,
+) {
+    let mask = &mb.mask;
+    let tokens = den.tokens;
+    let (logp, entropy) = token_logprobs(&policy.model, &mb.seqs, cfg.temperature);
+    let terms = surrogate(&logp, mb, cfg);
+    let pg_loss = den.agg(&terms.pg, mask, cfg.agg);
+    let mut loss = pg_loss.shallow_clone();
+    if let Some(ref_logp) = &mb.ref_logp {
+        let kl = if cfg.plain_k3() {
+            kl_k3(&logp, ref_logp)
+        } else {
+            kl_penalty(&logp, ref_logp, cfg.kl)
+        };
+        acc.kl += masked_mean(&kl.detach(), mask);
+        if cfg.beta != 0.0 {
+            loss = loss + den.agg(&kl, mask, cfg.agg) * cfg.beta;
+        }
+    }
+    if cfg.entropy_coef != 0.0 {
+        loss = loss - den.agg(&entropy, mask, cfg.agg) * cfg.entropy_coef;
+    }
+    loss.backward();
+    acc.loss += loss.double_value(&[]);
+    acc.pg_loss += pg_loss.double_value(&[]);
+    acc.clipfrac_high += token_sum_over(&terms.clipped_high, mask, tokens).double_value(&[]);
+    acc.clipfrac_low += token_sum_over(&terms.clipped_low, mask, tokens).double_value(&[]);
+    acc.ppo_kl += masked_mean(&terms.neg_log_ratio, mask);
+    acc.trained_steps += 1;
 }
 
 /// Defines every parameter's gradient as zeros (a backward pass through `0 * Σ p`).

@@ -1,10 +1,14 @@
 //! The policy update's exact savings (trimming mini-batches, skipping zero-advantage rows)
 //! give the same parameters as running every row at full width.
 
+use reinforge_torch::loss::agg::AggMode;
+use reinforge_torch::loss::trainer::PolicyLossKind;
 use reinforge_torch::loss::PpoClip;
 use reinforge_torch::tch::Device;
 use reinforge_torch::train::{policy_update, RolloutBatch, UpdateConfig};
 use reinforge_torch::{AdamW, AdamWConfig, ModelConfig, Policy, SequenceBatch};
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn tiny() -> ModelConfig {
     serde_json::from_value(serde_json::json!({
@@ -16,6 +20,18 @@ fn tiny() -> ModelConfig {
 }
 
 fn run(skip: bool, advantages: &[f32]) -> (Policy, f64) {
+    run_with(skip, advantages, |_, _| {})
+}
+
+/// One update of the tiny model; `setup` adjusts the config and batch first.
+fn run_with(
+    skip: bool,
+    advantages: &[f32],
+    setup: impl Fn(&mut UpdateConfig, &mut RolloutBatch),
+) -> (Policy, f64) {
+    // Initialisation draws from libtorch's global generator: tests run on parallel threads, so
+    // each update runs alone.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let policy = Policy::new(&tiny(), Device::Cpu, 7).unwrap();
     let mut opt = AdamW::new(
         &policy.vs,
@@ -40,26 +56,19 @@ fn run(skip: bool, advantages: &[f32]) -> (Policy, f64) {
         .iter()
         .map(|c| c.iter().map(|_| -2.0).collect())
         .collect();
-    let batch = RolloutBatch {
-        old_logp: seqs.completion_values(&old),
-        seqs,
-        ref_logp: None,
-        advantages: advantages.to_vec(),
-    };
-    let cfg = UpdateConfig {
-        clip: PpoClip {
+    let old_logp = seqs.completion_values(&old);
+    let mut batch = RolloutBatch::new(seqs, old_logp, None, advantages.to_vec());
+    let mut cfg = UpdateConfig::grpo(
+        PpoClip {
             epsilon_low: 0.2,
             epsilon_high: 0.28,
         },
-        beta: 0.0,
-        entropy_coef: 0.0,
-        epochs: 2,
-        mini_batches: 2,
-        lr: 1e-2,
-        max_grad_norm: 1.0,
-        temperature: 1.0,
-        skip_zero_advantage: skip,
-    };
+        2,
+        2,
+        1e-2,
+    );
+    cfg.skip_zero_advantage = skip;
+    setup(&mut cfg, &mut batch);
     let orders = vec![vec![0, 5, 2, 7, 1, 3, 6, 4], vec![3, 1, 4, 0, 2, 7, 5, 6]];
     let stats = policy_update(&policy, &mut opt, &batch, &cfg, &orders);
     (policy, stats.loss)
@@ -85,7 +94,10 @@ fn skipping_zero_advantage_rows_is_exact() {
     );
     assert!((loss_full - loss_skipped).abs() < 1e-6);
     // The update did something (so the comparison is not vacuous).
-    let untouched = Policy::new(&tiny(), Device::Cpu, 7).unwrap();
+    let untouched = {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        Policy::new(&tiny(), Device::Cpu, 7).unwrap()
+    };
     assert!(max_param_diff(&full, &untouched) > 1e-4);
 }
 
@@ -95,4 +107,92 @@ fn all_zero_advantages_still_step_the_optimizer_like_a_full_pass() {
     let (full, _) = run(false, &adv);
     let (skipped, _) = run(true, &adv);
     assert!(max_param_diff(&full, &skipped) < 1e-7);
+}
+
+#[test]
+fn skipping_is_exact_in_every_aggregation_mode_and_for_gspo() {
+    let adv = [0.0, 1.0, 0.0, -1.0, 0.5, 0.0, -0.5, 0.0];
+    let modes = [
+        "token-mean",
+        "seq-mean-token-mean",
+        "seq-mean-token-sum",
+        "seq-mean-token-sum-norm",
+        "token-sum",
+    ];
+    for loss in [PolicyLossKind::Vanilla, PolicyLossKind::Gspo] {
+        for mode in modes {
+            let setup = |c: &mut UpdateConfig, _: &mut RolloutBatch| {
+                c.agg = mode.parse::<AggMode>().unwrap();
+                c.policy_loss = loss;
+                c.loss_scale_factor = 40.0;
+                c.clip_ratio_c = 3.0;
+            };
+            let (full, lf) = run_with(false, &adv, setup);
+            let (skipped, ls) = run_with(true, &adv, setup);
+            let d = max_param_diff(&full, &skipped);
+            assert!(d < 1e-6, "{loss:?} {mode}: parameters differ by {d}");
+            assert!((lf - ls).abs() < 1e-6, "{loss:?} {mode}: {lf} vs {ls}");
+        }
+    }
+}
+
+#[test]
+fn fully_masked_rows_contribute_nothing_and_cause_no_nan() {
+    let adv = [1.0, 1.0, -1.0, -1.0, 0.5, 2.0, -0.5, 1.0];
+    // Rows 1, 3 and 5 masked out entirely (e.g. truncated), and their old log-probs are junk.
+    let mask_rows = |b: &mut RolloutBatch| {
+        let keep: Vec<f32> = (0..8)
+            .map(|i| if i % 2 == 1 && i < 6 { 0.0 } else { 1.0 })
+            .collect();
+        b.keep = Some(b.seqs.row_values(&keep));
+        b.old_logp = b
+            .old_logp
+            .masked_fill(&b.seqs.row_values(&keep).eq(0.0), 1e30);
+    };
+    for mode in [
+        "token-mean",
+        "seq-mean-token-mean",
+        "seq-mean-token-sum-norm",
+    ] {
+        let setup = |c: &mut UpdateConfig, b: &mut RolloutBatch| {
+            c.agg = mode.parse::<AggMode>().unwrap();
+            c.loss_scale_factor = 40.0;
+            mask_rows(b);
+        };
+        let (a, la) = run_with(false, &adv, setup);
+        assert!(la.is_finite(), "{mode}: loss {la}");
+        // The same update with the masked rows' advantages zeroed and skipping on.
+        let mut zeroed = adv;
+        for i in [1, 3, 5] {
+            zeroed[i] = 0.0;
+        }
+        let (b, lb) = run_with(true, &zeroed, setup);
+        assert!(max_param_diff(&a, &b) < 1e-6, "{mode}");
+        assert!((la - lb).abs() < 1e-6);
+        let has_nan =
+            a.vs.variables()
+                .values()
+                .any(|t| t.isnan().any().int64_value(&[]) != 0);
+        assert!(!has_nan, "{mode}: NaN in the parameters");
+    }
+}
+
+#[test]
+fn is_weights_scale_the_update() {
+    let adv = [1.0, -1.0, 0.5, -0.5, 1.0, -1.0, 0.5, -0.5];
+    let (plain, _) = run_with(true, &adv, |_, _| {});
+    let (ones, _) = run_with(true, &adv, |_, b| {
+        b.is_weights = Some(b.old_logp.ones_like());
+    });
+    assert!(
+        max_param_diff(&plain, &ones) < 1e-7,
+        "unit weights change nothing"
+    );
+    let (halved, _) = run_with(true, &adv, |_, b| {
+        b.is_weights = Some(b.old_logp.ones_like() * 0.5);
+    });
+    assert!(
+        max_param_diff(&plain, &halved) > 1e-5,
+        "weights reach the gradient"
+    );
 }

@@ -101,6 +101,56 @@ pub struct GrpoConfig {
     /// them: exact (their gradient is zero) and cheaper. `false` runs every row.
     #[serde(default = "yes")]
     pub skip_zero_advantage: bool,
+    /// Named preset (`grpo`, `dr_grpo`, `dapo`, `gspo`, `rloo`, `reinforce_pp`): at config
+    /// resolution it fills every option of [`preset`] that the file or `--set` leaves unset, so
+    /// the run directory's `config.toml` records explicit values.
+    #[serde(default = "grpo_name")]
+    pub algorithm: String,
+    /// `grpo` (uses `advantage`), `dr_grpo` (no std), `rloo`, `reinforce_pp`,
+    /// `reinforce_pp_baseline` (verl `algorithm.adv_estimator`).
+    #[serde(default = "grpo_name")]
+    pub advantage_estimator: String,
+    /// `vanilla` (PPO-clip, verl `compute_policy_loss_vanilla`) or `gspo` (sequence ratio,
+    /// verl `compute_policy_loss_gspo`).
+    #[serde(default = "vanilla")]
+    pub policy_loss: String,
+    /// verl `loss_agg_mode`: token-mean, seq-mean-token-mean, seq-mean-token-sum,
+    /// seq-mean-token-sum-norm (divides by `max_completion_length`), token-sum.
+    #[serde(default = "token_mean")]
+    pub loss_agg_mode: String,
+    /// Dual-clip bound for A < 0 (verl `clip_ratio_c`, > 1); 0 disables dual clip.
+    #[serde(default)]
+    pub clip_ratio_c: f64,
+    /// KL estimator used when `beta > 0` (verl `kl_loss_type`: k1, abs, k2, k3, with `+`).
+    #[serde(default = "k3")]
+    pub kl_estimator: String,
+    /// DAPO dynamic sampling (verl `algorithm.filter_groups`): drop groups whose rewards all
+    /// agree and draw more prompts until `prompts_per_step` groups are kept.
+    #[serde(default)]
+    pub dynamic_sampling: bool,
+    /// Most prompt batches drawn per step under dynamic sampling (verl `max_num_gen_batches`).
+    #[serde(default = "four")]
+    pub max_draws: usize,
+    /// DAPO soft overlong punishment buffer (verl `overlong_buffer.len`); 0 disables it.
+    #[serde(default)]
+    pub overlong_buffer_len: usize,
+    /// DAPO overlong penalty factor (verl `overlong_buffer.penalty_factor`).
+    #[serde(default = "one")]
+    pub overlong_penalty_factor: f64,
+    /// Leave truncated completions out of the loss (TRL `mask_truncated_completions`).
+    #[serde(default)]
+    pub mask_truncated: bool,
+    /// Recompute the old log-probs with the trainer's forward pass instead of the sampler's.
+    #[serde(default)]
+    pub recompute_old_logprobs: bool,
+    /// Truncated importance sampling between sampler and trainer: `none`, `token`, `sequence`
+    /// (weights capped at `tis_cap`), `token_mask`, `sequence_mask` (ratios above the cap are
+    /// masked out of the loss). Needs `recompute_old_logprobs`.
+    #[serde(default = "none")]
+    pub tis: String,
+    /// The cap (verl `rollout_is_threshold`).
+    #[serde(default = "two")]
+    pub tis_cap: f64,
 }
 
 /// Held-out evaluation before and after RL.
@@ -178,6 +228,20 @@ impl Default for TrainConfig {
                 checkpoint_every: 10,
                 ignore_eos: false,
                 skip_zero_advantage: true,
+                algorithm: grpo_name(),
+                advantage_estimator: grpo_name(),
+                policy_loss: vanilla(),
+                loss_agg_mode: token_mean(),
+                clip_ratio_c: 0.0,
+                kl_estimator: k3(),
+                dynamic_sampling: false,
+                max_draws: four(),
+                overlong_buffer_len: 0,
+                overlong_penalty_factor: one(),
+                mask_truncated: false,
+                recompute_old_logprobs: false,
+                tis: none(),
+                tis_cap: two(),
             },
             eval: EvalConfig {
                 problems: 200,
@@ -193,17 +257,20 @@ impl TrainConfig {
     /// The default config with the file at `path` (if any) and the `key=value` overrides on top.
     pub fn resolve(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
         let mut value = toml::Value::try_from(Self::default()).expect("defaults serialise");
+        let mut file = None;
         if let Some(path) = path {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading config {}", path.display()))?;
-            let file: toml::Value = text
+            let parsed: toml::Value = text
                 .parse()
                 .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-            merge(&mut value, file);
+            merge(&mut value, parsed.clone());
+            file = Some(parsed);
         }
         for o in overrides {
             apply_override(&mut value, o)?;
         }
+        apply_preset(&mut value, &explicit_grpo_keys(file.as_ref(), overrides))?;
         let source = path.map_or_else(|| "the defaults".to_string(), |p| p.display().to_string());
         // serde_path_to_error names the key at fault (`sft.steps`), which toml's value
         // deserialiser does not.
@@ -267,11 +334,58 @@ impl TrainConfig {
                 self.grpo.max_completion_length
             );
         }
+        self.validate_algorithm()?;
         if self.grpo.mini_batches > self.grpo.prompts_per_step * self.grpo.num_generations {
             bail!(
                 "grpo.mini_batches = {} exceeds the rollouts per step",
                 self.grpo.mini_batches
             );
+        }
+        Ok(())
+    }
+
+    /// Checks the algorithm option names and their combinations.
+    fn validate_algorithm(&self) -> Result<()> {
+        use reinforge_rl::advantage::outcome::Estimator;
+        use reinforge_torch::loss::{agg::AggMode, kl::KlPenalty, trainer};
+        let g = &self.grpo;
+        preset(&g.algorithm)?;
+        let named = |key: &str, r: Result<(), String>| r.map_err(|e| anyhow!("grpo.{key}: {e}"));
+        named(
+            "advantage_estimator",
+            g.advantage_estimator.parse::<Estimator>().map(drop),
+        )?;
+        named(
+            "policy_loss",
+            g.policy_loss.parse::<trainer::PolicyLossKind>().map(drop),
+        )?;
+        named(
+            "loss_agg_mode",
+            g.loss_agg_mode.parse::<AggMode>().map(drop),
+        )?;
+        named(
+            "kl_estimator",
+            g.kl_estimator.parse::<KlPenalty>().map(drop),
+        )?;
+        let tis = g.tis.parse::<trainer::Tis>();
+        named("tis", tis.clone().map(drop))?;
+        if g.clip_ratio_c != 0.0 && g.clip_ratio_c <= 1.0 {
+            bail!(
+                "grpo.clip_ratio_c must be 0 (off) or > 1, got {}",
+                g.clip_ratio_c
+            );
+        }
+        if tis != Ok(trainer::Tis::None) && !g.recompute_old_logprobs {
+            bail!(
+                "grpo.tis = {:?} needs grpo.recompute_old_logprobs = true",
+                g.tis
+            );
+        }
+        if g.tis_cap <= 1.0 {
+            bail!("grpo.tis_cap must be > 1, got {}", g.tis_cap);
+        }
+        if g.overlong_buffer_len > g.max_completion_length {
+            bail!("grpo.overlong_buffer_len exceeds grpo.max_completion_length");
         }
         Ok(())
     }
@@ -291,6 +405,138 @@ impl TrainConfig {
 
 fn yes() -> bool {
     true
+}
+
+fn grpo_name() -> String {
+    "grpo".into()
+}
+fn vanilla() -> String {
+    "vanilla".into()
+}
+fn token_mean() -> String {
+    "token-mean".into()
+}
+fn k3() -> String {
+    "k3".into()
+}
+fn none() -> String {
+    "none".into()
+}
+fn one() -> f64 {
+    1.0
+}
+fn two() -> f64 {
+    2.0
+}
+fn four() -> usize {
+    4
+}
+
+/// The options a named preset sets, as `(key under [grpo], value)`. Every preset names every
+/// key, so switching presets never inherits another preset's choice.
+///
+/// - `grpo`: verl GRPO as the trainer ran it before presets (clip 0.2/0.28, token-mean).
+/// - `dr_grpo`: Dr.GRPO (Liu et al. 2025): no std normalisation, seq-mean-token-sum-norm
+///   (verl `norm_adv_by_std_in_grpo=False`, TRL `loss_type="dr_grpo"`).
+/// - `dapo`: DAPO (Yu et al. 2025): clip-higher 0.2/0.28, token-mean, no KL, dynamic sampling,
+///   soft overlong punishment (buffer 4, factor 1), truncated completions masked.
+/// - `gspo`: GSPO (Zheng et al. 2025): sequence ratio, clip 3e-4/4e-4, seq-mean-token-mean.
+/// - `rloo`: RLOO leave-one-out baseline, PPO-clip 0.2/0.2, token-mean.
+/// - `reinforce_pp`: REINFORCE++-baseline (group mean, whitened over the batch), clip 0.2/0.2.
+pub fn preset(name: &str) -> Result<Vec<(&'static str, toml::Value)>> {
+    use toml::Value::{Boolean as B, Float as F, Integer as I, String as S};
+    let s = |v: &str| S(v.to_string());
+    let (est, loss, agg, lo, hi, dynamic, buffer, mask) = match name {
+        "grpo" => ("grpo", "vanilla", "token-mean", 0.2, 0.28, false, 0, false),
+        "dr_grpo" => (
+            "dr_grpo",
+            "vanilla",
+            "seq-mean-token-sum-norm",
+            0.2,
+            0.28,
+            false,
+            0,
+            false,
+        ),
+        "dapo" => ("grpo", "vanilla", "token-mean", 0.2, 0.28, true, 4, true),
+        "gspo" => (
+            "grpo",
+            "gspo",
+            "seq-mean-token-mean",
+            3e-4,
+            4e-4,
+            false,
+            0,
+            false,
+        ),
+        "rloo" => ("rloo", "vanilla", "token-mean", 0.2, 0.2, false, 0, false),
+        "reinforce_pp" => (
+            "reinforce_pp_baseline",
+            "vanilla",
+            "token-mean",
+            0.2,
+            0.2,
+            false,
+            0,
+            false,
+        ),
+        other => bail!(
+            "grpo.algorithm = {other:?}: expected grpo, dr_grpo, dapo, gspo, rloo or reinforce_pp"
+        ),
+    };
+    Ok(vec![
+        ("advantage_estimator", s(est)),
+        ("policy_loss", s(loss)),
+        ("loss_agg_mode", s(agg)),
+        ("epsilon_low", F(lo)),
+        ("epsilon_high", F(hi)),
+        ("clip_ratio_c", F(0.0)),
+        ("beta", F(0.0)),
+        ("kl_estimator", s("k3")),
+        ("dynamic_sampling", B(dynamic)),
+        ("max_draws", I(4)),
+        ("overlong_buffer_len", I(buffer)),
+        ("overlong_penalty_factor", F(1.0)),
+        ("mask_truncated", B(mask)),
+        ("recompute_old_logprobs", B(false)),
+        ("tis", s("none")),
+        ("tis_cap", F(2.0)),
+    ])
+}
+
+/// `[grpo]` keys set by the config file or by `--set grpo.KEY=...`: presets leave them alone.
+fn explicit_grpo_keys(file: Option<&toml::Value>, overrides: &[String]) -> Vec<String> {
+    let mut keys: Vec<String> = file
+        .and_then(|f| f.get("grpo"))
+        .and_then(toml::Value::as_table)
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default();
+    for o in overrides {
+        let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k).trim();
+        if let Some(k) = key.strip_prefix("grpo.") {
+            keys.push(k.split('.').next().unwrap_or(k).to_string());
+        }
+    }
+    keys
+}
+
+/// Fills the options of the preset `grpo.algorithm` names that are not in `explicit`.
+fn apply_preset(root: &mut toml::Value, explicit: &[String]) -> Result<()> {
+    let grpo = root
+        .get_mut("grpo")
+        .and_then(toml::Value::as_table_mut)
+        .ok_or_else(|| anyhow!("config has no [grpo] section"))?;
+    let name = grpo
+        .get("algorithm")
+        .and_then(toml::Value::as_str)
+        .unwrap_or("grpo")
+        .to_string();
+    for (key, value) in preset(&name)? {
+        if !explicit.iter().any(|k| k == key) {
+            grpo.insert(key.to_string(), value);
+        }
+    }
+    Ok(())
 }
 
 /// Overlays `top` onto `base`, table by table.
@@ -452,5 +698,84 @@ mod tests {
             TrainConfig::resolve(Some(&path), &[]).unwrap().grpo.steps,
             5
         );
+    }
+
+    #[test]
+    fn default_resolution_is_the_grpo_preset_and_the_old_defaults() {
+        let cfg = TrainConfig::resolve(None, &[]).unwrap();
+        assert_eq!(cfg, TrainConfig::default());
+        assert_eq!(cfg.grpo.algorithm, "grpo");
+        assert_eq!(
+            (cfg.grpo.epsilon_low, cfg.grpo.epsilon_high, cfg.grpo.beta),
+            (0.2, 0.28, 0.0)
+        );
+        assert_eq!(cfg.grpo.loss_agg_mode, "token-mean");
+        assert!(!cfg.grpo.dynamic_sampling && !cfg.grpo.mask_truncated);
+    }
+
+    fn with(algorithm: &str, more: &[&str]) -> GrpoConfig {
+        let mut o = vec![format!("grpo.algorithm={algorithm}")];
+        o.extend(more.iter().map(|s| s.to_string()));
+        TrainConfig::resolve(None, &o).unwrap().grpo
+    }
+
+    #[test]
+    fn each_preset_resolves_to_its_documented_values() {
+        let g = with("dr_grpo", &[]);
+        assert_eq!(g.advantage_estimator, "dr_grpo");
+        assert_eq!(g.loss_agg_mode, "seq-mean-token-sum-norm");
+        let d = with("dapo", &[]);
+        assert_eq!((d.epsilon_low, d.epsilon_high, d.beta), (0.2, 0.28, 0.0));
+        assert_eq!(d.loss_agg_mode, "token-mean");
+        assert!(d.dynamic_sampling && d.mask_truncated);
+        assert_eq!((d.overlong_buffer_len, d.overlong_penalty_factor), (4, 1.0));
+        let s = with("gspo", &[]);
+        assert_eq!(
+            (s.policy_loss.as_str(), s.loss_agg_mode.as_str()),
+            ("gspo", "seq-mean-token-mean")
+        );
+        assert_eq!((s.epsilon_low, s.epsilon_high), (3e-4, 4e-4));
+        let r = with("rloo", &[]);
+        assert_eq!(
+            (r.advantage_estimator.as_str(), r.epsilon_high),
+            ("rloo", 0.2)
+        );
+        let p = with("reinforce_pp", &[]);
+        assert_eq!(p.advantage_estimator, "reinforce_pp_baseline");
+        let err = TrainConfig::resolve(None, &["grpo.algorithm=ppo".into()]).unwrap_err();
+        assert!(format!("{err:#}").contains("grpo.algorithm"), "{err:#}");
+    }
+
+    #[test]
+    fn overrides_beat_the_preset_and_config_toml_repeats_the_run() {
+        let d = with("dapo", &["grpo.epsilon_high=0.3", "grpo.max_draws=7"]);
+        assert_eq!((d.epsilon_high, d.max_draws), (0.3, 7));
+        assert!(d.dynamic_sampling, "the rest of the preset still applies");
+        let cfg = TrainConfig::resolve(
+            None,
+            &["grpo.algorithm=dapo".into(), "grpo.epsilon_high=0.3".into()],
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, cfg.to_toml()).unwrap();
+        assert!(cfg.to_toml().contains("epsilon_high = 0.3"));
+        assert_eq!(TrainConfig::resolve(Some(&path), &[]).unwrap(), cfg);
+        // A file naming only the preset gets the preset's values for the keys it leaves out.
+        std::fs::write(&path, "[grpo]\nalgorithm = \"gspo\"\nepsilon_high = 0.01\n").unwrap();
+        let g = TrainConfig::resolve(Some(&path), &[]).unwrap().grpo;
+        assert_eq!((g.policy_loss.as_str(), g.epsilon_high), ("gspo", 0.01));
+    }
+
+    #[test]
+    fn bad_algorithm_options_are_named() {
+        let err = |o: &[&str]| {
+            let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+            format!("{:#}", TrainConfig::resolve(None, &o).unwrap_err())
+        };
+        assert!(err(&["grpo.loss_agg_mode=mean"]).contains("grpo.loss_agg_mode"));
+        assert!(err(&["grpo.tis=token"]).contains("recompute_old_logprobs"));
+        assert!(err(&["grpo.clip_ratio_c=0.5"]).contains("clip_ratio_c"));
+        assert!(err(&["grpo.kl_estimator=full"]).contains("kl_estimator"));
     }
 }

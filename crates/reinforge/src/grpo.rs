@@ -7,9 +7,11 @@ use std::time::Instant;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use reinforge_rl::{grpo_advantages, GroupStats, Groups};
-use reinforge_tasks::{ArithTask, Pattern, Split};
+use reinforge_rl::advantage::outcome::{outcome_advantages, Advantages};
+use reinforge_rl::{GroupStats, Groups};
+use reinforge_tasks::{ArithTask, Pattern, Problem, Split};
 use reinforge_torch::logprobs::token_logprobs;
+use reinforge_torch::loss::trainer::{tis_weights, Tis};
 use reinforge_torch::loss::PpoClip;
 use reinforge_torch::train::{policy_update, RolloutBatch, UpdateConfig};
 use reinforge_torch::{AdamW, Policy, SequenceBatch};
@@ -56,6 +58,20 @@ pub struct StepMetrics {
     pub columns_share: f64,
     #[serde(rename = "pattern/direct_share")]
     pub direct_share: f64,
+    /// Prompt batches drawn this step (only with `grpo.dynamic_sampling`).
+    #[serde(
+        rename = "dynamic/draws",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub dynamic_draws: Option<f64>,
+    /// Groups kept for the update, those whose rewards differ (only with dynamic sampling).
+    #[serde(
+        rename = "dynamic/kept_groups",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub dynamic_kept_groups: Option<f64>,
     #[serde(rename = "timing/step_s")]
     pub step_seconds: f64,
     #[serde(rename = "timing/sample_s")]
@@ -82,7 +98,111 @@ pub fn update_config(cfg: &GrpoConfig) -> UpdateConfig {
         max_grad_norm: cfg.max_grad_norm,
         temperature: cfg.temperature,
         skip_zero_advantage: cfg.skip_zero_advantage,
+        policy_loss: cfg.policy_loss.parse().expect("validated"),
+        agg: cfg.loss_agg_mode.parse().expect("validated"),
+        loss_scale_factor: cfg.max_completion_length as f64,
+        clip_ratio_c: cfg.clip_ratio_c,
+        kl: cfg.kl_estimator.parse().expect("validated"),
     }
+}
+
+/// The reward of one rollout: the verifier's score plus, with `overlong_buffer_len > 0`, DAPO's
+/// soft overlong penalty (verl `DAPORewardManager`, [`reinforge_rl::overlong`]).
+pub fn shaped_reward(r: &Rollout, cfg: &GrpoConfig) -> f64 {
+    let penalty = if cfg.overlong_buffer_len > 0 {
+        reinforge_rl::overlong::verl_dapo_overlong_penalty(
+            r.tokens.len(),
+            cfg.max_completion_length,
+            cfg.overlong_buffer_len,
+            cfg.overlong_penalty_factor,
+        )
+    } else {
+        0.0
+    };
+    r.reward() + penalty
+}
+
+/// Indices of the groups (of `g` contiguous rewards) whose rewards are not all equal.
+pub fn varied_groups(rewards: &[f64], g: usize) -> Vec<usize> {
+    rewards
+        .chunks(g)
+        .enumerate()
+        .filter(|(_, c)| c.iter().any(|&r| r != c[0]))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// What sampling produced for one step: the rollouts to train on, `g` per group.
+struct Sampled {
+    rollouts: Vec<Rollout>,
+    rewards: Vec<f64>,
+    draws: usize,
+    kept_groups: usize,
+}
+
+/// DAPO dynamic sampling (verl `recipe/dapo` `filter_groups`, `max_num_gen_batches`): draws
+/// prompt batches, keeps only groups whose rewards differ, until `prompts_per_step` groups are
+/// kept or `max_draws` batches were drawn. The first draw is exactly the step's usual batch. If
+/// no group is kept at all, the last draw is used as is (its advantages are all zero).
+fn sample_dynamic(draw: impl FnMut(usize) -> Vec<Rollout>, cfg: &GrpoConfig) -> Sampled {
+    let mut draw = draw;
+    let g = cfg.num_generations;
+    let mut kept = Sampled {
+        rollouts: vec![],
+        rewards: vec![],
+        draws: 0,
+        kept_groups: 0,
+    };
+    let mut last = vec![];
+    while kept.kept_groups < cfg.prompts_per_step && kept.draws < cfg.max_draws.max(1) {
+        let rollouts = draw(kept.draws);
+        kept.draws += 1;
+        let rewards: Vec<f64> = rollouts.iter().map(|r| shaped_reward(r, cfg)).collect();
+        for gi in varied_groups(&rewards, g) {
+            if kept.kept_groups == cfg.prompts_per_step {
+                break;
+            }
+            kept.rollouts
+                .extend_from_slice(&rollouts[gi * g..(gi + 1) * g]);
+            kept.rewards
+                .extend_from_slice(&rewards[gi * g..(gi + 1) * g]);
+            kept.kept_groups += 1;
+        }
+        last = rollouts;
+    }
+    if kept.kept_groups == 0 {
+        kept.rewards = last.iter().map(|r| shaped_reward(r, cfg)).collect();
+        kept.rollouts = last;
+    }
+    kept
+}
+
+/// Samples and scores `g` completions of each problem.
+fn sample(
+    policy: &Policy,
+    task: &ArithTask,
+    problems: &[Problem],
+    cfg: &GrpoConfig,
+) -> Vec<Rollout> {
+    let mut params = sampling(
+        cfg.temperature,
+        cfg.top_p,
+        cfg.top_k,
+        cfg.max_completion_length,
+    );
+    if cfg.ignore_eos {
+        params.stop_tokens.clear();
+    }
+    sample_and_score(
+        policy,
+        task,
+        problems,
+        cfg.num_generations,
+        &params,
+        usize::MAX,
+        policy.device(),
+        |_| {},
+    )
 }
 
 /// Runs GRPO iteration `step`.
@@ -98,36 +218,39 @@ pub fn run_step(
     let start = Instant::now();
     let s = step_seed(seed, PHASE_GRPO, step as u64);
     seed_torch(s);
-    let problems = task.problems(s, cfg.prompts_per_step, Split::Train);
-    let mut params = sampling(
-        cfg.temperature,
-        cfg.top_p,
-        cfg.top_k,
-        cfg.max_completion_length,
-    );
-    if cfg.ignore_eos {
-        params.stop_tokens.clear();
-    }
     let g = cfg.num_generations;
-    let rollouts = sample_and_score(
-        policy,
-        task,
-        &problems,
-        g,
-        &params,
-        usize::MAX,
-        policy.device(),
-        |_| {},
-    );
+    let (rollouts, rewards, dynamic) = if cfg.dynamic_sampling {
+        let d = sample_dynamic(
+            |k| {
+                let sk = if k == 0 {
+                    s
+                } else {
+                    step_seed(s, PHASE_GRPO, k as u64)
+                };
+                seed_torch(sk);
+                sample(
+                    policy,
+                    task,
+                    &task.problems(sk, cfg.prompts_per_step, Split::Train),
+                    cfg,
+                )
+            },
+            cfg,
+        );
+        (d.rollouts, d.rewards, Some((d.draws, d.kept_groups)))
+    } else {
+        let problems = task.problems(s, cfg.prompts_per_step, Split::Train);
+        let rollouts = sample(policy, task, &problems, cfg);
+        let rewards: Vec<f64> = rollouts.iter().map(|r| shaped_reward(r, cfg)).collect();
+        (rollouts, rewards, None)
+    };
     let sample_seconds = start.elapsed().as_secs_f64();
 
-    let rewards: Vec<f64> = rollouts.iter().map(Rollout::reward).collect();
-    let groups = Groups::contiguous(problems.len(), g);
+    let groups = Groups::contiguous(rollouts.len() / g, g);
     let stats = GroupStats::of(&rewards, &groups);
-    let advantages: Vec<f32> = grpo_advantages(&rewards, &groups, &cfg.advantage)
-        .into_iter()
-        .map(|a| a as f32)
-        .collect();
+    let lens: Vec<usize> = rollouts.iter().map(|r| r.tokens.len()).collect();
+    let estimator = cfg.advantage_estimator.parse().expect("validated");
+    let advantages = outcome_advantages(estimator, &rewards, &lens, &groups, &cfg.advantage);
 
     let update_start = Instant::now();
     let batch = pack(policy, reference, &rollouts, &advantages, cfg);
@@ -169,6 +292,8 @@ pub fn run_step(
         truncated_frac: rollouts.iter().filter(|r| r.truncated).count() as f64 / n,
         columns_share: share(Pattern::Columns),
         direct_share: share(Pattern::Direct),
+        dynamic_draws: dynamic.map(|(d, _)| d as f64),
+        dynamic_kept_groups: dynamic.map(|(_, k)| k as f64),
         step_seconds,
         sample_seconds,
         update_seconds,
@@ -176,12 +301,14 @@ pub fn run_step(
     }
 }
 
-/// Packs rollouts into the update's tensors; reference log-probs are computed here, once.
+/// Packs rollouts into the update's tensors; reference log-probs are computed here, once, and
+/// so are the trainer's old log-probs with `recompute_old_logprobs`, the TIS weights and the
+/// keep mask (truncated completions, rejected tokens).
 fn pack(
     policy: &Policy,
     reference: Option<&Policy>,
     rollouts: &[Rollout],
-    advantages: &[f32],
+    advantages: &Advantages,
     cfg: &GrpoConfig,
 ) -> RolloutBatch {
     let prompts: Vec<&[i64]> = rollouts.iter().map(|r| r.prompt.as_slice()).collect();
@@ -193,16 +320,140 @@ fn pack(
         policy.device(),
     );
     let logprobs: Vec<Vec<f32>> = rollouts.iter().map(|r| r.logprobs.clone()).collect();
-    let old_logp = seqs.completion_values(&logprobs);
+    let rollout_logp = seqs.completion_values(&logprobs);
+    let forward = |p: &Policy| {
+        let _guard = reinforge_torch::tch::no_grad_guard();
+        token_logprobs(&p.model, &seqs, cfg.temperature).0 * &seqs.loss_mask
+    };
     let ref_logp = reference.map(|r| {
         let _guard = reinforge_torch::tch::no_grad_guard();
         token_logprobs(&r.model, &seqs, cfg.temperature).0
     });
-    let advantages = advantages.to_vec();
-    RolloutBatch {
-        seqs,
-        old_logp,
-        ref_logp,
-        advantages,
+    let old_logp = if cfg.recompute_old_logprobs {
+        forward(policy)
+    } else {
+        rollout_logp.shallow_clone()
+    };
+    let tis: Tis = cfg.tis.parse().expect("validated");
+    let (is_weights, tis_keep) = match tis {
+        Tis::None => (None, None),
+        mode => {
+            let (w, k) = tis_weights(&old_logp, &rollout_logp, &seqs.loss_mask, mode, cfg.tis_cap);
+            (Some(w), Some(k))
+        }
+    };
+    let truncated_keep = cfg.mask_truncated.then(|| {
+        let keep: Vec<f32> = rollouts
+            .iter()
+            .map(|r| f32::from(!r.truncated as u8))
+            .collect();
+        seqs.row_values(&keep)
+    });
+    let keep = match (tis_keep, truncated_keep) {
+        (Some(a), Some(b)) => Some(a * b),
+        (a, b) => a.or(b),
+    };
+    let token_advantages = advantages.per_token.as_ref().map(|t| {
+        let t: Vec<Vec<f32>> = t
+            .iter()
+            .map(|r| r.iter().map(|&a| a as f32).collect())
+            .collect();
+        seqs.completion_values(&t)
+    });
+    let per_row: Vec<f32> = advantages.per_row.iter().map(|&a| a as f32).collect();
+    let mut batch = RolloutBatch::new(seqs, old_logp, ref_logp, per_row);
+    batch.token_advantages = token_advantages;
+    batch.is_weights = is_weights;
+    batch.keep = keep;
+    batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TrainConfig;
+    use reinforge_tasks::Verdict;
+
+    fn rollout(correct: bool, len: usize) -> Rollout {
+        Rollout {
+            problem: 0,
+            prompt: vec![1],
+            tokens: vec![3; len],
+            logprobs: vec![-1.0; len],
+            entropies: vec![0.5; len],
+            truncated: false,
+            verdict: if correct {
+                Verdict::Correct
+            } else {
+                Verdict::Incorrect
+            },
+            pattern: Pattern::Direct,
+        }
+    }
+
+    /// A draw of `pattern.len()` groups of 2: `true` groups have one correct and one wrong
+    /// completion, `false` groups two wrong ones.
+    fn draw_of(pattern: &[bool]) -> Vec<Rollout> {
+        pattern
+            .iter()
+            .flat_map(|&varied| [rollout(varied, 2), rollout(false, 3)])
+            .collect()
+    }
+
+    fn cfg(prompts: usize, max_draws: usize) -> GrpoConfig {
+        let mut c = TrainConfig::default().grpo;
+        c.num_generations = 2;
+        c.prompts_per_step = prompts;
+        c.max_draws = max_draws;
+        c.dynamic_sampling = true;
+        c
+    }
+
+    #[test]
+    fn dynamic_sampling_keeps_varied_groups_until_full() {
+        let draws = [vec![true, false, false], vec![false, true, true]];
+        let mut calls = 0;
+        let s = sample_dynamic(
+            |k| {
+                calls += 1;
+                draw_of(&draws[k])
+            },
+            &cfg(2, 4),
+        );
+        assert_eq!((s.draws, s.kept_groups, calls), (2, 2, 2));
+        assert_eq!(s.rollouts.len(), 4);
+        assert_eq!(s.rewards, vec![1.0, 0.0, 1.0, 0.0]);
+        assert!(
+            varied_groups(&s.rewards, 2).len() == 2,
+            "only varied groups kept"
+        );
+    }
+
+    #[test]
+    fn dynamic_sampling_respects_the_cap() {
+        let mut calls = 0;
+        let s = sample_dynamic(
+            |_| {
+                calls += 1;
+                draw_of(&[false, false, true])
+            },
+            &cfg(3, 2),
+        );
+        assert_eq!((s.draws, s.kept_groups, calls), (2, 2, 2));
+        let none = sample_dynamic(|_| draw_of(&[false, false]), &cfg(2, 3));
+        assert_eq!((none.draws, none.kept_groups), (3, 0));
+        assert_eq!(none.rollouts.len(), 4, "falls back to the last draw");
+    }
+
+    #[test]
+    fn overlong_penalty_shapes_the_reward() {
+        let mut c = cfg(1, 1);
+        c.max_completion_length = 10;
+        c.overlong_buffer_len = 4;
+        assert_eq!(shaped_reward(&rollout(true, 6), &c), 1.0);
+        assert_eq!(shaped_reward(&rollout(true, 8), &c), 0.5);
+        assert_eq!(shaped_reward(&rollout(false, 10), &c), -1.0);
+        c.overlong_buffer_len = 0;
+        assert_eq!(shaped_reward(&rollout(false, 10), &c), 0.0);
     }
 }

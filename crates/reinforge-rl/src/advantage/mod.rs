@@ -12,6 +12,7 @@ pub mod gpg;
 pub mod grpo;
 pub mod opo;
 pub mod optimal_baseline;
+pub mod outcome;
 pub mod reinforce_pp;
 pub mod remax;
 pub mod rloo;

@@ -9,7 +9,8 @@
 //! - [`policy`]: the shared verl loss config and output;
 //! - [`clip_family`]: vanilla PPO (clip-higher, dual-clip), GSPO, CISPO, SAPO, DPPO-TV/KL, GMPO;
 //! - [`pg_family`]: GPG, DRO, KL-Cov, Clip-Cov, REINFORCE, the value loss;
-//! - [`trl`]: TRL's `_compute_loss` (grpo, bnpo, dr_grpo, dapo, cispo, sapo) with its metrics.
+//! - [`trl`]: TRL's `_compute_loss` (grpo, bnpo, dr_grpo, dapo, cispo, sapo) with its metrics;
+//! - [`trainer`]: the trainer's per-token extras (dual clip, GSPO terms, truncated IS).
 //!
 //! Conventions of the trainer's surface follow verl `compute_policy_loss_vanilla`: the log-ratio
 //! is clamped to ±20 before `exp`, the k3 ("low_var_kl") estimator is clamped to [-10, 10], and
@@ -23,6 +24,7 @@ pub mod clip_family;
 pub mod kl;
 pub mod pg_family;
 pub mod policy;
+pub mod trainer;
 pub mod trl;
 
 /// Hyper-parameters of the clipped surrogate.
