@@ -35,7 +35,7 @@ enum Command {
     Train(TrainArgs),
     /// Evaluate a checkpoint on held-out problems: pass@k and pattern statistics.
     Eval(EvalArgs),
-    /// Time full GRPO iterations of the default model on fixed shapes (prints JSON).
+    /// Time full GRPO iterations of the default model (fixed shapes, or real ones from a checkpoint); prints JSON.
     Bench(BenchArgs),
     /// Check math answers: jsonl of {id, gold, pred[, options]} to verdicts (exact, bounded).
     Verify(reinforge_verify::cli::VerifyArgs),
