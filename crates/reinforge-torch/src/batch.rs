@@ -129,10 +129,10 @@ impl SequenceBatch {
         let width = lens.iter().copied().max().unwrap_or(2).max(2);
         let w = width as i64;
         Self {
-            ids: self.ids.index_select(0, &t).narrow(1, 0, w),
-            attn: self.attn.index_select(0, &t).narrow(1, 0, w),
-            positions: self.positions.index_select(0, &t).narrow(1, 0, w),
-            loss_mask: self.loss_mask.index_select(0, &t).narrow(1, 0, w - 1),
+            ids: self.ids.narrow(1, 0, w).index_select(0, &t),
+            attn: self.attn.narrow(1, 0, w).index_select(0, &t),
+            positions: self.positions.narrow(1, 0, w).index_select(0, &t),
+            loss_mask: self.loss_mask.narrow(1, 0, w - 1).index_select(0, &t),
             prompt_lens: idx.iter().map(|&i| self.prompt_lens[i as usize]).collect(),
             lens,
             width,

@@ -174,7 +174,7 @@ impl RolloutBatch {
         let seqs = self.seqs.select(idx);
         let t = Tensor::from_slice(idx).to_device(seqs.ids.device());
         let w = seqs.target_width();
-        let pick = |x: &Tensor| x.index_select(0, &t).narrow(1, 0, w);
+        let pick = |x: &Tensor| x.narrow(1, 0, w).index_select(0, &t);
         let advantages = match &self.token_advantages {
             Some(a) => pick(a),
             None => {
