@@ -55,6 +55,7 @@ EXAMPLES:
   reinforge train                                  the default experiment (seed 0)
   reinforge train --set seed=1                     the same with another seed (runs/default-seed1)
   reinforge train --set grpo.steps=80 --set grpo.beta=0.04 --set name=kl
+  reinforge train --set grpo.algorithm=dapo --set name=dapo
   reinforge train --config runs/default-seed0/config.toml --set name=again
   reinforge train --resume runs/default-seed0      continue after Ctrl-C
 
@@ -64,6 +65,11 @@ KEYS (see any run's config.toml for the full list with values):
   model.*      HF config.json fields: hidden_size, num_hidden_layers, num_attention_heads, ...
   sft.steps, sft.batch_size, sft.lr, sft.warmup_steps, sft.max_grad_norm, sft.weight_decay,
   sft.checkpoint_every
+  grpo.algorithm (grpo | dr_grpo | dapo | gspo | rloo | reinforce_pp: a preset of the keys
+  below; keys you set win; see docs/algorithms.md), grpo.advantage_estimator, grpo.policy_loss,
+  grpo.loss_agg_mode, grpo.clip_ratio_c, grpo.kl_estimator, grpo.dynamic_sampling,
+  grpo.max_draws, grpo.overlong_buffer_len, grpo.overlong_penalty_factor, grpo.mask_truncated,
+  grpo.recompute_old_logprobs, grpo.tis, grpo.tis_cap,
   grpo.steps, grpo.prompts_per_step, grpo.num_generations, grpo.epsilon_low, grpo.epsilon_high,
   grpo.beta, grpo.entropy_coef, grpo.ppo_epochs, grpo.mini_batches, grpo.lr, grpo.max_grad_norm,
   grpo.temperature, grpo.top_p, grpo.top_k, grpo.max_completion_length, grpo.checkpoint_every,
