@@ -121,36 +121,15 @@ pub fn line_chart(
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("drawing {}: {e}", path.display());
 
     let root = open_png(path)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 26))
-        .margin(18)
-        .x_label_area_size(52)
-        .y_label_area_size(78)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| err(&e))?;
-    let x_fmt = |v: &f64| {
-        if log2_x {
-            // Only label integer powers of two; the mesh may also place ticks in between.
-            if (v - v.round()).abs() < 1e-9 {
-                fmt_num(2f64.powf(v.round()))
-            } else {
-                String::new()
-            }
-        } else {
-            fmt_num(*v)
-        }
+    let frame = Frame {
+        title,
+        x_label,
+        y_label,
+        x: (x0, x1),
+        y: (y0, y1),
+        log2_x,
     };
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .x_label_formatter(&x_fmt)
-        .y_label_formatter(&|v| fmt_num(*v))
-        .label_style(("sans-serif", 16))
-        .axis_desc_style(("sans-serif", 19))
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()
-        .map_err(|e| err(&e))?;
+    let mut chart = draw_frame(&root, &frame, path)?;
 
     for (i, (s, p)) in series.iter().zip(&pts).enumerate() {
         let c = colour(i);
@@ -192,7 +171,57 @@ fn marker_elem<DB: DrawingBackend>(
     }
 }
 
-type Chart2d<'a, 'b> = ChartContext<
+/// Axis titles and ranges of an x-y chart.
+pub(crate) struct Frame<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub x: (f64, f64),
+    pub y: (f64, f64),
+    /// x values are log2 of the data: ticks are labelled 1, 2, 4, ... and only at powers of two.
+    pub log2_x: bool,
+}
+
+/// Builds the chart area with the house style (caption, margins, light grid, DejaVu labels)
+/// and draws its mesh; shared by every x-y chart so they look alike.
+pub(crate) fn draw_frame<'a, 'b>(
+    root: &'a DrawingArea<BitMapBackend<'b>, Shift>,
+    frame: &Frame,
+    path: &Path,
+) -> Result<Chart2d<'a, 'b>> {
+    let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("drawing {}: {e}", path.display());
+    let mut chart = ChartBuilder::on(root)
+        .caption(frame.title, ("sans-serif", 26))
+        .margin(18)
+        .x_label_area_size(52)
+        .y_label_area_size(78)
+        .build_cartesian_2d(frame.x.0..frame.x.1, frame.y.0..frame.y.1)
+        .map_err(|e| err(&e))?;
+    let log2_x = frame.log2_x;
+    let x_fmt = move |v: &f64| {
+        if !log2_x {
+            fmt_num(*v)
+        } else if (v - v.round()).abs() < 1e-9 {
+            fmt_num(2f64.powf(v.round()))
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .x_desc(frame.x_label)
+        .y_desc(frame.y_label)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&|v| fmt_num(*v))
+        .label_style(("sans-serif", 16))
+        .axis_desc_style(("sans-serif", 19))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(|e| err(&e))?;
+    Ok(chart)
+}
+
+pub(crate) type Chart2d<'a, 'b> = ChartContext<
     'a,
     BitMapBackend<'b>,
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,

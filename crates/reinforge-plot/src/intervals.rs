@@ -1,7 +1,7 @@
 //! Charts with uncertainty: a forest plot of point estimates with intervals (leaderboards, aggregate
 //! metrics) and line charts with per-point error bars (pass@k curves, performance profiles).
 
-use crate::charts::{colour, fmt_num, open_png, padded_range, HEIGHT};
+use crate::charts::{colour, draw_frame, fmt_num, open_png, padded_range, Frame, HEIGHT};
 use anyhow::{bail, Result};
 use plotters::prelude::*;
 use std::path::Path;
@@ -119,33 +119,15 @@ pub fn line_chart_with_intervals(
         padded_range(pts.iter().flatten().flat_map(|p| [p.1, p.2, p.3])).expect("non-empty");
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("drawing {}: {e}", path.display());
     let root = open_png(path)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 26))
-        .margin(18)
-        .x_label_area_size(52)
-        .y_label_area_size(78)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| err(&e))?;
-    let x_fmt = |v: &f64| {
-        if !log2_x {
-            fmt_num(*v)
-        } else if (v - v.round()).abs() < 1e-9 {
-            fmt_num(2f64.powf(v.round()))
-        } else {
-            String::new()
-        }
+    let frame = Frame {
+        title,
+        x_label,
+        y_label,
+        x: (x0, x1),
+        y: (y0, y1),
+        log2_x,
     };
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .x_label_formatter(&x_fmt)
-        .y_label_formatter(&|v| fmt_num(*v))
-        .label_style(("sans-serif", 16))
-        .axis_desc_style(("sans-serif", 19))
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()
-        .map_err(|e| err(&e))?;
+    let mut chart = draw_frame(&root, &frame, path)?;
     let cap = (x1 - x0) * 0.006;
     for (i, (s, p)) in series.iter().zip(&pts).enumerate() {
         let c = colour(i);
