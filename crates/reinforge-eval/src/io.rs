@@ -112,26 +112,37 @@ impl Battles {
 
     /// (wins, ties, losses) of each model, indexed by model id.
     pub fn record_per_model(&self) -> Vec<(u64, u64, u64)> {
-        let mut r = vec![(0u64, 0u64, 0u64); self.models.len()];
-        for i in 0..self.len() {
-            let (a, b) = (self.a[i] as usize, self.b[i] as usize);
-            match self.outcome[i] {
-                Outcome::AWins => {
-                    r[a].0 += 1;
-                    r[b].2 += 1;
-                }
-                Outcome::BWins => {
-                    r[b].0 += 1;
-                    r[a].2 += 1;
-                }
-                Outcome::Tie => {
-                    r[a].1 += 1;
-                    r[b].1 += 1;
-                }
+        tally(
+            self.models.len(),
+            (0..self.len()).map(|i| (self.a[i], self.b[i], self.outcome[i])),
+        )
+    }
+}
+
+/// (wins, ties, losses) per player id over `(a, b, outcome)` comparisons among `n` players.
+pub(crate) fn tally(
+    n: usize,
+    comparisons: impl IntoIterator<Item = (u32, u32, Outcome)>,
+) -> Vec<(u64, u64, u64)> {
+    let mut r = vec![(0u64, 0u64, 0u64); n];
+    for (a, b, o) in comparisons {
+        let (a, b) = (a as usize, b as usize);
+        match o {
+            Outcome::AWins => {
+                r[a].0 += 1;
+                r[b].2 += 1;
+            }
+            Outcome::BWins => {
+                r[b].0 += 1;
+                r[a].2 += 1;
+            }
+            Outcome::Tie => {
+                r[a].1 += 1;
+                r[b].1 += 1;
             }
         }
-        r
     }
+    r
 }
 
 fn intern(ids: &mut HashMap<String, u32>, models: &mut Vec<String>, name: &str) -> u32 {
@@ -156,6 +167,8 @@ struct RawBattle<'a> {
     conv_metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// [`RawBattle`] without `conv_metadata`: when style control is off, the (large) metadata object
+/// is skipped by serde instead of being built into a map for every line.
 #[derive(Deserialize)]
 struct RawBattleNoStyle<'a> {
     #[serde(borrow)]

@@ -396,25 +396,7 @@ fn game<J: Judge + ?Sized>(
 
 /// Per-player (wins, ties, losses) over comparisons.
 pub(crate) fn records(n: usize, comps: &[(u32, u32, Outcome)]) -> Vec<(u64, u64, u64)> {
-    let mut r = vec![(0, 0, 0); n];
-    for &(a, b, o) in comps {
-        let (a, b) = (a as usize, b as usize);
-        match o {
-            Outcome::AWins => {
-                r[a].0 += 1;
-                r[b].2 += 1;
-            }
-            Outcome::BWins => {
-                r[b].0 += 1;
-                r[a].2 += 1;
-            }
-            Outcome::Tie => {
-                r[a].1 += 1;
-                r[b].1 += 1;
-            }
-        }
-    }
-    r
+    crate::io::tally(n, comps.iter().copied())
 }
 
 /// Builds standings and rank scores from lexicographic keys `(points, tiebreak)` (higher is better).

@@ -13,6 +13,7 @@ use crate::number;
 
 mod items;
 mod primary;
+mod units;
 use items::parse_item;
 
 /// Variable name given to a parameter the answer declares ("... for some integer t").
@@ -363,22 +364,14 @@ impl Parser {
                 self.i += 1;
                 let b = self.mul()?;
                 let b = if neg { Expr::Neg(b.bx()) } else { b };
-                let a = if terms.len() == 1 {
-                    terms.pop().unwrap()
-                } else {
-                    Expr::Add(std::mem::take(&mut terms))
-                };
+                let a = single_or(std::mem::take(&mut terms), Expr::Add);
                 terms.push(Expr::PlusMinus(a.bx(), b.bx()));
             } else {
                 break;
             }
         }
         self.leave();
-        Ok(if terms.len() == 1 {
-            terms.pop().unwrap()
-        } else {
-            Expr::Add(terms)
-        })
+        Ok(single_or(terms, Expr::Add))
     }
 
     fn starts_primary(&self) -> bool {
@@ -432,22 +425,14 @@ impl Parser {
             } else if self.is_sym(':') && self.peek_at(1) != Some(&Tok::Sym('=')) {
                 self.i += 1;
                 let d = self.unary()?;
-                let n = if fs.len() == 1 {
-                    fs.pop().unwrap()
-                } else {
-                    Expr::Mul(std::mem::take(&mut fs))
-                };
+                let n = single_or(std::mem::take(&mut fs), Expr::Mul);
                 fs.push(Expr::Ratio(n.bx(), d.bx()));
             } else if self.eat_sym('/') || self.is_cmd("div") {
                 if self.is_cmd("div") {
                     self.i += 1;
                 }
                 let d = self.unary()?;
-                let n = if fs.len() == 1 {
-                    fs.pop().unwrap()
-                } else {
-                    Expr::Mul(std::mem::take(&mut fs))
-                };
+                let n = single_or(std::mem::take(&mut fs), Expr::Mul);
                 fs.push(Expr::Div(n.bx(), d.bx()));
             } else if self.starts_primary() {
                 let before = self.i;
@@ -460,63 +445,7 @@ impl Parser {
             }
         }
         self.leave();
-        Ok(if fs.len() == 1 {
-            fs.pop().unwrap()
-        } else {
-            Expr::Mul(fs)
-        })
-    }
-
-    /// Skips unit annotations (`\text{ cm}^2`, plain unit words) inside a product.
-    fn skip_units(&mut self) {
-        loop {
-            match self.peek() {
-                Some(Tok::Text(_)) if !self.peek().is_some_and(is_sep_word) => {
-                    self.i += 1;
-                    if self.is_sym('^') {
-                        self.i += 1;
-                        self.skip_group();
-                    }
-                }
-                Some(Tok::Word(w))
-                    if !is_sep_word(&Tok::Word(w.clone()))
-                        && !BUILTIN.contains(&w.as_str())
-                        && !matches!(w.as_str(), "pi" | "infty" | "sqrt")
-                        && !matches!(
-                            self.peek_at(1),
-                            Some(Tok::Sym('=')) | Some(Tok::Sym('(')) | Some(Tok::Sym('_'))
-                        ) =>
-                {
-                    self.i += 1;
-                    if self.is_sym('^') {
-                        self.i += 1;
-                        self.skip_group();
-                    }
-                }
-                _ => return,
-            }
-        }
-    }
-
-    fn skip_group(&mut self) {
-        if self.eat_sym('{') {
-            let mut d = 1;
-            while let Some(t) = self.peek().cloned() {
-                self.i += 1;
-                match t {
-                    Tok::Sym('{') => d += 1,
-                    Tok::Sym('}') => {
-                        d -= 1;
-                        if d == 0 {
-                            return;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        } else if self.peek().is_some() {
-            self.i += 1;
-        }
+        Ok(single_or(fs, Expr::Mul))
     }
 
     fn unary(&mut self) -> R<Expr> {
@@ -811,5 +740,15 @@ pub fn tok_text(t: &Tok) -> String {
         Tok::LSet => "{".into(),
         Tok::RSet => "}".into(),
         Tok::RowSep => ";".into(),
+    }
+}
+
+/// The only item of `items`, or all of them under `wrap` (a sum or product of one term is the
+/// term itself).
+fn single_or(mut items: Vec<Expr>, wrap: fn(Vec<Expr>) -> Expr) -> Expr {
+    if items.len() == 1 {
+        items.pop().expect("one item")
+    } else {
+        wrap(items)
     }
 }
