@@ -12,7 +12,7 @@ TORCH_VERSION="2.11.0"
 PYTHON="${PYTHON:-python3}"
 venv="$root/.venv"
 # Bump the suffix when the installed packages change, so existing environments update.
-stamp="$venv/.reinforge-setup-torch$TORCH_VERSION-2"
+stamp="$venv/.reinforge-setup-torch$TORCH_VERSION-3"
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "error: cargo not found; install a Rust toolchain (rustup) first" >&2
@@ -26,9 +26,11 @@ if [ ! -f "$stamp" ]; then
     exit 1
   fi
   [ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv"
-  # numpy and safetensors are only for the side-by-side PyTorch benchmark script; the product
-  # never imports Python.
-  "$venv/bin/pip" install --disable-pip-version-check -q "torch==$TORCH_VERSION" numpy safetensors
+  # numpy and safetensors are for the side-by-side PyTorch benchmark script; transformers and
+  # peft are the references the checkpoint tests compare against (a checkpoint reinforge saves
+  # must load back in them). The product never imports Python.
+  "$venv/bin/pip" install --disable-pip-version-check -q "torch==$TORCH_VERSION" numpy safetensors \
+    "transformers==5.23.0" "peft==0.21.2"
   touch "$stamp"
 fi
 

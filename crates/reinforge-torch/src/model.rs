@@ -271,9 +271,20 @@ impl Transformer {
     pub fn forward(
         &self,
         input: &ForwardInput,
-        mut cache: Option<&mut KvCache>,
+        cache: Option<&mut KvCache>,
         last_only: bool,
     ) -> Tensor {
+        let mut h = self.hidden(input, cache);
+        if last_only {
+            let t = h.size()[1];
+            h = h.narrow(1, t - 1, 1);
+        }
+        self.logits(&h)
+    }
+
+    /// Final hidden states `[B, T, H]` (after the last RMSNorm) for the tokens of `input`:
+    /// what the LM head and value heads (PPO critics, reward models) read.
+    pub fn hidden(&self, input: &ForwardInput, mut cache: Option<&mut KvCache>) -> Tensor {
         let t = input.ids.size()[1];
         let past = cache.as_ref().map_or(0, |c| c.len());
         let mut x = Tensor::embedding(&self.embed, input.ids, -1, false, false);
@@ -290,11 +301,12 @@ impl Transformer {
         if let Some(c) = cache {
             c.advance(t);
         }
-        if last_only {
-            x = x.narrow(1, t - 1, 1);
-        }
-        let h = self.norm.forward(&x);
-        h.linear::<Tensor>(self.head.as_ref().unwrap_or(&self.embed), None)
+        self.norm.forward(&x)
+    }
+
+    /// Logits `[.., V]` of final hidden states `[.., H]` (the LM head, tied or not).
+    pub fn logits(&self, hidden: &Tensor) -> Tensor {
+        hidden.linear::<Tensor>(self.head.as_ref().unwrap_or(&self.embed), None)
     }
 }
 
