@@ -1,10 +1,42 @@
 //! Runs untrusted code (model completions, unit tests) in an isolated child process.
 //!
-//! API contract shared by the server (`reinforge-serve`) and the reward crate; the isolation
-//! itself (namespaces, seccomp, rlimits, wall-clock kill) is implemented behind [`Sandbox::run`].
+//! API contract shared by the server (`reinforge-serve`) and the reward crate. Each run gets
+//! (Linux only):
+//! - new mount, PID, network, IPC, UTS and cgroup namespaces (plus a user namespace in
+//!   [`IsolationMode::UserNamespace`]); the network namespace has no interface but a down
+//!   loopback, so nothing is reachable;
+//! - a minimal read-only root built with `pivot_root` ([`mounts`](crate::mounts)): system
+//!   directories, the interpreter's prefix, a synthetic `/etc`, a few `/dev` nodes, a fresh
+//!   `/proc`, and a private size-capped tmpfs `/tmp` as working directory;
+//! - an unprivileged identity without capabilities, no_new_privs, a seccomp filter
+//!   ([`seccomp`](crate::seccomp)) and rlimits (CPU, address space, processes, file size,
+//!   core 0, open files);
+//! - a wall-clock limit enforced by killing the namespace's init, which kills the whole tree.
+//!
+//! Anything that cannot be set up yields [`RunStatus::SandboxError`]; the program never runs
+//! with less isolation. [`harness::run_python_tests`] runs assert-style tests robustly against
+//! early exits.
 
-use std::collections::BTreeMap;
+mod child;
+mod config;
+pub mod harness;
+mod isolate;
+mod limits;
+mod mounts;
+mod protocol;
+mod seccomp;
+
+pub use config::{resolve_python, IsolationMode, PythonInfo, SandboxConfig};
+pub use harness::{run_python_tests, TestOutcome};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use anyhow::{bail, Context};
+use seccompiler::BpfProgram;
 
 use serde::{Deserialize, Serialize};
 
@@ -78,26 +110,360 @@ pub struct RunResult {
     pub message: String,
 }
 
-/// A configured sandbox: server-wide caps and the interpreters it may run. Cheap to share
-/// between threads; [`Sandbox::run`] blocks, so async callers use `spawn_blocking`.
-#[derive(Clone, Debug)]
+/// A configured sandbox: server-wide caps and the interpreters it may run. Cheap to clone and
+/// share between threads; [`Sandbox::run`] blocks, so async callers use `spawn_blocking`.
+#[derive(Clone)]
 pub struct Sandbox {
-    caps: Limits,
+    inner: Arc<Inner>,
 }
 
+struct Inner {
+    config: SandboxConfig,
+    mode: IsolationMode,
+    /// Why runs cannot be isolated in `mode` on this host, if so.
+    mode_error: Option<String>,
+    base_layout: Result<mounts::RootLayout, String>,
+    python: Result<(PythonInfo, mounts::RootLayout), String>,
+    filters: Vec<BpfProgram>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("config", &self.inner.config)
+            .field("mode", &self.inner.mode)
+            .field("mode_error", &self.inner.mode_error)
+            .field("python", &self.inner.python.as_ref().map(|p| &p.0))
+            .finish()
+    }
+}
+
+/// Where the program's source is written inside the sandbox (read-only).
+const CODE_DIR: &str = "/code";
+/// The working directory (private tmpfs).
+const WORK_DIR: &str = "/tmp";
+
 impl Sandbox {
-    /// A sandbox whose runs never exceed `caps`.
+    /// A sandbox whose runs never exceed `caps`, with [`SandboxConfig::new`] defaults.
     pub fn new(caps: Limits) -> anyhow::Result<Self> {
-        Ok(Self { caps })
+        Self::with_config(SandboxConfig::new(caps))
+    }
+
+    /// A sandbox with explicit settings. Fails only on invalid caps or an unusable seccomp
+    /// filter; problems that only affect some runs (no Python, no namespaces in this mode) are
+    /// reported by those runs as [`RunStatus::SandboxError`] and by [`Sandbox::self_test`].
+    pub fn with_config(config: SandboxConfig) -> anyhow::Result<Self> {
+        let c = &config.caps;
+        if c.wall_time.is_zero() || c.cpu_time.is_zero() {
+            bail!("sandbox caps: wall_time and cpu_time must be positive");
+        }
+        if c.memory_bytes < (16 << 20) || c.max_processes == 0 || c.max_output_bytes == 0 {
+            bail!("sandbox caps: memory_bytes must be >= 16 MiB and max_processes, max_output_bytes positive");
+        }
+        if config.max_open_files < 16 {
+            bail!("sandbox config: max_open_files must be >= 16");
+        }
+        let euid = nix::unistd::geteuid();
+        let mode = match config.mode {
+            IsolationMode::Auto if euid.is_root() => IsolationMode::Root,
+            IsolationMode::Auto => IsolationMode::UserNamespace,
+            m => m,
+        };
+        let mode_error = (mode == IsolationMode::Root && !euid.is_root()).then(|| {
+            format!("IsolationMode::Root needs the server to run as root (euid is {euid})")
+        });
+        let base_layout = mounts::RootLayout::detect(&[]).map_err(|e| format!("{e:#}"));
+        let python = resolve_python(&config.python).and_then(|info| {
+            let layout = mounts::RootLayout::detect(&info.dirs)?;
+            Ok((info, layout))
+        });
+        let python = python.map_err(|e| format!("no usable Python for the sandbox: {e:#}"));
+        let filters = seccomp::build_filters()?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                mode,
+                mode_error,
+                base_layout,
+                python,
+                filters,
+            }),
+        })
     }
 
     /// The server-wide caps.
     pub fn caps(&self) -> &Limits {
-        &self.caps
+        &self.inner.config.caps
     }
 
-    /// Runs `req` isolated and returns how it ended. Placeholder until the isolation lands.
-    pub fn run(&self, _req: &RunRequest) -> anyhow::Result<RunResult> {
-        anyhow::bail!("sandbox not implemented yet")
+    /// The settings this sandbox was built with.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// The isolation mode runs use ([`IsolationMode::Auto`] resolved).
+    pub fn mode(&self) -> IsolationMode {
+        self.inner.mode
+    }
+
+    /// The Python interpreter runs use, or why there is none.
+    pub fn python(&self) -> Result<&PythonInfo, &str> {
+        self.inner
+            .python
+            .as_ref()
+            .map(|p| &p.0)
+            .map_err(|e| e.as_str())
+    }
+
+    /// Runs `print` in Python and `echo` in Bash and checks the output: call at server start to
+    /// fail early with the sandbox's own message when this host cannot isolate.
+    pub fn self_test(&self) -> anyhow::Result<()> {
+        for (language, code) in [
+            (Language::Python, "print('ok')"),
+            (Language::Bash, "echo ok"),
+        ] {
+            let req = RunRequest {
+                language,
+                code: code.into(),
+                stdin: None,
+                files: BTreeMap::new(),
+                fetch_files: vec![],
+                limits: self.caps().clone(),
+            };
+            let r = self.run(&req)?;
+            if r.status != RunStatus::Finished || r.exit_code != Some(0) || r.stdout != b"ok\n" {
+                bail!(
+                    "sandbox self-test ({language:?}) failed: {:?} exit {:?}: {} {}",
+                    r.status,
+                    r.exit_code,
+                    r.message,
+                    String::from_utf8_lossy(&r.stderr)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `req` isolated and returns how it ended. `Err` only for an invalid request (a path
+    /// in `files`/`fetch_files` that is absolute, contains `..` or NUL); every failure of the
+    /// sandbox itself is a [`RunStatus::SandboxError`] result.
+    pub fn run(&self, req: &RunRequest) -> anyhow::Result<RunResult> {
+        let inner = &*self.inner;
+        let limits = req.limits.clamped_to(self.caps());
+        let mut input_dirs = BTreeSet::new();
+        let mut input_files = Vec::new();
+        let mut input_bytes = 0u64;
+        for (name, content) in &req.files {
+            let parts =
+                relative_parts(name).with_context(|| format!("files: invalid path {name:?}"))?;
+            for k in 1..parts.len() {
+                input_dirs.insert(parts[..k].join("/"));
+            }
+            input_files.push((CString::new(name.as_str())?, content.clone()));
+            input_bytes += content.len() as u64;
+        }
+        for name in &req.fetch_files {
+            relative_parts(name).with_context(|| format!("fetch_files: invalid path {name:?}"))?;
+        }
+        let error = |m: String| Ok(isolate::sandbox_error(m, Duration::ZERO));
+        if let Some(e) = &inner.mode_error {
+            return error(e.clone());
+        }
+        let (exe, code_name, layout, path_dirs) = match req.language {
+            Language::Python => match &inner.python {
+                Ok((info, layout)) => {
+                    let bin = info
+                        .executable
+                        .parent()
+                        .unwrap_or(Path::new("/usr/bin"))
+                        .to_path_buf();
+                    (info.executable.clone(), "main.py", layout, vec![bin])
+                }
+                Err(e) => return error(e.clone()),
+            },
+            Language::Bash => match &inner.base_layout {
+                Ok(layout) => {
+                    let bash = ["/bin/bash", "/usr/bin/bash"]
+                        .into_iter()
+                        .find(|p| Path::new(p).exists());
+                    let Some(bash) = bash else {
+                        return error("bash is not installed on this host".into());
+                    };
+                    let py_bin = inner
+                        .python
+                        .as_ref()
+                        .ok()
+                        .and_then(|p| p.0.executable.parent().map(Path::to_path_buf));
+                    // Bash programs may call python3: expose it when available.
+                    let layout = inner.python.as_ref().map(|p| &p.1).unwrap_or(layout);
+                    (
+                        PathBuf::from(bash),
+                        "main.sh",
+                        layout,
+                        py_bin.into_iter().collect(),
+                    )
+                }
+                Err(e) => return error(e.clone()),
+            },
+        };
+        let slot;
+        let (identity, user_ns, inside_uid, inside_gid) = match inner.mode {
+            IsolationMode::UserNamespace => {
+                let root = nix::unistd::geteuid().is_root();
+                let (ou, og) = if root {
+                    (65534, 65534)
+                } else {
+                    (
+                        nix::unistd::geteuid().as_raw(),
+                        nix::unistd::getegid().as_raw(),
+                    )
+                };
+                let map = isolate::UserNsMap {
+                    outer_uid: ou,
+                    outer_gid: og,
+                    deny_setgroups: !root,
+                };
+                (
+                    child::Identity::UserNs { clear_groups: root },
+                    Some(map),
+                    0,
+                    0,
+                )
+            }
+            _ => {
+                slot = isolate::uid_pool::GLOBAL.acquire();
+                let Some(s) = &slot else {
+                    return error("all sandbox uids are in use".into());
+                };
+                let id = inner.config.uid_base + s.index;
+                (child::Identity::Root { uid: id, gid: id }, None, id, id)
+            }
+        };
+        let passwd = format!(
+            "root:x:0:0:root:/root:/bin/sh\n{}nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+            if inside_uid != 0 {
+                format!("sandbox:x:{inside_uid}:{inside_gid}:sandbox:{WORK_DIR}:/bin/sh\n")
+            } else {
+                String::new()
+            }
+        );
+        let group = format!(
+            "root:x:0:\n{}nogroup:x:65534:\n",
+            if inside_gid != 0 {
+                format!("sandbox:x:{inside_gid}:\n")
+            } else {
+                String::new()
+            }
+        );
+        let spec = mounts::RootSpec {
+            layout,
+            etc_passwd: passwd,
+            etc_group: group,
+            code_name,
+            code: req.code.as_bytes(),
+            work_tmpfs_data: format!(
+                "size={},nr_inodes={},mode=0700,uid={inside_uid},gid={inside_gid}",
+                inner.config.tmp_bytes + input_bytes,
+                inner.config.tmp_inodes + req.files.len() as u64
+            ),
+        };
+        let ops = mounts::build_ops(&spec)?;
+        let mut path: Vec<String> = path_dirs.iter().map(|p| p.display().to_string()).collect();
+        path.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(String::from));
+        path.dedup();
+        let mut env = vec![
+            format!("PATH={}", path.join(":")),
+            format!("HOME={WORK_DIR}"),
+            format!("TMPDIR={WORK_DIR}"),
+            "LANG=C.UTF-8".to_string(),
+        ];
+        if req.language == Language::Python {
+            // Files sit in the working directory; make them importable like SandboxFusion's
+            // layout (code and files in one directory) does.
+            env.push(format!("PYTHONPATH={WORK_DIR}"));
+            env.push("PYTHONDONTWRITEBYTECODE=1".to_string());
+        }
+        let code_path = format!("{CODE_DIR}/{code_name}");
+        let mut plan = child::ChildPlan {
+            staging: CString::new(mounts::STAGING)?,
+            root_data: CString::new(format!(
+                "size={},nr_inodes=4096,mode=0755",
+                (4 << 20) + req.code.len()
+            ))?,
+            ops,
+            hostname: CString::new("sandbox")?,
+            identity,
+            rlimits: limits::rlimits(&limits, inner.config.max_open_files),
+            work_dir: CString::new(WORK_DIR)?,
+            input_dirs: input_dirs
+                .into_iter()
+                .map(CString::new)
+                .collect::<Result<_, _>>()?,
+            input_files,
+            exe: CString::new(exe.display().to_string())?,
+            argv: vec![
+                CString::new(exe.display().to_string())?,
+                CString::new(code_path)?,
+            ],
+            envp: env
+                .into_iter()
+                .map(CString::new)
+                .collect::<Result<_, _>>()?,
+            argv_ptrs: vec![],
+            envp_ptrs: vec![],
+            filters: inner.filters.clone(),
+            fetch: req
+                .fetch_files
+                .iter()
+                .map(|f| CString::new(f.as_str()))
+                .collect::<Result<_, _>>()?,
+            fetch_cap: limits.max_file_bytes,
+        };
+        plan.finish();
+        let launch = isolate::Launch {
+            user_ns,
+            stdin: req.stdin.as_deref(),
+            limits: &limits,
+            fetch_names: &req.fetch_files,
+        };
+        Ok(isolate::launch(&plan, launch))
+    }
+}
+
+/// The components of a safe relative path: `/`-separated, none empty, `.` or `..`, no NUL.
+fn relative_parts(p: &str) -> anyhow::Result<Vec<&str>> {
+    if p.is_empty() || p.len() > 4096 || p.contains('\0') {
+        bail!("empty, too long or containing NUL");
+    }
+    let parts: Vec<&str> = p.split('/').collect();
+    if parts
+        .iter()
+        .any(|c| c.is_empty() || *c == "." || *c == "..")
+    {
+        bail!("must be a relative path without empty, '.' or '..' components");
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_are_checked() {
+        assert_eq!(relative_parts("a/b.txt").unwrap(), vec!["a", "b.txt"]);
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a/./b",
+            "./a",
+            "a/",
+            "a//b",
+            "a\0b",
+        ] {
+            assert!(relative_parts(bad).is_err(), "{bad:?} accepted");
+        }
     }
 }
