@@ -1,0 +1,305 @@
+//! Rewards from a specification file: named, weighted components (math answer equivalence,
+//! Python unit tests in the sandbox, a format regex, an overlong penalty), scored over a batch in
+//! parallel. The same file drives `reinforge serve` (OpenRLHF's remote reward) and training.
+//!
+//! # The spec file (TOML)
+//!
+//! ```toml
+//! # optional: which component becomes OpenRLHF's `scores` ("total" for the total reward);
+//! # default: the only math/code_tests component, else the total
+//! score = "accuracy"
+//!
+//! [components.accuracy]
+//! type = "math"            # reinforge_verify::verify(label, response)
+//! weight = 1.0             # every component: default 1
+//! correct = 1.0            # value of an equivalent answer (default 1)
+//! incorrect = 0.0          # value of anything else (default 0)
+//! # label_field = "answer" # the label is a JSON object; use this field of it
+//! [components.accuracy.options]   # verifier options, Math-Verify's names
+//! float_rounding = 6
+//!
+//! [components.format]
+//! type = "format"          # regex searched in the response (Rust regex syntax)
+//! weight = 0.2
+//! pattern = '(?s)^<think>.*</think>.*\\boxed\{'
+//! # matched = 1.0, unmatched = 0.0
+//!
+//! [components.overlong]
+//! type = "length"          # shape = "dapo" (verl) | "trl_soft" (TRL)
+//! max_length = 4096        # unit = "chars" (default) | "bytes" | "words"
+//! buffer = 512
+//! penalty_factor = 1.0
+//!
+//! [components.tests]
+//! type = "code_tests"      # label = Python test code (asserts), run after the response's
+//! timeout_s = 10.0         # last fenced code block; 1 if all pass, else 0
+//! memory_mb = 1024
+//! ```
+//!
+//! The total reward of a sample is `sum(weight * value)` over the components; each component's
+//! unweighted value is reported beside it (OpenRLHF's `extra_logs`, the server's metrics).
+//! Unknown keys, wrong types, invalid regexes and unknown verifier options are errors naming
+//! the file and key. Example files: `crates/reinforge-reward/specs/`.
+//!
+//! ```
+//! use reinforge_reward::{Reward, RewardSpec, Sample};
+//! let reward = Reward::new(RewardSpec::default(), None).unwrap();
+//! let s = Sample { prompt: "1+1=".into(), response: "\\boxed{2}".into(), label: Some("2".into()) };
+//! assert_eq!(reward.score(&[s]).unwrap()[0].total, 1.0);
+//! ```
+
+mod code;
+mod spec;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use rayon::prelude::*;
+use regex::Regex;
+use reinforge_sandbox::{run_python_tests, Limits, RunStatus, Sandbox};
+use serde::Serialize;
+
+pub use code::extract_code;
+pub use spec::{
+    CodeTestsSpec, Component, FormatSpec, LengthShape, LengthSpec, LengthUnit, MathSpec, RewardSpec,
+};
+
+/// One response to score.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub prompt: String,
+    pub response: String,
+    /// Gold answer (math), test code (code_tests), or a JSON object holding them.
+    pub label: Option<String>,
+}
+
+/// The reward of one sample.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Scored {
+    /// `sum(weight * value)`.
+    pub total: f64,
+    /// The spec's score component's value (or the total): OpenRLHF's `scores`.
+    pub score: f64,
+    /// Each component's unweighted value, by name.
+    pub components: BTreeMap<String, f64>,
+}
+
+/// Why a batch could not be scored. Label problems are the caller's; sandbox failures are
+/// infrastructure (the model's code failing its tests is a 0, not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum ScoreError {
+    #[error("sample {index}: component `{component}` needs a label")]
+    MissingLabel { index: usize, component: String },
+    #[error("sample {index}: component `{component}`: label is not a JSON object with a string field `{field}`")]
+    LabelField {
+        index: usize,
+        component: String,
+        field: String,
+    },
+    #[error("sample {index}: component `{component}`: {message}")]
+    Sandbox {
+        index: usize,
+        component: String,
+        message: String,
+    },
+}
+
+impl ScoreError {
+    /// The index of the sample the error is about.
+    pub fn index(&self) -> usize {
+        match self {
+            ScoreError::MissingLabel { index, .. }
+            | ScoreError::LabelField { index, .. }
+            | ScoreError::Sandbox { index, .. } => *index,
+        }
+    }
+}
+
+/// A component ready to evaluate (patterns compiled, options parsed).
+enum Compiled {
+    Math {
+        spec: MathSpec,
+        options: reinforge_verify::Options,
+    },
+    CodeTests {
+        spec: CodeTestsSpec,
+        limits: Limits,
+    },
+    Format {
+        spec: FormatSpec,
+        re: Regex,
+    },
+    Length(LengthSpec),
+}
+
+/// A reward function built from a [`RewardSpec`]. `Sync`: one instance serves every thread.
+pub struct Reward {
+    spec: RewardSpec,
+    components: Vec<(String, f64, Compiled)>,
+    sandbox: Option<Sandbox>,
+}
+
+impl Reward {
+    /// Compiles `spec`. `sandbox` is required when the spec has a `code_tests` component.
+    pub fn new(spec: RewardSpec, sandbox: Option<Sandbox>) -> Result<Self> {
+        spec.validate()?;
+        let mut components = vec![];
+        for (name, c) in &spec.components {
+            let compiled = match c {
+                Component::Math(m) => Compiled::Math {
+                    spec: m.clone(),
+                    options: spec::math_options(m)?,
+                },
+                Component::CodeTests(t) => {
+                    let Some(sb) = &sandbox else {
+                        bail!("component `{name}` (code_tests) needs a sandbox");
+                    };
+                    let mut limits = sb.caps().clone();
+                    let wall = Duration::from_secs_f64(t.timeout_s);
+                    limits.wall_time = limits.wall_time.min(wall);
+                    limits.cpu_time = limits.cpu_time.min(wall);
+                    limits.memory_bytes = limits.memory_bytes.min(t.memory_mb << 20);
+                    Compiled::CodeTests {
+                        spec: t.clone(),
+                        limits,
+                    }
+                }
+                Component::Format(f) => Compiled::Format {
+                    spec: f.clone(),
+                    re: Regex::new(&f.pattern)?,
+                },
+                Component::Length(l) => Compiled::Length(l.clone()),
+            };
+            components.push((name.clone(), c.weight(), compiled));
+        }
+        Ok(Reward {
+            spec,
+            components,
+            sandbox,
+        })
+    }
+
+    /// The spec this reward was built from.
+    pub fn spec(&self) -> &RewardSpec {
+        &self.spec
+    }
+
+    /// Scores a batch in parallel (rayon's current pool). Fails on the first sample whose label
+    /// is missing or malformed, or whose tests the sandbox could not run.
+    pub fn score(&self, samples: &[Sample]) -> Result<Vec<Scored>, ScoreError> {
+        samples
+            .par_iter()
+            .enumerate()
+            .map(|(i, s)| self.score_one(i, s))
+            .collect()
+    }
+
+    fn score_one(&self, index: usize, s: &Sample) -> Result<Scored, ScoreError> {
+        let mut values = BTreeMap::new();
+        let mut total = 0.0;
+        for (name, weight, c) in &self.components {
+            let v = self.value(index, name, c, s)?;
+            total += weight * v;
+            values.insert(name.clone(), v);
+        }
+        let score = match self.spec.score_component() {
+            Some(name) => values[name],
+            None => total,
+        };
+        Ok(Scored {
+            total,
+            score,
+            components: values,
+        })
+    }
+
+    fn value(&self, index: usize, name: &str, c: &Compiled, s: &Sample) -> Result<f64, ScoreError> {
+        Ok(match c {
+            Compiled::Math { spec, options } => {
+                let gold = label(index, name, s, spec.label_field.as_deref())?;
+                if reinforge_verify::verify(&gold, &s.response, options).correct() {
+                    spec.correct
+                } else {
+                    spec.incorrect
+                }
+            }
+            Compiled::CodeTests { spec, limits } => {
+                let tests = label(index, name, s, spec.label_field.as_deref())?;
+                let sandbox = self.sandbox.as_ref().expect("checked in Reward::new");
+                let code = extract_code(&s.response);
+                let sandbox_error = |message: String| ScoreError::Sandbox {
+                    index,
+                    component: name.to_string(),
+                    message,
+                };
+                let outcome = run_python_tests(sandbox, code, &tests, limits.clone())
+                    .map_err(|e| sandbox_error(format!("{e:#}")))?;
+                if outcome.result.status == RunStatus::SandboxError {
+                    return Err(sandbox_error(outcome.reason));
+                }
+                if outcome.passed {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+            Compiled::Format { spec, re } => {
+                if re.is_match(&s.response) {
+                    spec.matched
+                } else {
+                    spec.unmatched
+                }
+            }
+            Compiled::Length(l) => length_penalty(l, &s.response),
+        })
+    }
+}
+
+/// The label of `s`, or its string field `field` when the label is a JSON object.
+fn label(
+    index: usize,
+    component: &str,
+    s: &Sample,
+    field: Option<&str>,
+) -> Result<String, ScoreError> {
+    let Some(text) = &s.label else {
+        return Err(ScoreError::MissingLabel {
+            index,
+            component: component.to_string(),
+        });
+    };
+    let Some(field) = field else {
+        return Ok(text.clone());
+    };
+    let value: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    match value.as_ref().and_then(|v| v.get(field)) {
+        Some(serde_json::Value::String(x)) => Ok(x.clone()),
+        Some(v @ serde_json::Value::Number(_)) => Ok(v.to_string()),
+        _ => Err(ScoreError::LabelField {
+            index,
+            component: component.to_string(),
+            field: field.to_string(),
+        }),
+    }
+}
+
+/// The length penalty of `response` (0 or negative).
+pub fn length_penalty(l: &LengthSpec, response: &str) -> f64 {
+    let len = match l.unit {
+        LengthUnit::Chars => response.chars().count(),
+        LengthUnit::Bytes => response.len(),
+        LengthUnit::Words => response.split_whitespace().count(),
+    };
+    match l.shape {
+        LengthShape::Dapo => reinforge_rl::overlong::verl_dapo_overlong_penalty(
+            len,
+            l.max_length,
+            l.buffer,
+            l.penalty_factor,
+        ),
+        LengthShape::TrlSoft => {
+            reinforge_rl::overlong::trl_soft_overlong_punishment(len, l.max_length, l.buffer)
+        }
+    }
+}

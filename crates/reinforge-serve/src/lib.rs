@@ -1,0 +1,218 @@
+//! The HTTP reward and sandbox server behind `reinforge serve` (and the standalone
+//! `reinforge-serve` binary, which needs no libtorch).
+//!
+//! | route | protocol |
+//! |---|---|
+//! | `POST /get_reward` | OpenRLHF's remote reward model (`--remote_rm_url`), see [`routes::openrlhf`] |
+//! | `POST /run_code` | SandboxFusion's `run_code` (Python, Bash), see [`routes::sandboxfusion`] |
+//! | `POST /v1/verify` | batches of math checks, see [`routes::verify`] |
+//! | `GET /health` | liveness |
+//! | `GET /metrics` | Prometheus text: requests by route/status, latency, in-flight, queued, rewards, checks, sandbox runs |
+//!
+//! Load handling: bodies over `--max-body-bytes` get 413; work routes admit `--max-concurrency`
+//! requests at once and queue `--max-queue` more, then answer 503 + `Retry-After` ([`limit`]);
+//! malformed bodies get a JSON error naming the field ([`error`]); CPU work (scoring,
+//! verification) runs on a rayon pool of `--workers` threads and sandbox runs on tokio's
+//! blocking pool, never on the async workers. SIGINT/SIGTERM stop accepting and finish the
+//! requests in flight.
+//!
+//! Clients: OpenRLHF trains against it with `--remote_rm_url http://HOST:PORT/get_reward`
+//! (and `--label_key` naming the answer column); SandboxFusion clients (its SDK, verl's
+//! sandbox-fusion reward) use the base URL `http://HOST:PORT`. Standard-library Python clients
+//! that also self-test a server: `scripts/clients/openrlhf_remote_reward.py`,
+//! `scripts/clients/sandboxfusion_client.py`. Load test: `scripts/bench_serve.sh`.
+
+pub mod args;
+pub mod error;
+pub mod limit;
+pub mod metrics;
+pub mod routes;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::Router;
+use reinforge_reward::{Reward, RewardSpec};
+use reinforge_sandbox::Sandbox;
+
+pub use args::ServeArgs;
+use error::ApiError;
+use limit::{Admission, Slot};
+use metrics::Metrics;
+
+/// Everything a request handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub reward: Arc<Reward>,
+    pub sandbox: Option<Sandbox>,
+    /// Why the sandbox's self-test failed at start, if it did (runs then report SandboxError).
+    pub sandbox_problem: Option<String>,
+    pub pool: Arc<rayon::ThreadPool>,
+    pub metrics: Arc<Metrics>,
+    pub admission: Arc<Admission>,
+    pub max_body_bytes: usize,
+}
+
+impl AppState {
+    /// Loads the reward spec, starts the sandbox (unless `--no-sandbox`) and the worker pool.
+    pub fn new(args: &ServeArgs) -> Result<Self> {
+        let spec = match &args.reward {
+            Some(p) => RewardSpec::load(p)?,
+            None => RewardSpec::default(),
+        };
+        let sandbox = if args.no_sandbox {
+            None
+        } else {
+            Some(
+                Sandbox::new(args.sandbox_caps()?)
+                    .context("starting the sandbox (--no-sandbox disables it)")?,
+            )
+        };
+        let sandbox_problem = sandbox.as_ref().and_then(|s| s.self_test().err()).map(|e| {
+            let e = format!("{e:#}");
+            eprintln!("reinforge serve: warning: the sandbox cannot run code on this host: {e}");
+            e
+        });
+        let reward = Reward::new(spec, sandbox.clone()).context("building the reward")?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(args.worker_threads())
+            .thread_name(|i| format!("reinforge-score-{i}"))
+            .build()?;
+        Ok(AppState {
+            reward: Arc::new(reward),
+            sandbox,
+            sandbox_problem,
+            pool: Arc::new(pool),
+            metrics: Arc::new(Metrics::new()),
+            admission: Arc::new(Admission::new(args.concurrency(), args.max_queue)),
+            max_body_bytes: args.max_body_bytes,
+        })
+    }
+
+    /// Runs blocking work `f` on tokio's blocking pool, holding `slot` until it is done.
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        slot: Slot,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            f()
+        })
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("worker failed: {e}"),
+            )
+        })
+    }
+}
+
+/// The router: work routes behind admission control, every route counted and timed.
+pub fn app(state: AppState) -> Router {
+    let work = Router::new()
+        .route("/get_reward", post(routes::openrlhf::get_reward))
+        .route("/run_code", post(routes::sandboxfusion::run_code))
+        .route("/v1/verify", post(routes::verify::verify))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limit::admit,
+        ));
+    Router::new()
+        .route("/health", get(routes::health))
+        .route("/metrics", get(routes::metrics))
+        .merge(work)
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
+        .layer(DefaultBodyLimit::max(state.max_body_bytes))
+        .with_state(state)
+}
+
+/// Serves `state` on `listener` until `shutdown` completes, then finishes the requests in
+/// flight and returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Completes on the first SIGINT or SIGTERM; a second one exits at once (status 130).
+pub async fn shutdown_signal() {
+    one_signal().await;
+    eprintln!(
+        "reinforge serve: shutting down, finishing the requests in flight (again to quit now)"
+    );
+    tokio::spawn(async {
+        one_signal().await;
+        eprintln!("reinforge serve: second signal, exiting without finishing");
+        std::process::exit(130);
+    });
+}
+
+async fn one_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// Entry point of `reinforge serve`: builds the runtime, binds, serves until a signal.
+pub fn run(args: &ServeArgs) -> Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let state = AppState::new(args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("reinforge-serve")
+        .build()?;
+    rt.block_on(async {
+        let addr = format!("{}:{}", args.host, args.port);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        let local: SocketAddr = listener.local_addr()?;
+        eprintln!(
+            "reinforge serve: listening on http://{local} (reward components: {}; sandbox: {}; workers {}, concurrency {}, queue {})",
+            state.reward.spec().components.keys().cloned().collect::<Vec<_>>().join(", "),
+            if state.sandbox.is_some() { "on" } else { "off" },
+            args.worker_threads(),
+            args.concurrency(),
+            args.max_queue,
+        );
+        serve(listener, state, shutdown_signal()).await?;
+        eprintln!("reinforge serve: stopped");
+        Ok(())
+    })
+}
