@@ -1,24 +1,31 @@
-//! The one libtorch crate of reinforge: the Llama/Qwen2-family transformer, KV-cache
+//! The one libtorch crate of reinforge: the Llama/Qwen2/Qwen3/Mistral transformer and its
+//! Hugging Face checkpoints, KV-cache
 //! sampling, per-token log-probs, policy-gradient losses with autograd, the optimiser and the
 //! training steps. Everything that needs no tensors lives in other crates.
 
 pub mod batch;
 pub mod cache;
+pub mod checkpoint;
 pub mod config;
 pub mod logprobs;
+pub mod lora;
 pub mod loss;
 pub mod model;
 pub mod optim;
 pub mod policy;
 pub mod sampling;
 pub mod train;
+pub mod value;
 
 pub use batch::SequenceBatch;
-pub use config::ModelConfig;
+pub use checkpoint::{copy_aux_files, LoadOptions, SaveOptions};
+pub use config::{Family, ModelConfig};
+pub use lora::LoraConfig;
 pub use model::Transformer;
 pub use optim::{AdamW, AdamWConfig};
 pub use policy::Policy;
 pub use sampling::{generate, Completion, SamplingParams};
+pub use value::Critic;
 
 /// Re-exported so dependants use the exact tch this crate links.
 pub use tch;

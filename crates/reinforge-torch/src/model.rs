@@ -1,45 +1,82 @@
-//! The decoder-only transformer of the Llama/Qwen2 family: RMSNorm, rotary position
-//! embeddings, grouped-query attention and a SwiGLU MLP, with a tied or untied output head.
+//! The decoder-only transformer of the Llama/Qwen2/Qwen3/Mistral family: RMSNorm, rotary
+//! position embeddings (optionally llama3- or linearly scaled), grouped-query attention with an
+//! optional sliding window, per-head q/k RMSNorm (Qwen3) and a SwiGLU MLP, with a tied or
+//! untied output head.
 //!
 //! Parameter names follow Hugging Face (`model.layers.0.self_attn.q_proj.weight`, ...) so one
 //! implementation serves the tiny models of tests and real checkpoints. The layout follows
-//! candle-transformers' `llama.rs` and HF `modeling_llama.py` (rotate-half RoPE convention).
+//! candle-transformers' `llama.rs` and HF `modeling_llama.py` / `modeling_qwen3.py` /
+//! `modeling_mistral.py` (transformers 5.23; rotate-half RoPE convention).
 
 use tch::nn::{self, Init, Path};
 use tch::{Kind, Tensor};
 
 use crate::cache::KvCache;
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, RopeScaling};
+use crate::lora::{Adapter, LoraConfig};
 
 const INIT_STD: f64 = 0.02;
 
-fn weight(p: &Path, name: &str, out: usize, inp: usize) -> Tensor {
-    (p / name).var(
-        "weight",
-        &[out as i64, inp as i64],
-        Init::Randn {
-            mean: 0.0,
-            stdev: INIT_STD,
-        },
-    )
+/// How new parameters are filled: HF's normal(0, 0.02) for a fresh model, or zeros (cheap)
+/// when a checkpoint overwrites them right after.
+#[derive(Clone, Copy)]
+enum Fill {
+    Random,
+    Zeros,
 }
 
-/// A linear map `x W^T (+ b)` with HF parameter names.
+impl Fill {
+    fn matrix(self) -> Init {
+        match self {
+            Fill::Random => Init::Randn {
+                mean: 0.0,
+                stdev: INIT_STD,
+            },
+            Fill::Zeros => Init::Const(0.0),
+        }
+    }
+}
+
+fn weight(p: &Path, name: &str, out: usize, inp: usize, fill: Fill) -> Tensor {
+    (p / name).var("weight", &[out as i64, inp as i64], fill.matrix())
+}
+
+/// A linear map `x W^T (+ b)` with HF parameter names, plus an optional LoRA adapter
+/// (see [`crate::lora`]).
 #[derive(Debug)]
 struct Linear {
     w: Tensor,
     b: Option<Tensor>,
+    lora: Option<Adapter>,
 }
 
 impl Linear {
-    fn new(p: &Path, name: &str, inp: usize, out: usize, bias: bool) -> Self {
-        let w = weight(p, name, out, inp);
+    fn new(p: &Path, name: &str, inp: usize, out: usize, bias: bool, fill: Fill) -> Self {
+        let w = weight(p, name, out, inp, fill);
         let b = bias.then(|| (p / name).var("bias", &[out as i64], Init::Const(0.0)));
-        Self { w, b }
+        Self { w, b, lora: None }
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
-        x.linear(&self.w, self.b.as_ref())
+        let y = x.linear(&self.w, self.b.as_ref());
+        match &self.lora {
+            Some(adapter) => y + adapter.forward(x),
+            None => y,
+        }
+    }
+
+    /// Adds an adapter whose parameters live under `p` (this projection's path).
+    fn add_lora(&mut self, p: &Path, cfg: &LoraConfig) {
+        let size = self.w.size();
+        self.lora = Some(Adapter::new(p, size[1] as usize, size[0] as usize, cfg));
+    }
+
+    /// `w` with the adapter folded in, leaving the model unchanged.
+    fn merged_weight(&self) -> Tensor {
+        tch::no_grad(|| match &self.lora {
+            Some(adapter) => &self.w + adapter.delta().to_kind(self.w.kind()),
+            None => self.w.copy(),
+        })
     }
 }
 
@@ -53,6 +90,7 @@ struct RmsNorm {
 impl RmsNorm {
     fn new(p: &Path, size: usize, eps: f64) -> Self {
         Self {
+            // Ones even when loading: a checkpoint overwrites them, and they cost nothing.
             w: p.var("weight", &[size as i64], Init::Const(1.0)),
             eps,
         }
@@ -72,18 +110,17 @@ struct Rope {
 }
 
 impl Rope {
+    /// Tables for positions `0..max_position_embeddings`, computed in float32 like HF's
+    /// `*RotaryEmbedding` (`_compute_default_rope_parameters`, transformers 5.23) so long
+    /// positions round the same way.
     fn new(cfg: &ModelConfig, device: tch::Device) -> Self {
-        let d = cfg.head_dim() as i64;
-        let inv_freq = Tensor::arange_start_step(0, d, 2, (Kind::Double, device))
-            .divide_scalar(d as f64)
-            .multiply_scalar(-(cfg.rope_theta.ln()))
-            .exp();
-        let t = Tensor::arange(cfg.max_position_embeddings as i64, (Kind::Double, device));
+        let inv_freq = inv_freq(cfg, device);
+        let t = Tensor::arange(cfg.max_position_embeddings as i64, (Kind::Float, device));
         let freqs = t.outer(&inv_freq);
         let emb = Tensor::cat(&[&freqs, &freqs], -1);
         Self {
-            cos: emb.cos().to_kind(Kind::Float),
-            sin: emb.sin().to_kind(Kind::Float),
+            cos: emb.cos(),
+            sin: emb.sin(),
         }
     }
 
@@ -101,6 +138,40 @@ impl Rope {
     }
 }
 
+/// Inverse frequencies `theta^(-2i/d)` (float32), remapped by `rope_scaling`.
+fn inv_freq(cfg: &ModelConfig, device: tch::Device) -> Tensor {
+    let d = cfg.head_dim() as i64;
+    let exponents = Tensor::arange_start_step(0, d, 2, (Kind::Int64, device))
+        .to_kind(Kind::Float)
+        .divide_scalar(d as f64);
+    let inv = Tensor::pow_scalar(cfg.rope_theta, &exponents).reciprocal();
+    match &cfg.rope_scaling {
+        None => inv,
+        Some(rs) if rs.rope_type == "linear" => inv.divide_scalar(rs.factor),
+        Some(rs) => llama3_inv_freq(&inv, rs, cfg.max_position_embeddings),
+    }
+}
+
+/// Llama 3.x frequency remap: long wavelengths are divided by `factor`, short ones kept, and
+/// the band between interpolated smoothly (`_compute_llama3_parameters`, transformers 5.23
+/// `modeling_rope_utils.py`).
+fn llama3_inv_freq(inv: &Tensor, rs: &RopeScaling, max_pos: usize) -> Tensor {
+    let factor = rs.factor;
+    let low = rs.low_freq_factor.expect("validated");
+    let high = rs.high_freq_factor.expect("validated");
+    let old_len = rs.original_max_position_embeddings.unwrap_or(max_pos) as f64;
+    let (low_wavelen, high_wavelen) = (old_len / low, old_len / high);
+    let wavelen = inv.reciprocal().multiply_scalar(2.0 * std::f64::consts::PI);
+    let scaled = inv.where_self(&wavelen.le(low_wavelen), &inv.divide_scalar(factor));
+    let smooth = (wavelen.reciprocal().multiply_scalar(old_len) - low) / (high - low);
+    let smoothed: Tensor =
+        (smooth.ones_like() - &smooth) * scaled.divide_scalar(factor) + &smooth * &scaled;
+    let medium = wavelen
+        .ge(high_wavelen)
+        .logical_and(&wavelen.le(low_wavelen));
+    smoothed.where_self(&medium, &scaled)
+}
+
 fn rotate_half(x: &Tensor) -> Tensor {
     let half = x.size()[3] / 2;
     Tensor::cat(&[x.narrow(3, half, half).neg(), x.narrow(3, 0, half)], 3)
@@ -116,20 +187,29 @@ struct Attention {
     k: Linear,
     v: Linear,
     o: Linear,
+    /// Qwen3's per-head RMSNorm of queries and keys, applied before RoPE.
+    qk_norm: Option<(RmsNorm, RmsNorm)>,
     heads: i64,
     kv_heads: i64,
     head_dim: i64,
 }
 
 impl Attention {
-    fn new(p: &Path, cfg: &ModelConfig) -> Self {
+    fn new(p: &Path, cfg: &ModelConfig, fill: Fill) -> Self {
         let (h, kv, d) = (cfg.num_attention_heads, cfg.kv_heads(), cfg.head_dim());
-        let bias = cfg.attention_bias;
+        let (bias, o_bias) = (cfg.qkv_bias(), cfg.o_bias());
+        let qk_norm = cfg.qk_norm().then(|| {
+            (
+                RmsNorm::new(&(p / "q_norm"), d, cfg.rms_norm_eps),
+                RmsNorm::new(&(p / "k_norm"), d, cfg.rms_norm_eps),
+            )
+        });
         Self {
-            q: Linear::new(p, "q_proj", cfg.hidden_size, h * d, bias),
-            k: Linear::new(p, "k_proj", cfg.hidden_size, kv * d, bias),
-            v: Linear::new(p, "v_proj", cfg.hidden_size, kv * d, bias),
-            o: Linear::new(p, "o_proj", h * d, cfg.hidden_size, false),
+            q: Linear::new(p, "q_proj", cfg.hidden_size, h * d, bias, fill),
+            k: Linear::new(p, "k_proj", cfg.hidden_size, kv * d, bias, fill),
+            v: Linear::new(p, "v_proj", cfg.hidden_size, kv * d, bias, fill),
+            o: Linear::new(p, "o_proj", h * d, cfg.hidden_size, o_bias, fill),
+            qk_norm,
             heads: h as i64,
             kv_heads: kv as i64,
             head_dim: d as i64,
@@ -144,10 +224,18 @@ impl Attention {
         cache: Option<&mut (Tensor, Tensor)>,
     ) -> Tensor {
         let (b, t, _) = x.size3().expect("hidden states are [B, T, H]");
-        let split = |y: Tensor, n: i64| y.view([b, t, n, self.head_dim]).transpose(1, 2);
-        let q = apply_rope(&split(self.q.forward(x), self.heads), &rope.0, &rope.1);
-        let mut k = apply_rope(&split(self.k.forward(x), self.kv_heads), &rope.0, &rope.1);
-        let mut v = split(self.v.forward(x), self.kv_heads);
+        let heads = |y: Tensor, n: i64| y.view([b, t, n, self.head_dim]);
+        let (mut q, mut k) = (
+            heads(self.q.forward(x), self.heads),
+            heads(self.k.forward(x), self.kv_heads),
+        );
+        if let Some((qn, kn)) = &self.qk_norm {
+            q = qn.forward(&q);
+            k = kn.forward(&k);
+        }
+        let q = apply_rope(&q.transpose(1, 2), &rope.0, &rope.1);
+        let mut k = apply_rope(&k.transpose(1, 2), &rope.0, &rope.1);
+        let mut v = heads(self.v.forward(x), self.kv_heads).transpose(1, 2);
         if let Some(c) = cache {
             if c.0.numel() > 0 {
                 k = Tensor::cat(&[&c.0, &k], 2);
@@ -172,12 +260,12 @@ struct Mlp {
 }
 
 impl Mlp {
-    fn new(p: &Path, cfg: &ModelConfig) -> Self {
-        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+    fn new(p: &Path, cfg: &ModelConfig, fill: Fill) -> Self {
+        let (h, i, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
         Self {
-            gate: Linear::new(p, "gate_proj", h, i, false),
-            up: Linear::new(p, "up_proj", h, i, false),
-            down: Linear::new(p, "down_proj", i, h, false),
+            gate: Linear::new(p, "gate_proj", h, i, bias, fill),
+            up: Linear::new(p, "up_proj", h, i, bias, fill),
+            down: Linear::new(p, "down_proj", i, h, bias, fill),
         }
     }
 
@@ -193,6 +281,8 @@ struct Block {
     attn: Attention,
     norm2: RmsNorm,
     mlp: Mlp,
+    /// Sliding attention window of this layer (`None`: full causal attention).
+    window: Option<i64>,
 }
 
 /// The causal language model. Create it inside a [`nn::VarStore`] to own its parameters.
@@ -204,6 +294,8 @@ pub struct Transformer {
     norm: RmsNorm,
     head: Option<Tensor>,
     rope: Rope,
+    /// The LoRA settings while adapters are attached.
+    lora: Option<LoraConfig>,
 }
 
 /// Input of one forward pass.
@@ -218,16 +310,23 @@ pub struct ForwardInput<'a> {
 
 impl Transformer {
     /// Builds the model's parameters under `p` (the root of a var store), randomly initialised
-    /// with the normal(0, 0.02) of HF's `initializer_range`.
+    /// with the normal(0, 0.02) of HF's `initializer_range`. `cfg` must be validated.
     pub fn new(p: &Path, cfg: &ModelConfig) -> Self {
+        Self::build(p, cfg, Fill::Random)
+    }
+
+    /// Like [`Self::new`] with zero-filled matrices (no random draws), for a checkpoint to
+    /// overwrite.
+    pub(crate) fn new_for_loading(p: &Path, cfg: &ModelConfig) -> Self {
+        Self::build(p, cfg, Fill::Zeros)
+    }
+
+    fn build(p: &Path, cfg: &ModelConfig, fill: Fill) -> Self {
         let m = p / "model";
         let embed = (&m / "embed_tokens").var(
             "weight",
             &[cfg.vocab_size as i64, cfg.hidden_size as i64],
-            Init::Randn {
-                mean: 0.0,
-                stdev: INIT_STD,
-            },
+            fill.matrix(),
         );
         let blocks = (0..cfg.num_hidden_layers)
             .map(|i| {
@@ -238,19 +337,20 @@ impl Transformer {
                         cfg.hidden_size,
                         cfg.rms_norm_eps,
                     ),
-                    attn: Attention::new(&(&l / "self_attn"), cfg),
+                    attn: Attention::new(&(&l / "self_attn"), cfg, fill),
                     norm2: RmsNorm::new(
                         &(&l / "post_attention_layernorm"),
                         cfg.hidden_size,
                         cfg.rms_norm_eps,
                     ),
-                    mlp: Mlp::new(&(&l / "mlp"), cfg),
+                    mlp: Mlp::new(&(&l / "mlp"), cfg, fill),
+                    window: cfg.layer_window(i).map(|w| w as i64),
                 }
             })
             .collect();
         let norm = RmsNorm::new(&(&m / "norm"), cfg.hidden_size, cfg.rms_norm_eps);
         let head = (!cfg.tie_word_embeddings)
-            .then(|| weight(p, "lm_head", cfg.vocab_size, cfg.hidden_size));
+            .then(|| weight(p, "lm_head", cfg.vocab_size, cfg.hidden_size, fill));
         Self {
             cfg: cfg.clone(),
             embed,
@@ -258,7 +358,78 @@ impl Transformer {
             norm,
             head,
             rope: Rope::new(cfg, p.device()),
+            lora: None,
         }
+    }
+
+    /// Every projection with its HF module path (`model.layers.0.self_attn.q_proj`) and its
+    /// module name (`q_proj`).
+    fn projections_mut(&mut self) -> Vec<(String, &'static str, &mut Linear)> {
+        let mut out = Vec::new();
+        for (i, block) in self.blocks.iter_mut().enumerate() {
+            let attn = format!("model.layers.{i}.self_attn");
+            let mlp = format!("model.layers.{i}.mlp");
+            let a = &mut block.attn;
+            let m = &mut block.mlp;
+            for (name, lin) in [
+                ("q_proj", &mut a.q),
+                ("k_proj", &mut a.k),
+                ("v_proj", &mut a.v),
+                ("o_proj", &mut a.o),
+            ] {
+                out.push((format!("{attn}.{name}"), name, lin));
+            }
+            for (name, lin) in [
+                ("gate_proj", &mut m.gate),
+                ("up_proj", &mut m.up),
+                ("down_proj", &mut m.down),
+            ] {
+                out.push((format!("{mlp}.{name}"), name, lin));
+            }
+        }
+        out
+    }
+
+    /// Attaches fresh LoRA adapters (parameters under `root`, the var store's root) to the
+    /// projections `cfg` targets. `cfg` must be validated; adapters must not be attached yet.
+    pub(crate) fn add_lora(&mut self, root: &Path, cfg: &LoraConfig) {
+        assert!(self.lora.is_none(), "LoRA adapters are already attached");
+        for (path, name, lin) in self.projections_mut() {
+            if cfg.targets(name) {
+                let p = path.split('.').fold(root.clone(), |p, part| &p / part);
+                lin.add_lora(&p, cfg);
+            }
+        }
+        self.lora = Some(cfg.clone());
+    }
+
+    /// The weights of adapted projections with their adapters folded in, by var-store name
+    /// (`model.layers.0.self_attn.q_proj.weight`); the model is unchanged.
+    pub(crate) fn merged_weights(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        for (i, block) in self.blocks.iter().enumerate() {
+            let (a, m) = (&block.attn, &block.mlp);
+            for (module, lin) in [
+                ("self_attn.q_proj", &a.q),
+                ("self_attn.k_proj", &a.k),
+                ("self_attn.v_proj", &a.v),
+                ("self_attn.o_proj", &a.o),
+                ("mlp.gate_proj", &m.gate),
+                ("mlp.up_proj", &m.up),
+                ("mlp.down_proj", &m.down),
+            ] {
+                if lin.lora.is_some() {
+                    let name = format!("model.layers.{i}.{module}.weight");
+                    out.push((name, lin.merged_weight()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The LoRA settings while adapters are attached.
+    pub fn lora_config(&self) -> Option<&LoraConfig> {
+        self.lora.as_ref()
     }
 
     /// The configuration the model was built from.
@@ -289,13 +460,19 @@ impl Transformer {
         let past = cache.as_ref().map_or(0, |c| c.len());
         let mut x = Tensor::embedding(&self.embed, input.ids, -1, false, false);
         let rope = self.rope.tables(input.positions, x.kind());
-        let mask = attention_mask(input.key_mask, past, t);
+        // One mask per distinct window (all layers share one in every supported family).
+        let mut masks: Vec<(Option<i64>, Tensor)> = Vec::new();
         for (i, block) in self.blocks.iter().enumerate() {
+            if !masks.iter().any(|(w, _)| *w == block.window) {
+                let mask = attention_mask(input.key_mask, past, t, block.window);
+                masks.push((block.window, mask));
+            }
+            let mask = &masks.iter().find(|(w, _)| *w == block.window).unwrap().1;
             let layer_cache = cache.as_mut().map(|c| c.layer_mut(i));
             x = &x
                 + block
                     .attn
-                    .forward(&block.norm1.forward(&x), &rope, &mask, layer_cache);
+                    .forward(&block.norm1.forward(&x), &rope, mask, layer_cache);
             x = &x + block.mlp.forward(&block.norm2.forward(&x));
         }
         if let Some(c) = cache {
@@ -312,13 +489,18 @@ impl Transformer {
 
 /// The boolean attention mask `[B, 1, T, S]` for `T` queries after `past` cached positions:
 /// causal, restricted to real keys, and always letting a query see itself so that padding
-/// rows never produce an all-masked softmax (NaN).
-fn attention_mask(key_mask: &Tensor, past: i64, t: i64) -> Tensor {
+/// rows never produce an all-masked softmax (NaN). With a sliding `window`, a query at slot
+/// `q` sees keys at slots `k > q - window` (HF `sliding_window_overlay`, transformers 5.23,
+/// which also counts cache slots, padding included).
+fn attention_mask(key_mask: &Tensor, past: i64, t: i64, window: Option<i64>) -> Tensor {
     let device = key_mask.device();
     let s = past + t;
     let q_pos = Tensor::arange_start(past, s, (Kind::Int64, device)).view([t, 1]);
     let k_pos = Tensor::arange(s, (Kind::Int64, device)).view([1, s]);
-    let causal = k_pos.le_tensor(&q_pos);
+    let mut causal = k_pos.le_tensor(&q_pos);
+    if let Some(w) = window {
+        causal = causal.logical_and(&k_pos.gt_tensor(&(&q_pos - w)));
+    }
     let diagonal = k_pos.eq_tensor(&q_pos);
     let keys = key_mask.to_kind(Kind::Bool).unsqueeze(1).unsqueeze(1);
     (keys.logical_and(&causal)).logical_or(&diagonal)

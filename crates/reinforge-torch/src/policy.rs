@@ -1,17 +1,18 @@
-//! A model together with the var store that owns its parameters, and its checkpoint files.
+//! A model together with the var store that owns its parameters, and its checkpoint files
+//! (Hugging Face layout, see [`crate::checkpoint`]).
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
-use tch::{nn::VarStore, Device};
+use anyhow::{bail, ensure, Context, Result};
+use tch::{nn::VarStore, Device, Kind, Tensor};
 
+use crate::checkpoint::{self, config_json, LoadOptions, SaveOptions};
 use crate::config::ModelConfig;
+use crate::lora::{self, LoraConfig};
 use crate::model::Transformer;
 
-/// File name of the weights inside a checkpoint directory (HF layout).
-pub const WEIGHTS_FILE: &str = "model.safetensors";
-/// File name of the model configuration inside a checkpoint directory (HF layout).
-pub const CONFIG_FILE: &str = "config.json";
+pub use crate::checkpoint::{CONFIG_FILE, WEIGHTS_FILE};
 
 /// A causal LM and its parameters.
 pub struct Policy {
@@ -20,7 +21,7 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// A randomly initialised model on `device`; `seed` fixes the initial weights.
+    /// A randomly initialised float32 model on `device`; `seed` fixes the initial weights.
     pub fn new(cfg: &ModelConfig, device: Device, seed: i64) -> Result<Self> {
         cfg.validate()?;
         tch::manual_seed(seed);
@@ -29,33 +30,55 @@ impl Policy {
         Ok(Self { vs, model })
     }
 
-    /// Loads `config.json` and `model.safetensors` from a checkpoint directory.
+    /// Loads a checkpoint directory in float32 on `device` (what training and resuming need;
+    /// use [`Self::load_with`] for bfloat16 inference). Strict about unknown config keys.
     pub fn load(dir: &Path, device: Device) -> Result<Self> {
-        let cfg = ModelConfig::load(&dir.join(CONFIG_FILE))?;
-        let mut policy = Self::new(&cfg, device, 0)?;
-        let weights = dir.join(WEIGHTS_FILE);
-        policy
-            .vs
-            .load(&weights)
-            .with_context(|| format!("loading weights {}", weights.display()))?;
-        Ok(policy)
+        Self::load_with(dir, &LoadOptions::f32(device))
     }
 
-    /// Writes `config.json` and `model.safetensors` into `dir` (created if missing).
+    /// Loads `config.json` and the safetensors weights (single file or sharded index) of an HF
+    /// checkpoint directory. Errors name the missing file, the unknown config key, or the
+    /// tensor with its file and shapes.
+    pub fn load_with(dir: &Path, opts: &LoadOptions) -> Result<Self> {
+        opts.check()?;
+        let cfg = config_json::read(
+            &dir.join(checkpoint::CONFIG_FILE),
+            opts.allow_unknown_config_keys,
+        )?;
+        let mut vs = VarStore::new(opts.device);
+        vs.set_kind(opts.kind);
+        let model = Transformer::new_for_loading(&vs.root(), &cfg);
+        checkpoint::weights::load_into(dir, &vs.variables(), cfg.tie_word_embeddings)?;
+        Ok(Self { vs, model })
+    }
+
+    /// Writes `config.json` and `model.safetensors` into `dir` (created if missing), in the
+    /// parameters' dtype, sharded above 5 GB.
     pub fn save(&self, dir: &Path) -> Result<()> {
+        self.save_with(dir, &SaveOptions::default())
+    }
+
+    /// Writes an HF checkpoint (config + weights) that transformers and vLLM load. Weight
+    /// files of an earlier save in `dir` are replaced. Tokenizer files are not written here:
+    /// see [`checkpoint::copy_aux_files`].
+    pub fn save_with(&self, dir: &Path, opts: &SaveOptions) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        self.model.config().save(&dir.join(CONFIG_FILE))?;
-        let weights = dir.join(WEIGHTS_FILE);
-        self.vs
-            .save(&weights)
-            .with_context(|| format!("writing weights {}", weights.display()))
+        let kind = opts.kind.unwrap_or_else(|| self.kind());
+        self.model.config().save(
+            &dir.join(checkpoint::CONFIG_FILE),
+            checkpoint::dtype_name(kind)?,
+        )?;
+        // With LoRA on, the full checkpoint holds the adapted model: adapters folded in.
+        checkpoint::weights::save(dir, &self.full_weights(), kind, opts.max_shard_bytes)
     }
 
     /// A frozen copy (for the KL reference model).
     pub fn frozen_copy(&self) -> Result<Self> {
         let mut vs = VarStore::new(self.vs.device());
         let model = Transformer::new(&vs.root(), self.model.config());
-        vs.copy(&self.vs)?;
+        // The copy computes what this policy computes: adapters, if any, folded in.
+        let source = self.full_weights();
+        copy_params(&vs, &source).context("frozen copy")?;
         vs.freeze();
         Ok(Self { vs, model })
     }
@@ -64,4 +87,106 @@ impl Policy {
     pub fn device(&self) -> Device {
         self.vs.device()
     }
+
+    /// The parameters' dtype (that of the token embedding).
+    pub fn kind(&self) -> Kind {
+        self.vs
+            .variables()
+            .get("model.embed_tokens.weight")
+            .map_or(self.vs.kind(), |t| t.kind())
+    }
+
+    /// Attaches fresh LoRA adapters (see [`crate::lora`]) to the projections `cfg` targets and
+    /// freezes every base weight: afterwards only the adapters require gradients and only they
+    /// are in `vs.trainable_variables()` (what [`crate::AdamW`] and gradient clipping see).
+    /// The logits are unchanged until the adapters are trained (`B` starts at zero).
+    pub fn enable_lora(&mut self, cfg: &LoraConfig) -> Result<()> {
+        cfg.validate()?;
+        ensure!(
+            self.model.lora_config().is_none(),
+            "LoRA adapters are already enabled on this policy"
+        );
+        {
+            let mut vars = self.vs.variables_.lock().unwrap();
+            for v in &vars.trainable_variables {
+                let _ = v.tensor.set_requires_grad(false);
+            }
+            vars.trainable_variables.clear();
+        }
+        self.model.add_lora(&self.vs.root(), cfg);
+        Ok(())
+    }
+
+    /// Writes the adapters in PEFT's layout (`adapter_config.json` +
+    /// `adapter_model.safetensors`, float32) into `dir`, created if missing.
+    /// `base_model_name_or_path` is recorded for `AutoPeftModelForCausalLM` (the directory
+    /// or Hub id the base weights come from).
+    pub fn save_adapter(&self, dir: &Path, base_model_name_or_path: &str) -> Result<()> {
+        let Some(cfg) = self.model.lora_config() else {
+            bail!(
+                "cannot save an adapter to {}: LoRA is not enabled",
+                dir.display()
+            );
+        };
+        lora::save(dir, cfg, base_model_name_or_path, &self.vs.variables())
+    }
+
+    /// Enables LoRA with the settings of `dir/adapter_config.json` and loads the adapter
+    /// weights of `dir/adapter_model.safetensors` (written by [`Self::save_adapter`] or PEFT's
+    /// `save_pretrained`) onto this base model. On a weights error the adapters stay attached
+    /// with fresh values: reload the base before trying another adapter.
+    pub fn load_adapter(&mut self, dir: &Path) -> Result<()> {
+        let cfg = LoraConfig::from_peft_file(&dir.join(lora::ADAPTER_CONFIG_FILE))?;
+        self.enable_lora(&cfg)?;
+        lora::load_into(dir, &self.vs.variables())
+    }
+
+    /// Folds every adapter into its projection's weight (`W += alpha / r * B A`) and removes
+    /// the adapters: the policy becomes a plain model again, every weight trainable, and
+    /// [`Self::save`] writes the merged checkpoint.
+    pub fn merge_lora(&mut self) -> Result<()> {
+        ensure!(
+            self.model.lora_config().is_some(),
+            "cannot merge LoRA adapters: LoRA is not enabled"
+        );
+        // A fresh var store rather than edits of this one: tch cannot re-register a
+        // variable as trainable, and a rebuilt policy is exactly what loading a merged
+        // checkpoint gives.
+        let mut vs = VarStore::new(self.device());
+        vs.set_kind(self.kind());
+        let model = Transformer::new_for_loading(&vs.root(), self.model.config());
+        let source = self.full_weights();
+        copy_params(&vs, &source).context("merging LoRA")?;
+        self.vs = vs;
+        self.model = model;
+        Ok(())
+    }
+
+    /// Number of parameters that training updates (the adapters only, with LoRA on).
+    pub fn trainable_parameters(&self) -> i64 {
+        crate::model::num_parameters(&self.vs)
+    }
+
+    /// The parameters of the full model by HF name: the var store's, or with LoRA on, the
+    /// base weights with the adapters folded in (and no adapter tensors).
+    fn full_weights(&self) -> HashMap<String, Tensor> {
+        let mut params = self.vs.variables();
+        if self.model.lora_config().is_some() {
+            params.retain(|name, _| !lora::is_lora_param(name));
+            params.extend(self.model.merged_weights());
+        }
+        params
+    }
+}
+
+/// Copies `source[name]` into every variable of `vs`.
+fn copy_params(vs: &VarStore, source: &HashMap<String, Tensor>) -> Result<()> {
+    let _guard = tch::no_grad_guard();
+    for (name, mut t) in vs.variables() {
+        let s = source
+            .get(&name)
+            .with_context(|| format!("no parameter `{name}` in the source"))?;
+        t.f_copy_(s)?;
+    }
+    Ok(())
 }

@@ -1,4 +1,5 @@
-//! Training steps: supervised fine-tuning and the clipped policy-gradient update.
+//! Training steps: supervised fine-tuning, the clipped policy-gradient update and the PPO
+//! critic's clipped value update.
 
 use serde::Serialize;
 use tch::{Kind, Tensor};
@@ -373,4 +374,97 @@ fn zero_gradients(policy: &Policy) {
         .map(|p| p.sum(Kind::Float) * 0.0)
         .fold(Tensor::from(0f32), |a, b| a + b);
     total.backward();
+}
+
+/// The critic's share of a PPO batch: targets and old values at the completion tokens.
+pub struct ValueBatch<'a> {
+    /// The same packed rows as the policy update's.
+    pub seqs: &'a SequenceBatch,
+    /// The critic's values when the rollouts were scored (before this update) `[N, L-1]`.
+    pub values_old: Tensor,
+    /// GAE returns `[N, L-1]` (advantages before whitening plus `values_old`).
+    pub returns: Tensor,
+    /// Tokens in the loss `[N, L-1]`: the loss mask, times any keep mask of the policy update.
+    pub mask: Tensor,
+}
+
+/// Settings of the critic update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueConfig {
+    /// Passes over the batch (verl `critic.ppo_epochs`).
+    pub epochs: usize,
+    /// Optimizer steps per pass.
+    pub mini_batches: usize,
+    pub lr: f64,
+    /// Global gradient-norm clip (verl `critic.grad_clip`).
+    pub max_grad_norm: f64,
+    /// Values may move at most this far from `values_old` before the clipped term takes over
+    /// (verl `critic.cliprange_value`).
+    pub cliprange_value: f64,
+}
+
+/// Means over the optimizer steps of one critic update.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ValueStats {
+    /// verl `critic/vf_loss`: `½·token-mean(max((v-R)², (clip(v)-R)²))`.
+    pub value_loss: f64,
+    /// verl `critic/vf_clipfrac`: tokens where the clipped error is the larger.
+    pub vf_clipfrac: f64,
+    /// Gradient norm before clipping.
+    pub grad_norm: f64,
+    pub optimizer_steps: usize,
+}
+
+/// `epochs` passes of mini-batch updates of the clipped value loss
+/// ([`crate::loss::pg_family::value_loss`], verl `compute_value_loss`, token-mean over each
+/// mini-batch's tokens as verl's default `loss_agg_mode`), with global-norm clipping and
+/// AdamW, as verl's `DataParallelPPOCritic.update_critic`. `orders` gives the row order of
+/// each pass. Mini-batches are trimmed to their longest row, as in [`policy_update`].
+pub fn value_update(
+    critic: &crate::value::Critic,
+    opt: &mut AdamW,
+    batch: &ValueBatch,
+    cfg: &ValueConfig,
+    orders: &[Vec<i64>],
+) -> ValueStats {
+    let mut acc = ValueStats::default();
+    let n = batch.seqs.len();
+    let per = n.div_ceil(cfg.mini_batches.max(1));
+    for order in orders.iter().take(cfg.epochs) {
+        for chunk in order.chunks(per) {
+            let seqs = batch.seqs.select(chunk);
+            let t = Tensor::from_slice(chunk).to_device(seqs.ids.device());
+            let w = seqs.target_width();
+            let pick = |x: &Tensor| x.narrow(1, 0, w).index_select(0, &t);
+            let mask = pick(&batch.mask);
+            let tokens = mask.sum(Kind::Float).double_value(&[]);
+            opt.zero_grad();
+            let info = GlobalBatchInfo {
+                dp_size: 1,
+                batch_num_tokens: Some(tokens.max(1.0)),
+                global_batch_size: None,
+                loss_scale_factor: None,
+            };
+            let (loss, clipfrac) = crate::loss::pg_family::value_loss(
+                &critic.values(&seqs),
+                &pick(&batch.returns),
+                &pick(&batch.values_old),
+                &mask,
+                cfg.cliprange_value,
+                AggMode::TokenMean,
+                &info,
+            );
+            loss.backward();
+            acc.value_loss += loss.double_value(&[]);
+            acc.vf_clipfrac += clipfrac;
+            acc.grad_norm += opt.clip_grad_norm(cfg.max_grad_norm);
+            opt.step(cfg.lr);
+            acc.optimizer_steps += 1;
+        }
+    }
+    let k = acc.optimizer_steps.max(1) as f64;
+    acc.value_loss /= k;
+    acc.vf_clipfrac /= k;
+    acc.grad_norm /= k;
+    acc
 }

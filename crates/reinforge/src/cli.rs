@@ -47,6 +47,12 @@ enum Command {
     Tournament(reinforge_eval::cli::TournamentArgs),
     /// rliable statistics over runs x tasks: IQM, mean, median, optimality gap, P(improvement).
     Stats(reinforge_eval::cli::StatsArgs),
+    /// Sample completions from a Hugging Face checkpoint (one prompt or a jsonl/parquet file).
+    Generate(crate::hf::generate::GenerateArgs),
+    /// Per-token and total log-probs of completions given prompts, under a checkpoint.
+    Score(crate::hf::score::ScoreArgs),
+    /// HTTP reward server: OpenRLHF /get_reward, SandboxFusion /run_code, /v1/verify, /metrics.
+    Serve(reinforge_serve::ServeArgs),
 }
 
 #[derive(Args)]
@@ -65,7 +71,7 @@ KEYS (see any run's config.toml for the full list with values):
   model.*      HF config.json fields: hidden_size, num_hidden_layers, num_attention_heads, ...
   sft.steps, sft.batch_size, sft.lr, sft.warmup_steps, sft.max_grad_norm, sft.weight_decay,
   sft.checkpoint_every
-  grpo.algorithm (grpo | dr_grpo | dapo | gspo | rloo | reinforce_pp: a preset of the keys
+  grpo.algorithm (grpo | dr_grpo | dapo | gspo | rloo | reinforce_pp | ppo: a preset of the keys
   below; keys you set win; see docs/algorithms.md), grpo.advantage_estimator, grpo.policy_loss,
   grpo.loss_agg_mode, grpo.clip_ratio_c, grpo.kl_estimator, grpo.dynamic_sampling,
   grpo.max_draws, grpo.overlong_buffer_len, grpo.overlong_penalty_factor, grpo.mask_truncated,
@@ -75,6 +81,9 @@ KEYS (see any run's config.toml for the full list with values):
   grpo.temperature, grpo.top_p, grpo.top_k, grpo.max_completion_length, grpo.checkpoint_every,
   grpo.ignore_eos, grpo.skip_zero_advantage,
   grpo.advantage.norm_by_std, grpo.advantage.epsilon
+  ppo.gamma, ppo.lam, ppo.whiten_advantages, ppo.kl_coef, ppo.kl_penalty, ppo.critic_lr,
+  ppo.critic_weight_decay, ppo.critic_max_grad_norm, ppo.cliprange_value, ppo.critic_warmup,
+  ppo.critic_epochs, ppo.critic_mini_batches (the critic and GAE of grpo.algorithm=ppo)
   eval.problems, eval.samples, eval.temperature, eval.batch_size")]
 struct TrainArgs {
     /// TOML config to start from (defaults fill every key it leaves out).
@@ -84,8 +93,47 @@ struct TrainArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Continue the run in DIR from its latest checkpoint (its config.toml is used as is).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "set"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "set", "model"])]
     resume: Option<PathBuf>,
+    /// Train this Hugging Face checkpoint on --data instead of running the default
+    /// experiment (GRPO-family only: the `grpo.*` keys apply; `task`, `sft`, `eval` and
+    /// `model` keys do not).
+    #[arg(long, value_name = "DIR", requires = "data")]
+    model: Option<PathBuf>,
+    /// Prompts with answers, .jsonl or .parquet (see --prompt-column, --answer-column).
+    #[arg(long, value_name = "FILE", requires = "model")]
+    data: Option<PathBuf>,
+    /// Reward specification (TOML, shared with `reinforge serve`); default: the math
+    /// verifier, 1 for an answer equivalent to the row's answer, else 0.
+    #[arg(long, value_name = "FILE", requires = "model")]
+    reward: Option<PathBuf>,
+    /// Column of --data holding the prompt (text, or a list of {role, content} messages).
+    #[arg(long, default_value = "prompt", value_name = "NAME")]
+    prompt_column: String,
+    /// Column of --data holding the reference answer (the reward's label).
+    #[arg(long, default_value = "answer", value_name = "NAME")]
+    answer_column: String,
+    /// Use text prompts as they are, without the chat template.
+    #[arg(long)]
+    raw: bool,
+    /// System message put first when a conversation has none.
+    #[arg(long, value_name = "TEXT")]
+    system: Option<String>,
+    /// Train LoRA adapters of this rank instead of every weight (--model runs); the adapter
+    /// is also saved in the PEFT layout (checkpoints/final-adapter).
+    #[arg(long, value_name = "R", requires = "model")]
+    lora_r: Option<usize>,
+    /// LoRA scale numerator: updates are scaled by alpha / r (default 2r).
+    #[arg(long, value_name = "ALPHA", requires = "lora_r")]
+    lora_alpha: Option<f64>,
+    /// Projections that get adapters.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+        value_name = "NAMES"
+    )]
+    lora_targets: Vec<String>,
 }
 
 #[derive(Args)]
@@ -154,10 +202,16 @@ pub fn main() -> Result<ExitCode> {
             reinforge_eval::cli::run_tournament(&args).map(|()| ExitCode::SUCCESS)
         }
         Command::Stats(args) => reinforge_eval::cli::run_stats(&args).map(|()| ExitCode::SUCCESS),
+        Command::Generate(args) => crate::hf::generate::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Score(args) => crate::hf::score::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => reinforge_serve::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 
 fn train(args: TrainArgs) -> Result<ExitCode> {
+    if let (Some(model), Some(data)) = (&args.model, &args.data) {
+        return train_on_data(&args, model, data);
+    }
     let (run, cfg) = match &args.resume {
         Some(dir) => RunDir::open(dir)?,
         None => {
@@ -165,14 +219,7 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
             (RunDir::create(&cfg)?, cfg)
         }
     };
-    ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            eprintln!("\nsecond Ctrl-C: exiting without a checkpoint");
-            std::process::exit(130);
-        }
-        eprintln!("\nCtrl-C: finishing the current step and saving a checkpoint (Ctrl-C again to quit now)");
-    })
-    .context("installing the Ctrl-C handler")?;
+    install_ctrlc()?;
     eprintln!("run directory: {}", run.root.display());
     match experiment::run(&cfg, &run)? {
         Outcome::Finished(s) => {
@@ -196,6 +243,54 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
             Ok(ExitCode::from(130))
         }
     }
+}
+
+/// First Ctrl-C: finish the step and checkpoint; second: exit at once.
+fn install_ctrlc() -> Result<()> {
+    ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            eprintln!("\nsecond Ctrl-C: exiting without a checkpoint");
+            std::process::exit(130);
+        }
+        eprintln!("\nCtrl-C: finishing the current step and saving a checkpoint (Ctrl-C again to quit now)");
+    })
+    .context("installing the Ctrl-C handler")
+}
+
+/// `reinforge train --model DIR --data FILE`: GRPO-family training of a checkpoint.
+fn train_on_data(
+    args: &TrainArgs,
+    model: &std::path::Path,
+    data: &std::path::Path,
+) -> Result<ExitCode> {
+    let mut cfg = TrainConfig::resolve(args.config.as_deref(), &args.set)?;
+    if cfg.name.is_none() {
+        let stem = model
+            .file_name()
+            .map_or("model".into(), |n| n.to_string_lossy().into_owned());
+        cfg.name = Some(format!("{stem}-seed{}", cfg.seed));
+    }
+    let run = RunDir::create(&cfg)?;
+    install_ctrlc()?;
+    eprintln!("run directory: {}", run.root.display());
+    let spec = crate::hf::train::DataRun {
+        model: model.to_path_buf(),
+        data: data.to_path_buf(),
+        reward: args.reward.clone(),
+        prompt_column: args.prompt_column.clone(),
+        answer_column: args.answer_column.clone(),
+        raw: args.raw,
+        system: args.system.clone(),
+        lora: args.lora_r.map(|r| reinforge_torch::LoraConfig {
+            r,
+            alpha: args.lora_alpha.unwrap_or(2.0 * r as f64),
+            target_modules: args.lora_targets.clone(),
+            dropout: 0.0,
+        }),
+    };
+    let out = crate::hf::train::run(&cfg, &spec, &run)?;
+    println!("trained checkpoint: {}", out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn eval(args: EvalArgs) -> Result<ExitCode> {

@@ -30,6 +30,10 @@ pub struct TrainConfig {
     pub model: ModelConfig,
     pub sft: SftConfig,
     pub grpo: GrpoConfig,
+    /// PPO with a learned critic: read when `grpo.advantage_estimator = "gae"` (the `ppo`
+    /// preset). Absent from older config files, hence the default.
+    #[serde(default)]
+    pub ppo: PpoConfig,
     pub eval: EvalConfig,
 }
 
@@ -101,13 +105,14 @@ pub struct GrpoConfig {
     /// them: exact (their gradient is zero) and cheaper. `false` runs every row.
     #[serde(default = "yes")]
     pub skip_zero_advantage: bool,
-    /// Named preset (`grpo`, `dr_grpo`, `dapo`, `gspo`, `rloo`, `reinforce_pp`): at config
+    /// Named preset (`grpo`, `dr_grpo`, `dapo`, `gspo`, `rloo`, `reinforce_pp`, `ppo`): at config
     /// resolution it fills every option of [`preset`] that the file or `--set` leaves unset, so
     /// the run directory's `config.toml` records explicit values.
     #[serde(default = "grpo_name")]
     pub algorithm: String,
     /// `grpo` (uses `advantage`), `dr_grpo` (no std), `rloo`, `reinforce_pp`,
-    /// `reinforce_pp_baseline` (verl `algorithm.adv_estimator`).
+    /// `reinforce_pp_baseline`, `gae` (PPO with a critic, see `[ppo]`) (verl
+    /// `algorithm.adv_estimator`).
     #[serde(default = "grpo_name")]
     pub advantage_estimator: String,
     /// `vanilla` (PPO-clip, verl `compute_policy_loss_vanilla`) or `gspo` (sequence ratio,
@@ -153,6 +158,85 @@ pub struct GrpoConfig {
     pub tis_cap: f64,
 }
 
+/// PPO's critic, GAE and KL-in-reward (`[ppo]`), used when `grpo.advantage_estimator = "gae"`.
+/// Names follow verl's (`algorithm.*`, `critic.*`, `trainer.critic_warmup`); the policy side
+/// (clip, epochs, mini-batches, lr) stays in `[grpo]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PpoConfig {
+    /// Discount γ of GAE (verl `algorithm.gamma`, default 1.0; OpenRLHF `--gamma` 1).
+    pub gamma: f64,
+    /// GAE λ (verl `algorithm.lam`, default 1.0; OpenRLHF `--lambd` 0.95). With γ = λ = 1 the
+    /// advantage is the outcome minus the critic's value of each prefix.
+    pub lam: f64,
+    /// Whiten the advantages over the batch's completion tokens (verl `masked_whiten` in
+    /// `compute_gae_advantage_return`, always on there).
+    pub whiten_advantages: bool,
+    /// KL in the reward: `r_t -= kl_coef · KL_t(π_old ‖ π_SFT)` at every completion token
+    /// (verl `algorithm.use_kl_in_reward` + `kl_ctrl.kl_coef` with a fixed controller; OpenRLHF
+    /// `--init_kl_coef`). 0 = off, and no reference model is kept for it.
+    pub kl_coef: f64,
+    /// Estimator of that KL (verl `algorithm.kl_penalty`, default `kl` = k1).
+    pub kl_penalty: String,
+    /// The critic's AdamW learning rate (verl `critic.optim.lr`).
+    pub critic_lr: f64,
+    pub critic_weight_decay: f64,
+    /// verl `critic.grad_clip`.
+    pub critic_max_grad_norm: f64,
+    /// verl `critic.cliprange_value`: how far a value may move from the rollout's before the
+    /// clipped term of the value loss takes over.
+    pub cliprange_value: f64,
+    /// Iterations that update only the critic before the policy starts learning (verl
+    /// `trainer.critic_warmup`).
+    pub critic_warmup: usize,
+    /// Critic passes per batch (0 = `grpo.ppo_epochs`; verl `critic.ppo_epochs`).
+    pub critic_epochs: usize,
+    /// Critic optimizer steps per pass (0 = `grpo.mini_batches`).
+    pub critic_mini_batches: usize,
+}
+
+impl Default for PpoConfig {
+    fn default() -> Self {
+        Self {
+            gamma: 1.0,
+            lam: 1.0,
+            whiten_advantages: true,
+            kl_coef: 0.0,
+            kl_penalty: "kl".into(),
+            critic_lr: 1e-3,
+            critic_weight_decay: 0.0,
+            critic_max_grad_norm: 1.0,
+            cliprange_value: 0.5,
+            critic_warmup: 0,
+            critic_epochs: 0,
+            critic_mini_batches: 0,
+        }
+    }
+}
+
+impl PpoConfig {
+    /// Critic passes per batch, `critic_epochs` or the policy's.
+    pub fn epochs(&self, grpo: &GrpoConfig) -> usize {
+        if self.critic_epochs == 0 {
+            grpo.ppo_epochs
+        } else {
+            self.critic_epochs
+        }
+    }
+
+    /// Critic mini-batches per pass, `critic_mini_batches` or the policy's.
+    pub fn mini_batches(&self, grpo: &GrpoConfig) -> usize {
+        if self.critic_mini_batches == 0 {
+            grpo.mini_batches
+        } else {
+            self.critic_mini_batches
+        }
+    }
+}
+
+/// The advantage estimator that needs a critic (verl `gae`).
+pub const GAE: &str = "gae";
+
 /// Held-out evaluation before and after RL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -197,6 +281,7 @@ impl Default for TrainConfig {
                 bos_token_id: Some(reinforge_tasks::tokenizer::BOS),
                 eos_token_id: Some(reinforge_tasks::tokenizer::EOS),
                 pad_token_id: Some(reinforge_tasks::tokenizer::PAD),
+                ..ModelConfig::default()
             },
             sft: SftConfig {
                 steps: 1500,
@@ -243,6 +328,7 @@ impl Default for TrainConfig {
                 tis: none(),
                 tis_cap: two(),
             },
+            ppo: PpoConfig::default(),
             eval: EvalConfig {
                 problems: 200,
                 samples: 64,
@@ -351,10 +437,17 @@ impl TrainConfig {
         let g = &self.grpo;
         preset(&g.algorithm)?;
         let named = |key: &str, r: Result<(), String>| r.map_err(|e| anyhow!("grpo.{key}: {e}"));
-        named(
-            "advantage_estimator",
-            g.advantage_estimator.parse::<Estimator>().map(drop),
-        )?;
+        if g.advantage_estimator == GAE {
+            self.validate_ppo()?;
+        } else {
+            named(
+                "advantage_estimator",
+                g.advantage_estimator
+                    .parse::<Estimator>()
+                    .map(drop)
+                    .map_err(|e| format!("{e}, or gae (PPO with a critic)")),
+            )?;
+        }
         named(
             "policy_loss",
             g.policy_loss.parse::<trainer::PolicyLossKind>().map(drop),
@@ -386,6 +479,41 @@ impl TrainConfig {
         }
         if g.overlong_buffer_len > g.max_completion_length {
             bail!("grpo.overlong_buffer_len exceeds grpo.max_completion_length");
+        }
+        Ok(())
+    }
+
+    /// Checks `[ppo]` when the critic is in use.
+    fn validate_ppo(&self) -> Result<()> {
+        let p = &self.ppo;
+        for (key, v) in [("ppo.gamma", p.gamma), ("ppo.lam", p.lam)] {
+            if !(0.0..=1.0).contains(&v) {
+                bail!("{key} must be between 0 and 1, got {v}");
+            }
+        }
+        for (key, v) in [
+            ("ppo.critic_lr", p.critic_lr),
+            ("ppo.cliprange_value", p.cliprange_value),
+        ] {
+            if v.is_nan() || v <= 0.0 {
+                bail!("{key} must be > 0, got {v}");
+            }
+        }
+        if p.kl_coef < 0.0 {
+            bail!("ppo.kl_coef must be >= 0, got {}", p.kl_coef);
+        }
+        p.kl_penalty
+            .parse::<reinforge_torch::loss::kl::KlPenalty>()
+            .map_err(|e| anyhow!("ppo.kl_penalty: {e}"))?;
+        let rollouts = self.grpo.prompts_per_step * self.grpo.num_generations;
+        if rollouts < 2 {
+            bail!("grpo.advantage_estimator = gae whitens over the batch: grpo.prompts_per_step x grpo.num_generations must be at least 2");
+        }
+        if p.mini_batches(&self.grpo) > rollouts {
+            bail!(
+                "ppo.critic_mini_batches = {} exceeds the rollouts per step",
+                p.critic_mini_batches
+            );
         }
         Ok(())
     }
@@ -443,6 +571,8 @@ fn four() -> usize {
 /// - `gspo`: GSPO (Zheng et al. 2025): sequence ratio, clip 3e-4/4e-4, seq-mean-token-mean.
 /// - `rloo`: RLOO leave-one-out baseline, PPO-clip 0.2/0.2, token-mean.
 /// - `reinforce_pp`: REINFORCE++-baseline (group mean, whitened over the batch), clip 0.2/0.2.
+/// - `ppo`: PPO with a learned critic (`[ppo]`): GAE advantages, PPO-clip 0.2/0.2 (verl
+///   `clip_ratio` 0.2, OpenRLHF `--eps_clip` 0.2), token-mean.
 pub fn preset(name: &str) -> Result<Vec<(&'static str, toml::Value)>> {
     use toml::Value::{Boolean as B, Float as F, Integer as I, String as S};
     let s = |v: &str| S(v.to_string());
@@ -480,8 +610,9 @@ pub fn preset(name: &str) -> Result<Vec<(&'static str, toml::Value)>> {
             0,
             false,
         ),
+        "ppo" => (GAE, "vanilla", "token-mean", 0.2, 0.2, false, 0, false),
         other => bail!(
-            "grpo.algorithm = {other:?}: expected grpo, dr_grpo, dapo, gspo, rloo or reinforce_pp"
+            "grpo.algorithm = {other:?}: expected grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp or ppo"
         ),
     };
     Ok(vec![
@@ -742,7 +873,14 @@ mod tests {
         );
         let p = with("reinforce_pp", &[]);
         assert_eq!(p.advantage_estimator, "reinforce_pp_baseline");
-        let err = TrainConfig::resolve(None, &["grpo.algorithm=ppo".into()]).unwrap_err();
+        let ppo = with("ppo", &[]);
+        assert_eq!(
+            (ppo.advantage_estimator.as_str(), ppo.policy_loss.as_str()),
+            ("gae", "vanilla")
+        );
+        assert_eq!((ppo.epsilon_low, ppo.epsilon_high), (0.2, 0.2));
+        assert!(!ppo.dynamic_sampling && ppo.beta == 0.0);
+        let err = TrainConfig::resolve(None, &["grpo.algorithm=trpo".into()]).unwrap_err();
         assert!(format!("{err:#}").contains("grpo.algorithm"), "{err:#}");
     }
 
@@ -777,5 +915,47 @@ mod tests {
         assert!(err(&["grpo.tis=token"]).contains("recompute_old_logprobs"));
         assert!(err(&["grpo.clip_ratio_c=0.5"]).contains("clip_ratio_c"));
         assert!(err(&["grpo.kl_estimator=full"]).contains("kl_estimator"));
+        assert!(err(&["grpo.advantage_estimator=ppo"]).contains("or gae"));
+    }
+
+    #[test]
+    fn ppo_table_defaults_overrides_and_checks() {
+        let cfg = TrainConfig::resolve(None, &["grpo.algorithm=ppo".into()]).unwrap();
+        let p = &cfg.ppo;
+        assert_eq!((p.gamma, p.lam, p.cliprange_value), (1.0, 1.0, 0.5));
+        assert!(p.whiten_advantages && p.kl_coef == 0.0 && p.critic_warmup == 0);
+        assert_eq!(p.epochs(&cfg.grpo), cfg.grpo.ppo_epochs);
+        assert_eq!(p.mini_batches(&cfg.grpo), cfg.grpo.mini_batches);
+        let cfg = TrainConfig::resolve(
+            None,
+            &[
+                "grpo.algorithm=ppo".into(),
+                "ppo.lam=0.95".into(),
+                "ppo.critic_lr=1e-4".into(),
+                "ppo.critic_epochs=3".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!((cfg.ppo.lam, cfg.ppo.critic_lr), (0.95, 1e-4));
+        assert_eq!(cfg.ppo.epochs(&cfg.grpo), 3);
+        let err = |o: &[&str]| {
+            let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+            format!("{:#}", TrainConfig::resolve(None, &o).unwrap_err())
+        };
+        assert!(err(&["grpo.algorithm=ppo", "ppo.lam=1.5"]).contains("ppo.lam"));
+        assert!(err(&["grpo.algorithm=ppo", "ppo.critic_lr=0"]).contains("ppo.critic_lr"));
+        assert!(err(&["grpo.algorithm=ppo", "ppo.kl_penalty=full"]).contains("ppo.kl_penalty"));
+        assert!(err(&["ppo.lamda=1"]).contains("unknown key"));
+        // A file without [ppo] (older runs) resolves to the defaults; an unknown key is named.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[grpo]\nsteps = 5\n").unwrap();
+        assert_eq!(
+            TrainConfig::resolve(Some(&path), &[]).unwrap().ppo,
+            PpoConfig::default()
+        );
+        std::fs::write(&path, "[ppo]\ngama = 0.9\n").unwrap();
+        let msg = format!("{:#}", TrainConfig::resolve(Some(&path), &[]).unwrap_err());
+        assert!(msg.contains("gama") && msg.contains("ppo"), "{msg}");
     }
 }

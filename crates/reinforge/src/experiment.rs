@@ -1,4 +1,5 @@
-//! The default experiment's pipeline: SFT warm-start, held-out evaluation, GRPO, evaluation
+//! The default experiment's pipeline: SFT warm-start, held-out evaluation, GRPO (or PPO with a
+//! critic, which is created from the SFT model and checkpointed with the policy), evaluation
 //! again, report. Every stage checkpoints into the run directory, so an interrupted run
 //! continues with `--resume` exactly where it stopped.
 
@@ -10,7 +11,8 @@ use reinforge_tasks::{ArithTask, Split};
 use reinforge_torch::tch::Device;
 use reinforge_torch::{AdamW, AdamWConfig, Policy};
 
-use crate::config::TrainConfig;
+use crate::config::{TrainConfig, GAE};
+use crate::critic::CriticState;
 use crate::evaluate::{evaluate, EvalReport};
 use crate::progress;
 use crate::report::{write_report, Summary};
@@ -166,14 +168,26 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
         return Ok(Outcome::Interrupted);
     }
 
-    // Stage 3: GRPO.
-    let reference = if cfg.grpo.beta > 0.0 {
+    // Stage 3: GRPO (or PPO with a critic).
+    let use_critic = cfg.grpo.advantage_estimator == GAE;
+    let reference = if cfg.grpo.beta > 0.0 || (use_critic && cfg.ppo.kl_coef > 0.0) {
         Some(Policy::load(&run.checkpoint("sft"), device)?)
     } else {
         None
     };
     let mut opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
     opt.load(&run.checkpoint("latest").join("optimizer.safetensors"))?;
+    let mut critic = if use_critic {
+        Some(CriticState::open(
+            &run.checkpoint("latest"),
+            &policy,
+            &cfg.ppo,
+            cfg.seed,
+            state.step,
+        )?)
+    } else {
+        None
+    };
     run.truncate_jsonl("metrics.jsonl", state.step)?;
     let bar = progress::bar(cfg.grpo.steps as u64, "grpo");
     bar.set_position(state.step as u64);
@@ -182,14 +196,24 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     while state.step < cfg.grpo.steps {
         if interrupted() {
             state.grpo_seconds = base + start.elapsed().as_secs_f64();
-            run.save_checkpoint("latest", &policy, Some(&opt), &state)?;
+            run.save_checkpoint_with_critic(
+                "latest",
+                &policy,
+                Some(&opt),
+                critic.as_ref(),
+                &state,
+            )?;
             bar.abandon();
             return Ok(Outcome::Interrupted);
         }
-        let m = grpo::run_step(
+        let m = grpo::run_step_with_critic(
             &policy,
             reference.as_ref(),
             &mut opt,
+            critic.as_mut().map(|state| grpo::CriticStep {
+                state,
+                cfg: &cfg.ppo,
+            }),
             &task,
             &cfg.grpo,
             cfg.seed,
@@ -207,13 +231,19 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
             && state.step < cfg.grpo.steps
         {
             state.grpo_seconds = base + start.elapsed().as_secs_f64();
-            run.save_checkpoint("latest", &policy, Some(&opt), &state)?;
+            run.save_checkpoint_with_critic(
+                "latest",
+                &policy,
+                Some(&opt),
+                critic.as_ref(),
+                &state,
+            )?;
         }
     }
     bar.finish_and_clear();
     state.grpo_seconds = base + start.elapsed().as_secs_f64();
-    run.save_checkpoint("latest", &policy, Some(&opt), &state)?;
-    run.save_checkpoint("final", &policy, None, &state)?;
+    run.save_checkpoint_with_critic("latest", &policy, Some(&opt), critic.as_ref(), &state)?;
+    run.save_checkpoint_with_critic("final", &policy, None, critic.as_ref(), &state)?;
 
     // Stage 4: evaluate after RL, then report.
     seed_torch(step_seed(cfg.seed, PHASE_EVAL, 2));

@@ -1,6 +1,8 @@
 //! One GRPO iteration: sample G completions per prompt, score them with the task verifier,
 //! normalise rewards within each group, and update the policy with the clipped surrogate
-//! against the sampler's log-probs (the stored "old" policy).
+//! against the sampler's log-probs (the stored "old" policy). With
+//! `grpo.advantage_estimator = "gae"` (the `ppo` preset) a critic gives the advantages
+//! ([`crate::critic`]) and is updated in the same iteration.
 
 use std::time::Instant;
 
@@ -9,16 +11,20 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use reinforge_rl::advantage::outcome::{outcome_advantages, Advantages};
 use reinforge_rl::{GroupStats, Groups};
-use reinforge_tasks::{ArithTask, Pattern, Problem, Split};
+use reinforge_tasks::Pattern;
 use reinforge_torch::logprobs::token_logprobs;
 use reinforge_torch::loss::trainer::{tis_weights, Tis};
 use reinforge_torch::loss::PpoClip;
-use reinforge_torch::train::{policy_update, RolloutBatch, UpdateConfig};
+use reinforge_torch::train::{
+    policy_update, value_update, RolloutBatch, UpdateConfig, UpdateStats,
+};
 use reinforge_torch::{AdamW, Policy, SequenceBatch};
 use serde::{Deserialize, Serialize};
 
-use crate::config::GrpoConfig;
-use crate::rollout::{sample_and_score, sampling, Rollout};
+use crate::config::{GrpoConfig, PpoConfig, GAE};
+use crate::critic::{self, CriticState};
+use crate::env::Environment;
+use crate::rollout::Rollout;
 use crate::seeds::{seed_torch, step_seed, PHASE_GRPO};
 
 /// One line of `metrics.jsonl`. Keys under `timing/` measure wall time and so differ between
@@ -72,6 +78,55 @@ pub struct StepMetrics {
         skip_serializing_if = "Option::is_none"
     )]
     pub dynamic_kept_groups: Option<f64>,
+    /// PPO only (`grpo.advantage_estimator = "gae"`): verl `critic/vf_loss`.
+    #[serde(
+        rename = "critic/value_loss",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub value_loss: Option<f64>,
+    /// PPO only: verl `critic/vf_clipfrac`.
+    #[serde(
+        rename = "critic/vf_clipfrac",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vf_clipfrac: Option<f64>,
+    /// PPO only: mean value over the completion tokens, before this step's critic update.
+    #[serde(
+        rename = "critic/values_mean",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub values_mean: Option<f64>,
+    /// PPO only: mean GAE return over the completion tokens.
+    #[serde(
+        rename = "critic/returns_mean",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub returns_mean: Option<f64>,
+    /// PPO only: verl `critic/vf_explained_var` of the values before the update.
+    #[serde(
+        rename = "critic/explained_var",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub explained_var: Option<f64>,
+    /// PPO only: the critic's gradient norm before clipping.
+    #[serde(
+        rename = "critic/grad_norm",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub critic_grad_norm: Option<f64>,
+    /// PPO with `ppo.kl_coef > 0`: mean per-token KL(π_old ‖ π_SFT) subtracted from the reward.
+    #[serde(
+        rename = "ppo/reward_kl",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reward_kl: Option<f64>,
     #[serde(rename = "timing/step_s")]
     pub step_seconds: f64,
     #[serde(rename = "timing/sample_s")]
@@ -177,44 +232,49 @@ fn sample_dynamic(draw: impl FnMut(usize) -> Vec<Rollout>, cfg: &GrpoConfig) -> 
     kept
 }
 
-/// Samples and scores `g` completions of each problem.
-fn sample(
-    policy: &Policy,
-    task: &ArithTask,
-    problems: &[Problem],
-    cfg: &GrpoConfig,
-) -> Vec<Rollout> {
-    let mut params = sampling(
-        cfg.temperature,
-        cfg.top_p,
-        cfg.top_k,
-        cfg.max_completion_length,
-    );
-    if cfg.ignore_eos {
-        params.stop_tokens.clear();
-    }
-    sample_and_score(
-        policy,
-        task,
-        problems,
-        cfg.num_generations,
-        &params,
-        usize::MAX,
-        policy.device(),
-        |_| {},
-    )
+/// The critic of a PPO run and its settings.
+pub struct CriticStep<'a> {
+    pub state: &'a mut CriticState,
+    pub cfg: &'a PpoConfig,
 }
 
-/// Runs GRPO iteration `step`.
+/// Runs GRPO iteration `step` (an estimator without a critic).
 pub fn run_step(
     policy: &Policy,
     reference: Option<&Policy>,
     opt: &mut AdamW,
-    task: &ArithTask,
+    env: &dyn Environment,
     cfg: &GrpoConfig,
     seed: u64,
     step: usize,
 ) -> StepMetrics {
+    run_step_with_critic(policy, reference, opt, None, env, cfg, seed, step)
+}
+
+/// Runs policy iteration `step`; `critic` is required by `grpo.advantage_estimator = "gae"`
+/// and ignored otherwise. With a critic: values, GAE advantages and returns, a critic update,
+/// and a policy update once `ppo.critic_warmup` iterations have passed (verl
+/// `trainer.critic_warmup`).
+///
+/// # Panics
+/// When the estimator is `gae` and no critic is given.
+#[allow(clippy::too_many_arguments)]
+pub fn run_step_with_critic(
+    policy: &Policy,
+    reference: Option<&Policy>,
+    opt: &mut AdamW,
+    critic: Option<CriticStep>,
+    env: &dyn Environment,
+    cfg: &GrpoConfig,
+    seed: u64,
+    step: usize,
+) -> StepMetrics {
+    let use_critic = cfg.advantage_estimator == GAE;
+    assert!(
+        critic.is_some() || !use_critic,
+        "grpo.advantage_estimator = gae needs a critic"
+    );
+    let critic = critic.filter(|_| use_critic);
     let start = Instant::now();
     let s = step_seed(seed, PHASE_GRPO, step as u64);
     seed_torch(s);
@@ -228,19 +288,13 @@ pub fn run_step(
                     step_seed(s, PHASE_GRPO, k as u64)
                 };
                 seed_torch(sk);
-                sample(
-                    policy,
-                    task,
-                    &task.problems(sk, cfg.prompts_per_step, Split::Train),
-                    cfg,
-                )
+                env.draw(policy, sk, cfg)
             },
             cfg,
         );
         (d.rollouts, d.rewards, Some((d.draws, d.kept_groups)))
     } else {
-        let problems = task.problems(s, cfg.prompts_per_step, Split::Train);
-        let rollouts = sample(policy, task, &problems, cfg);
+        let rollouts = env.draw(policy, s, cfg);
         let rewards: Vec<f64> = rollouts.iter().map(|r| shaped_reward(r, cfg)).collect();
         (rollouts, rewards, None)
     };
@@ -249,20 +303,66 @@ pub fn run_step(
     let groups = Groups::contiguous(rollouts.len() / g, g);
     let stats = GroupStats::of(&rewards, &groups);
     let lens: Vec<usize> = rollouts.iter().map(|r| r.tokens.len()).collect();
-    let estimator = cfg.advantage_estimator.parse().expect("validated");
-    let advantages = outcome_advantages(estimator, &rewards, &lens, &groups, &cfg.advantage);
+    let advantages = (!use_critic).then(|| {
+        let estimator = cfg.advantage_estimator.parse().expect("validated");
+        outcome_advantages(estimator, &rewards, &lens, &groups, &cfg.advantage)
+    });
 
     let update_start = Instant::now();
-    let batch = pack(policy, reference, &rollouts, &advantages, cfg);
+    let mut batch = pack(policy, reference, &rollouts, cfg);
     let mut rng = ChaCha8Rng::seed_from_u64(s);
-    let orders: Vec<Vec<i64>> = (0..cfg.ppo_epochs)
-        .map(|_| {
-            let mut o: Vec<i64> = (0..rollouts.len() as i64).collect();
-            o.shuffle(&mut rng);
-            o
-        })
-        .collect();
-    let u = policy_update(policy, opt, &batch, &update_config(cfg), &orders);
+    let mut shuffles = |epochs: usize| -> Vec<Vec<i64>> {
+        (0..epochs)
+            .map(|_| {
+                let mut o: Vec<i64> = (0..rollouts.len() as i64).collect();
+                o.shuffle(&mut rng);
+                o
+            })
+            .collect()
+    };
+    let orders = shuffles(cfg.ppo_epochs);
+    let mut train_policy = true;
+    let mut ppo = PpoMetrics::default();
+    match (critic, &advantages) {
+        (_, Some(a)) => set_advantages(&mut batch, a),
+        (Some(c), None) => {
+            let scored = critic::score(c.state, &mut batch, &rollouts, &rewards, c.cfg);
+            let value_cfg = critic::value_config(cfg, c.cfg);
+            let critic_orders = shuffles(value_cfg.epochs);
+            let mask = match &batch.keep {
+                Some(k) => &batch.seqs.loss_mask * k,
+                None => batch.seqs.loss_mask.shallow_clone(),
+            };
+            let v = value_update(
+                &c.state.critic,
+                &mut c.state.opt,
+                &reinforge_torch::train::ValueBatch {
+                    seqs: &batch.seqs,
+                    values_old: scored.values_old.shallow_clone(),
+                    returns: scored.returns.shallow_clone(),
+                    mask,
+                },
+                &value_cfg,
+                &critic_orders,
+            );
+            train_policy = step >= c.cfg.critic_warmup;
+            ppo = PpoMetrics {
+                value_loss: Some(v.value_loss),
+                vf_clipfrac: Some(v.vf_clipfrac),
+                values_mean: Some(scored.values_mean),
+                returns_mean: Some(scored.returns_mean),
+                explained_var: Some(scored.explained_var),
+                critic_grad_norm: Some(v.grad_norm),
+                reward_kl: scored.reward_kl,
+            };
+        }
+        (None, None) => unreachable!("checked above"),
+    }
+    let u = if train_policy {
+        policy_update(policy, opt, &batch, &update_config(cfg), &orders)
+    } else {
+        UpdateStats::default()
+    };
     let update_seconds = update_start.elapsed().as_secs_f64();
 
     let n = rollouts.len() as f64;
@@ -294,6 +394,13 @@ pub fn run_step(
         direct_share: share(Pattern::Direct),
         dynamic_draws: dynamic.map(|(d, _)| d as f64),
         dynamic_kept_groups: dynamic.map(|(_, k)| k as f64),
+        value_loss: ppo.value_loss,
+        vf_clipfrac: ppo.vf_clipfrac,
+        values_mean: ppo.values_mean,
+        returns_mean: ppo.returns_mean,
+        explained_var: ppo.explained_var,
+        critic_grad_norm: ppo.critic_grad_norm,
+        reward_kl: ppo.reward_kl,
         step_seconds,
         sample_seconds,
         update_seconds,
@@ -301,14 +408,38 @@ pub fn run_step(
     }
 }
 
-/// Packs rollouts into the update's tensors; reference log-probs are computed here, once, and
-/// so are the trainer's old log-probs with `recompute_old_logprobs`, the TIS weights and the
-/// keep mask (truncated completions, rejected tokens).
+/// The critic's metrics of one step (all `None` without a critic).
+#[derive(Default)]
+struct PpoMetrics {
+    value_loss: Option<f64>,
+    vf_clipfrac: Option<f64>,
+    values_mean: Option<f64>,
+    returns_mean: Option<f64>,
+    explained_var: Option<f64>,
+    critic_grad_norm: Option<f64>,
+    reward_kl: Option<f64>,
+}
+
+/// Puts an estimator's advantages into the batch: per row, and per token when it has them.
+fn set_advantages(batch: &mut RolloutBatch, advantages: &Advantages) {
+    batch.token_advantages = advantages.per_token.as_ref().map(|t| {
+        let t: Vec<Vec<f32>> = t
+            .iter()
+            .map(|r| r.iter().map(|&a| a as f32).collect())
+            .collect();
+        batch.seqs.completion_values(&t)
+    });
+    batch.advantages = advantages.per_row.iter().map(|&a| a as f32).collect();
+}
+
+/// Packs rollouts into the update's tensors (advantages are set afterwards); reference
+/// log-probs are computed here, once, and so are the trainer's old log-probs with
+/// `recompute_old_logprobs`, the TIS weights and the keep mask (truncated completions,
+/// rejected tokens).
 fn pack(
     policy: &Policy,
     reference: Option<&Policy>,
     rollouts: &[Rollout],
-    advantages: &Advantages,
     cfg: &GrpoConfig,
 ) -> RolloutBatch {
     let prompts: Vec<&[i64]> = rollouts.iter().map(|r| r.prompt.as_slice()).collect();
@@ -353,16 +484,7 @@ fn pack(
         (Some(a), Some(b)) => Some(a * b),
         (a, b) => a.or(b),
     };
-    let token_advantages = advantages.per_token.as_ref().map(|t| {
-        let t: Vec<Vec<f32>> = t
-            .iter()
-            .map(|r| r.iter().map(|&a| a as f32).collect())
-            .collect();
-        seqs.completion_values(&t)
-    });
-    let per_row: Vec<f32> = advantages.per_row.iter().map(|&a| a as f32).collect();
-    let mut batch = RolloutBatch::new(seqs, old_logp, ref_logp, per_row);
-    batch.token_advantages = token_advantages;
+    let mut batch = RolloutBatch::new(seqs, old_logp, ref_logp, vec![0.0; rollouts.len()]);
     batch.is_weights = is_weights;
     batch.keep = keep;
     batch
@@ -372,7 +494,6 @@ fn pack(
 mod tests {
     use super::*;
     use crate::config::TrainConfig;
-    use reinforge_tasks::Verdict;
 
     fn rollout(correct: bool, len: usize) -> Rollout {
         Rollout {
@@ -382,11 +503,7 @@ mod tests {
             logprobs: vec![-1.0; len],
             entropies: vec![0.5; len],
             truncated: false,
-            verdict: if correct {
-                Verdict::Correct
-            } else {
-                Verdict::Incorrect
-            },
+            score: f64::from(u8::from(correct)),
             pattern: Pattern::Direct,
         }
     }

@@ -3,9 +3,12 @@
 mod bench;
 mod cli;
 mod config;
+mod critic;
+mod env;
 mod evaluate;
 mod experiment;
 mod grpo;
+mod hf;
 mod progress;
 mod report;
 mod rollout;

@@ -16,13 +16,16 @@ pub struct Rollout {
     /// Entropy of the sampling distribution at each completion token.
     pub entropies: Vec<f32>,
     pub truncated: bool,
-    pub verdict: Verdict,
+    /// The environment's reward (for the arithmetic task, the verdict's 0/1).
+    pub score: f64,
+    /// Solution pattern (arithmetic task only; `Other` elsewhere).
     pub pattern: Pattern,
 }
 
 impl Rollout {
+    /// The reward before shaping (overlong penalties are added by the trainer).
     pub fn reward(&self) -> f64 {
-        self.verdict.reward()
+        self.score
     }
 }
 
@@ -92,7 +95,7 @@ pub fn sample_and_score(
                 logprobs: c.logprobs,
                 entropies: c.entropies,
                 truncated: c.truncated,
-                verdict,
+                score: verdict.reward(),
             });
         }
         on_batch(chunk.len());

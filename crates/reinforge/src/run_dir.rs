@@ -10,6 +10,7 @@
 //!   summary.json         pass@1 before/after, pattern shares, timings (for scripts)
 //!   report.md, *.png     what a person reads
 //!   checkpoints/<tag>/   model.safetensors, config.json, optimizer.safetensors, trainer_state.json
+//!                        (PPO: critic.safetensors, critic_optimizer.safetensors)
 //! ```
 
 use std::fs::{File, OpenOptions};
@@ -21,6 +22,7 @@ use reinforge_torch::{AdamW, Policy};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::config::TrainConfig;
+use crate::critic::CriticState;
 
 /// Which stage of the pipeline a checkpoint was taken in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,12 +100,28 @@ impl RunDir {
         opt: Option<&AdamW>,
         state: &TrainerState,
     ) -> Result<PathBuf> {
+        self.save_checkpoint_with_critic(tag, policy, opt, None, state)
+    }
+
+    /// [`RunDir::save_checkpoint`] plus, for PPO, the critic's weights and (when `opt` is
+    /// given, i.e. in resumable checkpoints) its optimizer state.
+    pub fn save_checkpoint_with_critic(
+        &self,
+        tag: &str,
+        policy: &Policy,
+        opt: Option<&AdamW>,
+        critic: Option<&CriticState>,
+        state: &TrainerState,
+    ) -> Result<PathBuf> {
         let dir = self.checkpoint(tag);
         let tmp = self.checkpoint(&format!(".{tag}.tmp"));
         let _ = std::fs::remove_dir_all(&tmp);
         policy.save(&tmp)?;
         if let Some(opt) = opt {
             opt.save(&tmp.join("optimizer.safetensors"))?;
+        }
+        if let Some(critic) = critic {
+            critic.save(&tmp, opt.is_some())?;
         }
         write_json(&tmp.join("trainer_state.json"), state)?;
         std::fs::write(

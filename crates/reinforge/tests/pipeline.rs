@@ -1,6 +1,6 @@
 //! End-to-end runs of `reinforge train` on a tiny configuration: the reward rises, the same
 //! seed repeats the metrics, Ctrl-C plus `--resume` equals an uninterrupted run, and `eval`
-//! reads the checkpoints.
+//! reads the checkpoints; the same for PPO with a critic (`grpo.algorithm=ppo`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -80,10 +80,11 @@ fn rewards(run: &Path) -> Vec<f64> {
 #[test]
 fn short_run_raises_reward_and_writes_every_file() {
     let dir = tempfile::tempdir().unwrap();
-    check(&reinforge(&train_args(dir.path(), "a", &[])));
+    // 40 iterations: over 20 the tiny run's reward trend is within its noise.
+    check(&reinforge(&train_args(dir.path(), "a", &["grpo.steps=40"])));
     let run = dir.path().join("a");
     let r = rewards(&run);
-    assert_eq!(r.len(), 20);
+    assert_eq!(r.len(), 40);
     let first = r[..5].iter().sum::<f64>() / 5.0;
     let last = r[r.len() - 5..].iter().sum::<f64>() / 5.0;
     assert!(
@@ -160,14 +161,21 @@ fn short_run_raises_reward_and_writes_every_file() {
 #[test]
 fn ctrl_c_then_resume_equals_an_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
-    check(&reinforge(&train_args(dir.path(), "straight", &[])));
+    interrupt_resume_and_compare(dir.path(), &[]);
+}
+
+/// Runs `straight` to the end and `cut` with a Ctrl-C after 3 GRPO steps and `--resume`; their
+/// metrics must agree.
+fn interrupt_resume_and_compare(runs: &Path, extra: &[&str]) {
+    let dir = runs;
+    check(&reinforge(&train_args(dir, "straight", extra)));
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_reinforge"))
-        .args(train_args(dir.path(), "cut", &[]))
+        .args(train_args(dir, "cut", extra))
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let metrics = dir.path().join("cut/metrics.jsonl");
+    let metrics = dir.join("cut/metrics.jsonl");
     let deadline = Instant::now() + Duration::from_secs(300);
     while std::fs::read_to_string(&metrics).map_or(0, |t| t.lines().count()) < 3 {
         assert!(Instant::now() < deadline, "no GRPO progress");
@@ -184,8 +192,7 @@ fn ctrl_c_then_resume_equals_an_uninterrupted_run() {
         "Ctrl-C exits with 130 after checkpointing"
     );
     let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("cut/checkpoints/latest/trainer_state.json"))
-            .unwrap(),
+        &std::fs::read_to_string(dir.join("cut/checkpoints/latest/trainer_state.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(state["phase"], "grpo");
@@ -194,12 +201,127 @@ fn ctrl_c_then_resume_equals_an_uninterrupted_run() {
     check(&reinforge(&[
         "train".into(),
         "--resume".into(),
-        dir.path().join("cut").display().to_string(),
+        dir.join("cut").display().to_string(),
     ]));
     assert_eq!(
-        deterministic_metrics(&dir.path().join("straight")),
-        deterministic_metrics(&dir.path().join("cut"))
+        deterministic_metrics(&dir.join("straight")),
+        deterministic_metrics(&dir.join("cut"))
     );
+}
+
+fn column(metrics: &[Value], key: &str) -> Vec<f64> {
+    metrics
+        .iter()
+        .map(|m| {
+            m[key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("metrics lack {key}: {m}"))
+        })
+        .collect()
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+#[test]
+fn ppo_run_raises_reward_and_its_critic_learns() {
+    let dir = tempfile::tempdir().unwrap();
+    // 40 iterations: over 20 the tiny run's reward trend is within its noise.
+    check(&reinforge(&train_args(
+        dir.path(),
+        "ppo",
+        &["grpo.algorithm=ppo", "grpo.steps=40"],
+    )));
+    let run = dir.path().join("ppo");
+    let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(
+        config.contains("advantage_estimator = \"gae\"") && config.contains("[ppo]"),
+        "{config}"
+    );
+    let m = deterministic_metrics(&run);
+    assert_eq!(m.len(), 40);
+    let r = column(&m, "reward/mean");
+    let (first, last) = (mean(&r[..5]), mean(&r[35..]));
+    assert!(
+        last > first + 0.03,
+        "reward should rise: first steps {first:.3}, last steps {last:.3} ({r:?})"
+    );
+    // The critic learns: its values explain more of the returns, its loss falls.
+    let ev = column(&m, "critic/explained_var");
+    assert!(
+        mean(&ev[35..]) > mean(&ev[..5]) + 0.05,
+        "explained variance should rise: {ev:?}"
+    );
+    let vl = column(&m, "critic/value_loss");
+    assert!(
+        mean(&vl[35..]) < mean(&vl[..5]),
+        "value loss should fall: {vl:?}"
+    );
+    for k in [
+        "critic/vf_clipfrac",
+        "critic/values_mean",
+        "critic/returns_mean",
+    ] {
+        assert!(column(&m, k).iter().all(|v| v.is_finite()), "{k}");
+    }
+    assert!(
+        m[0].get("ppo/reward_kl").is_none(),
+        "no KL in the reward by default"
+    );
+    // Resumable checkpoints hold the critic and its optimizer; the final one its weights.
+    for f in ["critic.safetensors", "critic_optimizer.safetensors"] {
+        assert!(
+            run.join("checkpoints/latest").join(f).exists(),
+            "latest/{f}"
+        );
+    }
+    assert!(run.join("checkpoints/final/critic.safetensors").exists());
+    // The same seed repeats the run.
+    check(&reinforge(&[
+        "train".into(),
+        "--config".into(),
+        run.join("config.toml").display().to_string(),
+        "--set".into(),
+        "name=again".into(),
+    ]));
+    assert_eq!(m, deterministic_metrics(&dir.path().join("again")));
+    // A GRPO run leaves the critic out of its metrics and checkpoints.
+    check(&reinforge(&train_args(
+        dir.path(),
+        "grpo",
+        &["grpo.steps=2", "sft.steps=20"],
+    )));
+    let g = deterministic_metrics(&dir.path().join("grpo"));
+    assert!(g[0].get("critic/value_loss").is_none());
+    assert!(!dir
+        .path()
+        .join("grpo/checkpoints/latest/critic.safetensors")
+        .exists());
+}
+
+#[test]
+fn ppo_with_critic_warmup_and_kl_in_reward_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = [
+        "grpo.algorithm=ppo",
+        "ppo.critic_warmup=2",
+        "ppo.kl_coef=0.05",
+        "ppo.lam=0.95",
+    ];
+    interrupt_resume_and_compare(dir.path(), &extra);
+    let m = deterministic_metrics(&dir.path().join("straight"));
+    // Warm-up: the first two iterations update only the critic.
+    for (i, line) in m.iter().enumerate() {
+        let grad = line["grad_norm"].as_f64().unwrap();
+        let critic_grad = line["critic/grad_norm"].as_f64().unwrap();
+        assert!(critic_grad > 0.0, "step {i}: the critic always trains");
+        assert_eq!(grad == 0.0, i < 2, "step {i}: policy grad_norm {grad}");
+    }
+    // KL in the reward: zero while the policy equals the SFT model, then positive.
+    let kl = column(&m, "ppo/reward_kl");
+    assert!(kl[..3].iter().all(|&k| k.abs() < 1e-6), "{kl:?}");
+    assert!(kl[3..].iter().any(|&k| k > 0.0), "{kl:?}");
 }
 
 #[test]

@@ -114,7 +114,7 @@ impl std::fmt::Display for Location {
 /// Errors of the dataset readers.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Io {
         path: PathBuf,
         #[source]

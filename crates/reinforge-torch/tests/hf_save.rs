@@ -1,0 +1,224 @@
+//! Checkpoints written by reinforge load in transformers (scripts/check_hf_checkpoint.py,
+//! run with the project's .venv) and give the same logits; and they reload here bit-exactly.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use reinforge_torch::model::{positions_from_mask, ForwardInput};
+use reinforge_torch::tch::{Device, Kind, Tensor};
+use reinforge_torch::{copy_aux_files, ModelConfig, Policy, SaveOptions};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("fixtures/hf/models").join(name)
+}
+
+/// A left-padded batch `[3, 10]` of ids below `vocab`.
+fn batch(vocab: i64) -> (Tensor, Tensor, Tensor) {
+    let ids = Tensor::arange(30, (Kind::Int64, Device::Cpu))
+        .multiply_scalar(37)
+        .remainder(vocab)
+        .view([3, 10]);
+    let mask = Tensor::ones([3, 10], (Kind::Int64, Device::Cpu));
+    let _ = mask.narrow(1, 0, 2).get(1).fill_(0);
+    let _ = mask.narrow(1, 0, 4).get(2).fill_(0);
+    let ids = &ids * &mask;
+    let pos = positions_from_mask(&mask);
+    (ids, mask, pos)
+}
+
+fn logits(p: &Policy, ids: &Tensor, mask: &Tensor, pos: &Tensor) -> Tensor {
+    p.model
+        .forward(
+            &ForwardInput {
+                ids,
+                positions: pos,
+                key_mask: &mask.to_kind(Kind::Bool),
+            },
+            None,
+            false,
+        )
+        .to_kind(Kind::Float)
+}
+
+/// Saves `p` into `<dir>/<label>`, checks the reload here, and writes the batch and our
+/// logits to `<dir>/<label>.safetensors`; returns the (checkpoint, reference) pair.
+fn save_with_reference(p: &Policy, opts: &SaveOptions, dir: &Path, label: &str) -> [PathBuf; 2] {
+    let ckpt = dir.join(label);
+    p.save_with(&ckpt, opts).unwrap();
+    let (ids, mask, pos) = batch(p.model.config().vocab_size as i64);
+    let ours = logits(p, &ids, &mask, &pos);
+    let reloaded = Policy::load(&ckpt, Device::Cpu).unwrap();
+    let same = (logits(&reloaded, &ids, &mask, &pos) - &ours)
+        .abs()
+        .max()
+        .double_value(&[]);
+    assert_eq!(same, 0.0, "{label}: reload changed the logits");
+    let reference = dir.join(format!("{label}.safetensors"));
+    let named = [
+        ("input_ids", ids),
+        ("attention_mask", mask),
+        ("position_ids", pos),
+        ("logits", ours.contiguous()),
+    ];
+    Tensor::write_safetensors(&named, &reference).unwrap();
+    [ckpt, reference]
+}
+
+/// Runs scripts/check_hf_checkpoint.py (transformers, float32) on the pairs; returns the max
+/// abs logit difference of each and fails the test when transformers cannot load one.
+fn run_transformers(pairs: &[[PathBuf; 2]]) -> Vec<f64> {
+    let python = root().join(".venv/bin/python");
+    let out = Command::new(&python)
+        .arg(root().join("scripts/check_hf_checkpoint.py"))
+        .args(["--tol", "1e-5"])
+        .args(pairs.iter().flatten())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "transformers check failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let diffs: Vec<f64> = stdout
+        .lines()
+        .map(|line| {
+            println!("transformers reload: {line}");
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            v["max_abs_diff"].as_f64().unwrap()
+        })
+        .collect();
+    assert_eq!(diffs.len(), pairs.len());
+    diffs
+}
+
+#[test]
+fn saved_checkpoints_load_in_transformers_with_the_same_logits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pairs = Vec::new();
+    let names = ["llama_rope3", "qwen2", "qwen3", "mistral"];
+    for name in names {
+        let p = Policy::load(&fixture(name), Device::Cpu).unwrap();
+        pairs.push(save_with_reference(
+            &p,
+            &SaveOptions::default(),
+            dir.path(),
+            name,
+        ));
+        let cfg: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(name).join("config.json")).unwrap(),
+        )
+        .unwrap();
+        // Harmless keys of the source survive; dtype is stated in both spellings.
+        assert_eq!(cfg["initializer_range"], 0.02, "{name}");
+        assert_eq!(cfg["torch_dtype"], "float32");
+        assert_eq!(cfg["dtype"], "float32");
+    }
+
+    // reinforge's own kind of model: a tied Llama built from the TOML-side config, saved in
+    // shards.
+    let cfg = ModelConfig {
+        tie_word_embeddings: true,
+        bos_token_id: Some(1),
+        eos_token_id: Some(2),
+        pad_token_id: Some(0),
+        ..ModelConfig::default()
+    };
+    let p = Policy::new(&cfg, Device::Cpu, 3).unwrap();
+    // Unit-scale weights so the comparison is not between near-zero logits.
+    reinforge_torch::tch::no_grad(|| {
+        for (_, mut v) in p.vs.variables() {
+            let _ = v.normal_(0.0, 0.2);
+        }
+    });
+    let sharded = SaveOptions {
+        kind: None,
+        max_shard_bytes: 60_000,
+    };
+    pairs.push(save_with_reference(
+        &p,
+        &sharded,
+        dir.path(),
+        "fresh_sharded",
+    ));
+    let ckpt = dir.path().join("fresh_sharded");
+    assert!(ckpt.join("model.safetensors.index.json").is_file());
+    let shards = std::fs::read_dir(&ckpt)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("-of-")
+        })
+        .count();
+    assert!(shards > 2, "{shards} shards");
+    assert!(!ckpt.join("model.safetensors").exists());
+
+    let diffs = run_transformers(&pairs);
+    for (label, d) in names.iter().chain(&["fresh_sharded"]).zip(&diffs) {
+        println!("{label}: max |reinforge - transformers| after save = {d:.3e}");
+        assert!(*d <= 1e-5, "{label}: {d}");
+    }
+
+    // Saving again unsharded removes the shards and the index.
+    p.save(&ckpt).unwrap();
+    let files: Vec<String> = std::fs::read_dir(&ckpt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        files
+            .iter()
+            .all(|n| !n.contains("-of-") && !n.ends_with("index.json")),
+        "{files:?}"
+    );
+    assert!(ckpt.join("model.safetensors").is_file());
+}
+
+#[test]
+fn bf16_save_writes_bf16_weights_and_dtype() {
+    let p = Policy::load(&fixture("qwen3"), Device::Cpu).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    p.save_with(
+        dir.path(),
+        &SaveOptions {
+            kind: Some(Kind::BFloat16),
+            ..SaveOptions::default()
+        },
+    )
+    .unwrap();
+    let weights = Tensor::read_safetensors(dir.path().join("model.safetensors")).unwrap();
+    assert!(weights.iter().all(|(_, t)| t.kind() == Kind::BFloat16));
+    let cfg = std::fs::read_to_string(dir.path().join("config.json")).unwrap();
+    assert!(cfg.contains("\"torch_dtype\": \"bfloat16\""), "{cfg}");
+    let q = Policy::load(dir.path(), Device::Cpu).unwrap();
+    assert_eq!(q.kind(), Kind::Float, "Policy::load computes in f32");
+}
+
+#[test]
+fn aux_files_are_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let copied = copy_aux_files(&fixture("qwen2"), dir.path()).unwrap();
+    let names: Vec<String> = copied
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for want in [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{names:?}");
+        assert_eq!(
+            std::fs::read(dir.path().join(want)).unwrap(),
+            std::fs::read(fixture("qwen2").join(want)).unwrap()
+        );
+    }
+    assert!(!dir.path().join("model.safetensors").exists());
+}

@@ -1,0 +1,87 @@
+//! Arguments shared by the checkpoint commands: which model, where, in which dtype, and how
+//! prompts are read and rendered.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use reinforge_tasks::{DataColumns, PromptFormat};
+use reinforge_torch::checkpoint::LoadOptions;
+use reinforge_torch::tch::Kind;
+
+use super::{LoadedModel, PromptStyle};
+use crate::experiment::parse_device;
+
+/// `--model`, `--device`, `--dtype`.
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// Hugging Face checkpoint directory: config.json, model.safetensors (or a sharded
+    /// index), tokenizer.json, tokenizer_config.json.
+    #[arg(long, value_name = "DIR")]
+    pub model: PathBuf,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Compute dtype: f32, bf16 or f16 (default: f32 on CPU, bf16 on CUDA).
+    #[arg(long)]
+    pub dtype: Option<String>,
+}
+
+impl ModelArgs {
+    /// The load options these arguments describe.
+    pub fn load_options(&self) -> Result<LoadOptions> {
+        let mut opts = LoadOptions::for_device(parse_device(&self.device)?);
+        if let Some(d) = &self.dtype {
+            opts.kind = parse_dtype(d)?;
+        }
+        Ok(opts)
+    }
+
+    /// Loads the model and tokenizer.
+    pub fn load(&self) -> Result<LoadedModel> {
+        LoadedModel::load(&self.model, &self.load_options()?)
+    }
+}
+
+/// Parses `f32`, `bf16`, `f16` (and the torch spellings).
+pub fn parse_dtype(s: &str) -> Result<Kind> {
+    Ok(match s {
+        "f32" | "float32" | "float" => Kind::Float,
+        "bf16" | "bfloat16" => Kind::BFloat16,
+        "f16" | "float16" | "half" => Kind::Half,
+        _ => bail!("dtype must be f32, bf16 or f16, got {s:?}"),
+    })
+}
+
+/// Which columns of a jsonl/parquet file hold the prompt, and how it is rendered.
+#[derive(Args, Debug, Clone)]
+pub struct PromptArgs {
+    /// Column holding the prompt: a string, or a list of {role, content} messages.
+    #[arg(long, default_value = "prompt", value_name = "NAME")]
+    pub prompt_column: String,
+    /// Use text prompts as they are, without the chat template.
+    #[arg(long)]
+    pub raw: bool,
+    /// System message put first when a conversation has none.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+}
+
+impl PromptArgs {
+    /// Columns to read, with no answer column.
+    pub fn columns(&self) -> DataColumns {
+        DataColumns {
+            prompt: self.prompt_column.clone(),
+            prompt_format: PromptFormat::Auto,
+            answer: None,
+        }
+    }
+
+    /// The rendering style.
+    pub fn style(&self) -> PromptStyle {
+        PromptStyle {
+            raw: self.raw,
+            system: self.system.clone(),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! A checkpoint directory loaded as a policy plus its tokenizer, and prompt encoding.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use reinforge_hf::{ChatOptions, HfTokenizer};
+use reinforge_tasks::data::{Message, Prompt};
+use reinforge_torch::checkpoint::LoadOptions;
+use reinforge_torch::tch::Device;
+use reinforge_torch::Policy;
+
+/// How a dataset prompt becomes the model's input text.
+#[derive(Debug, Clone, Default)]
+pub struct PromptStyle {
+    /// Use the text as is (plus the tokenizer's BOS when it adds one) instead of the chat
+    /// template. Message prompts cannot be raw.
+    pub raw: bool,
+    /// A system message put first when the conversation has none.
+    pub system: Option<String>,
+}
+
+/// A policy and the tokenizer from the same directory.
+pub struct LoadedModel {
+    pub policy: Policy,
+    pub tokenizer: HfTokenizer,
+    pub device: Device,
+}
+
+impl LoadedModel {
+    /// Loads `config.json`, the weights and the tokenizer files of `dir` with `opts`.
+    pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Self> {
+        let policy = Policy::load_with(dir, opts)
+            .with_context(|| format!("loading the model in {}", dir.display()))?;
+        let tokenizer = HfTokenizer::from_dir(dir)
+            .with_context(|| format!("loading the tokenizer in {}", dir.display()))?;
+        let vocab = policy.model.config().vocab_size;
+        if tokenizer.vocab_size() > vocab {
+            bail!(
+                "{}: the tokenizer has {} tokens but config.json vocab_size is {vocab}",
+                dir.display(),
+                tokenizer.vocab_size()
+            );
+        }
+        Ok(Self {
+            policy,
+            tokenizer,
+            device: opts.device,
+        })
+    }
+
+    /// Token id used to pad batches: the tokenizer's pad, else its EOS, else 0. Padding is
+    /// masked out, so any id works; a real one keeps embeddings lookups in range.
+    pub fn pad_id(&self) -> i64 {
+        self.tokenizer
+            .pad_token_id()
+            .or(self.tokenizer.eos_token_id())
+            .unwrap_or(0) as i64
+    }
+
+    /// Ids that end a completion: generation_config's EOS ids and the tokenizer's EOS.
+    pub fn stop_ids(&self) -> Vec<i64> {
+        self.tokenizer
+            .stop_token_ids()
+            .iter()
+            .map(|&t| t as i64)
+            .collect()
+    }
+
+    /// The rendered prompt text and its ids. Chat prompts end with the assistant header
+    /// (`add_generation_prompt`), as TRL and verl build RL prompts.
+    pub fn encode_prompt(
+        &self,
+        prompt: &Prompt,
+        style: &PromptStyle,
+    ) -> Result<(String, Vec<i64>)> {
+        let has_template = self.tokenizer.chat_template(None, false).is_ok();
+        let text = match prompt {
+            Prompt::Text(t) if style.raw || !has_template => {
+                let ids = self.tokenizer.encode(t, true)?;
+                return Ok((t.clone(), ids.into_iter().map(i64::from).collect()));
+            }
+            Prompt::Text(t) => self.render(&[user(t)], style)?,
+            Prompt::Messages(_) if style.raw => {
+                bail!("a `messages` prompt needs the chat template; drop --raw")
+            }
+            Prompt::Messages(m) => self.render(m, style)?,
+        };
+        let ids = self.tokenizer.encode(&text, false)?;
+        Ok((text, ids.into_iter().map(i64::from).collect()))
+    }
+
+    fn render(&self, messages: &[Message], style: &PromptStyle) -> Result<String> {
+        let mut all = Vec::with_capacity(messages.len() + 1);
+        if let Some(sys) = &style.system {
+            if messages.first().is_none_or(|m| m.role != "system") {
+                all.push(Message {
+                    role: "system".into(),
+                    content: sys.clone(),
+                });
+            }
+        }
+        all.extend_from_slice(messages);
+        let opts = ChatOptions {
+            add_generation_prompt: true,
+            ..Default::default()
+        };
+        Ok(self.tokenizer.apply_chat_template(&all, &opts)?)
+    }
+
+    /// Decodes completion ids to text, dropping special tokens (the stop token included).
+    pub fn decode(&self, ids: &[i64]) -> Result<String> {
+        let ids: Vec<u32> = ids.iter().map(|&t| t as u32).collect();
+        Ok(self.tokenizer.decode(&ids, true)?)
+    }
+}
+
+fn user(text: &str) -> Message {
+    Message {
+        role: "user".into(),
+        content: text.into(),
+    }
+}

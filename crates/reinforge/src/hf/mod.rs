@@ -1,0 +1,11 @@
+//! Commands on Hugging Face checkpoints: loading a model with its tokenizer, turning dataset
+//! prompts into token ids (chat template or raw text), `generate` and `score`.
+
+pub mod args;
+pub mod generate;
+pub mod loaded;
+pub mod output;
+pub mod score;
+pub mod train;
+
+pub use loaded::{LoadedModel, PromptStyle};

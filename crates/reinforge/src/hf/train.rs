@@ -1,0 +1,265 @@
+//! `reinforge train --model DIR --data FILE`: GRPO-family training of a Hugging Face
+//! checkpoint on a prompt dataset, rewarded by a reward specification (the math verifier by
+//! default). The same policy iteration as the default experiment ([`crate::grpo`]); only the
+//! environment differs: prompts come from the file and rewards from `reinforge-reward`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use reinforge_reward::{Reward, RewardSpec, Sample};
+use reinforge_tasks::{read_records, DataColumns, Pattern, PromptFormat, PromptRecord};
+use reinforge_torch::{copy_aux_files, generate, AdamW, AdamWConfig, LoraConfig, Policy};
+use serde::Serialize;
+
+use super::{LoadedModel, PromptStyle};
+use crate::config::{GrpoConfig, TrainConfig, GAE};
+use crate::env::Environment;
+use crate::experiment::INTERRUPTED;
+use crate::rollout::Rollout;
+use crate::run_dir::{write_json, RunDir};
+use crate::{grpo, progress};
+
+/// Where a data run's inputs come from (the `reinforge train --model/--data` flags).
+#[derive(Debug, Clone, Serialize)]
+pub struct DataRun {
+    pub model: PathBuf,
+    pub data: PathBuf,
+    pub reward: Option<PathBuf>,
+    pub prompt_column: String,
+    pub answer_column: String,
+    pub raw: bool,
+    pub system: Option<String>,
+    /// Train LoRA adapters only (saved in the PEFT layout too).
+    pub lora: Option<LoraConfig>,
+}
+
+/// Prompts of a dataset, sampled with the policy and scored by a reward spec.
+pub struct DataEnv<'a> {
+    model: &'a LoadedModel,
+    records: Vec<PromptRecord>,
+    prompts: Vec<(String, Vec<i64>)>,
+    reward: Reward,
+}
+
+impl<'a> DataEnv<'a> {
+    /// Reads and encodes every prompt up front, so a bad row fails before training starts.
+    pub fn new(
+        model: &'a LoadedModel,
+        run: &DataRun,
+        reward: Reward,
+        max_prompt: usize,
+    ) -> Result<Self> {
+        let columns = DataColumns {
+            prompt: run.prompt_column.clone(),
+            prompt_format: PromptFormat::Auto,
+            answer: Some(run.answer_column.clone()),
+        };
+        let records = read_records(&run.data, &columns)?;
+        if records.is_empty() {
+            bail!("{}: no rows", run.data.display());
+        }
+        let style = PromptStyle {
+            raw: run.raw,
+            system: run.system.clone(),
+        };
+        let prompts = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let p = model.encode_prompt(&r.prompt, &style)?;
+                if p.1.len() > max_prompt {
+                    bail!(
+                        "{} row {}: the prompt has {} tokens, over the model's {max_prompt} positions",
+                        run.data.display(),
+                        i + 1,
+                        p.1.len()
+                    );
+                }
+                Ok(p)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            model,
+            records,
+            prompts,
+            reward,
+        })
+    }
+
+    /// Number of prompts.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+}
+
+impl Environment for DataEnv<'_> {
+    /// `prompts_per_step` distinct rows drawn with `seed` (all rows when the file is smaller),
+    /// `num_generations` completions each, scored by the reward spec.
+    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Vec<Rollout> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let n = cfg.prompts_per_step.min(self.len());
+        let rows = sample(&mut rng, self.len(), n).into_vec();
+        let g = cfg.num_generations;
+        let ids: Vec<Vec<i64>> = rows
+            .iter()
+            .flat_map(|&r| std::iter::repeat_n(self.prompts[r].1.clone(), g))
+            .collect();
+        let mut params = crate::rollout::sampling(
+            cfg.temperature,
+            cfg.top_p,
+            cfg.top_k,
+            cfg.max_completion_length,
+        );
+        params.stop_tokens = if cfg.ignore_eos {
+            vec![]
+        } else {
+            self.model.stop_ids()
+        };
+        let completions = generate(
+            &policy.model,
+            &ids,
+            &params,
+            self.model.pad_id(),
+            policy.device(),
+        );
+        let samples: Vec<Sample> = completions
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let row = rows[i / g];
+                Sample {
+                    prompt: self.prompts[row].0.clone(),
+                    response: self.model.decode(&c.tokens).unwrap_or_default(),
+                    label: self.records[row].answer.clone(),
+                }
+            })
+            .collect();
+        // A label the reward cannot use is a data error found at the first step that draws it.
+        let scores = self
+            .reward
+            .score(&samples)
+            .expect("scoring the step's completions");
+        completions
+            .into_iter()
+            .zip(scores)
+            .enumerate()
+            .map(|(i, (c, s))| Rollout {
+                problem: rows[i / g],
+                prompt: ids[i].clone(),
+                tokens: c.tokens,
+                logprobs: c.logprobs,
+                entropies: c.entropies,
+                truncated: c.truncated,
+                score: s.total,
+                pattern: Pattern::Other,
+            })
+            .collect()
+    }
+}
+
+/// Runs `steps` policy iterations of `cfg.grpo` on the data, writing metrics and HF-layout
+/// checkpoints (`checkpoints/latest` every `grpo.checkpoint_every` steps, `checkpoints/final`;
+/// with LoRA these hold the merged weights and `checkpoints/final-adapter` the PEFT adapter).
+pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<PathBuf> {
+    if cfg.grpo.advantage_estimator == GAE {
+        bail!("grpo.algorithm = ppo (a critic) is not supported with --model/--data yet; use a critic-free estimator");
+    }
+    let device = crate::experiment::parse_device(&cfg.device)?;
+    if cfg.threads > 0 {
+        reinforge_torch::tch::set_num_threads(cfg.threads as i32);
+    }
+    write_json(&run.path("data_run.json"), data)?;
+    // Training keeps f32 master weights (AdamW on bf16 weights loses small updates).
+    let mut model = LoadedModel::load(&data.model, &reinforge_torch::LoadOptions::f32(device))?;
+    if let Some(lora) = &data.lora {
+        model.policy.enable_lora(lora)?;
+    }
+    let spec = match &data.reward {
+        Some(p) => RewardSpec::load(p)?,
+        None => RewardSpec::default(),
+    };
+    let reward = Reward::new(spec, None).context("building the reward")?;
+    let max_pos = model.policy.model.config().max_position_embeddings;
+    let env = DataEnv::new(
+        &model,
+        data,
+        reward,
+        max_pos.saturating_sub(cfg.grpo.max_completion_length),
+    )?;
+    eprintln!("{} prompts from {}", env.len(), data.data.display());
+    let reference = (cfg.grpo.beta > 0.0)
+        .then(|| model.policy.frozen_copy())
+        .transpose()?;
+    let mut opt = AdamW::new(
+        &model.policy.vs,
+        AdamWConfig {
+            lr: cfg.grpo.lr,
+            ..Default::default()
+        },
+    );
+    let bar = progress::bar(cfg.grpo.steps as u64, "grpo");
+    let start = Instant::now();
+    for step in 0..cfg.grpo.steps {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            save(&model, &data.model, &run.checkpoint("latest"))?;
+            bar.abandon();
+            bail!(
+                "interrupted at step {step}; the policy is in {}",
+                run.checkpoint("latest").display()
+            );
+        }
+        let m = grpo::run_step(
+            &model.policy,
+            reference.as_ref(),
+            &mut opt,
+            &env,
+            &cfg.grpo,
+            cfg.seed,
+            step,
+        );
+        bar.set_message(format!("reward {:.3}", m.reward_mean));
+        run.append_jsonl("metrics.jsonl", &m)?;
+        bar.inc(1);
+        if cfg.grpo.checkpoint_every > 0 && (step + 1) % cfg.grpo.checkpoint_every == 0 {
+            save(&model, &data.model, &run.checkpoint("latest"))?;
+        }
+    }
+    bar.finish_and_clear();
+    let out = run.checkpoint("final");
+    save(&model, &data.model, &out)?;
+    if data.lora.is_some() {
+        let adapter = run.checkpoint("final-adapter");
+        model
+            .policy
+            .save_adapter(&adapter, &data.model.to_string_lossy())?;
+        copy_aux_files(&data.model, &adapter)?;
+    }
+    eprintln!(
+        "trained {} steps in {:.1} s",
+        cfg.grpo.steps,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(out)
+}
+
+/// Writes the policy in the HF layout with the source's tokenizer and generation files,
+/// atomically: into `<dir>.tmp`, then renamed over `dir`, so a crash never leaves half a
+/// checkpoint under the name.
+fn save(model: &LoadedModel, source: &Path, dir: &Path) -> Result<()> {
+    let tmp = dir.with_extension("tmp");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
+    }
+    model.policy.save(&tmp)?;
+    copy_aux_files(source, &tmp)?;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    std::fs::rename(&tmp, dir)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), dir.display()))
+}

@@ -1,0 +1,236 @@
+//! `reinforge train --model DIR --data FILE --reward SPEC` on a fixture checkpoint: the reward
+//! rises, the same seed repeats the metrics, and the trained checkpoint loads back in
+//! transformers with the log-probs reinforge computes (scripts/reference_generate_score.py).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn reinforge(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_reinforge"))
+        .args(args)
+        .output()
+        .expect("run reinforge")
+}
+
+/// Arithmetic prompts with answers, as a user's jsonl would hold them.
+fn write_data(dir: &Path) -> PathBuf {
+    let path = dir.join("arith.jsonl");
+    let lines: String = (0..40)
+        .map(|i| {
+            let (a, b) = (i % 7, (i * 3) % 10);
+            format!(
+                "{{\"prompt\": \"What is {a}+{b}?\", \"answer\": \"{}\"}}\n",
+                a + b
+            )
+        })
+        .collect();
+    std::fs::write(&path, lines).unwrap();
+    path
+}
+
+/// A reward a random tiny model can learn within seconds: any digit in the completion.
+fn write_spec(dir: &Path) -> PathBuf {
+    let path = dir.join("digits.toml");
+    std::fs::write(
+        &path,
+        "[components.digit]\ntype = \"format\"\npattern = '[0-9]'\n",
+    )
+    .unwrap();
+    path
+}
+
+fn train(dir: &Path, name: &str, extra: &[&str]) -> Vec<Value> {
+    let model = root().join("fixtures/hf/models/qwen2");
+    let data = write_data(dir);
+    let spec = write_spec(dir);
+    let runs = dir.join("runs");
+    let sets = [
+        format!("runs_dir={}", runs.display()),
+        format!("name={name}"),
+        "grpo.steps=24".into(),
+        "grpo.prompts_per_step=8".into(),
+        "grpo.num_generations=8".into(),
+        "grpo.max_completion_length=8".into(),
+        "grpo.lr=3e-3".into(),
+    ];
+    let mut args: Vec<String> = ["train", "--model", model.to_str().unwrap(), "--data"]
+        .map(String::from)
+        .to_vec();
+    args.push(data.to_str().unwrap().into());
+    args.push("--reward".into());
+    args.push(spec.to_str().unwrap().into());
+    for s in &sets {
+        args.push("--set".into());
+        args.push(s.clone());
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = reinforge(&refs);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(runs.join(name).join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn rewards(m: &[Value]) -> Vec<f64> {
+    m.iter()
+        .map(|l| l["reward/mean"].as_f64().unwrap())
+        .collect()
+}
+
+fn without_timing(m: &[Value]) -> Vec<Value> {
+    m.iter()
+        .map(|l| {
+            let mut l = l.clone();
+            l.as_object_mut()
+                .unwrap()
+                .retain(|k, _| !k.starts_with("timing/"));
+            l
+        })
+        .collect()
+}
+
+#[test]
+fn a_fixture_checkpoint_learns_its_reward_and_loads_back_in_transformers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = train(tmp.path(), "a", &[]);
+    assert_eq!(m.len(), 24);
+    let r = rewards(&m);
+    let first: f64 = r[..4].iter().sum::<f64>() / 4.0;
+    let last: f64 = r[r.len() - 4..].iter().sum::<f64>() / 4.0;
+    assert!(last > first + 0.3, "reward did not rise: {r:?}");
+
+    // Same seed, same metrics (CPU).
+    let again = train(tmp.path(), "b", &[]);
+    assert_eq!(without_timing(&m), without_timing(&again));
+
+    // The trained checkpoint: reinforge's and transformers' log-probs of a pair agree.
+    let ckpt = tmp.path().join("runs/a/checkpoints/final");
+    let pairs = tmp.path().join("pairs.jsonl");
+    std::fs::write(
+        &pairs,
+        "{\"prompt\": \"What is 2+3?\", \"completion\": \"5, so 5\"}\n",
+    )
+    .unwrap();
+    let out = reinforge(&[
+        "score",
+        "--model",
+        ckpt.to_str().unwrap(),
+        "--input",
+        pairs.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ours: Value =
+        serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    let reference = Command::new(root().join(".venv/bin/python"))
+        .arg(root().join("scripts/reference_generate_score.py"))
+        .args([ckpt.as_os_str(), pairs.as_os_str()])
+        .arg("1")
+        .output()
+        .unwrap();
+    assert!(
+        reference.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&reference.stdout).unwrap();
+    let (a, b) = (&ours["token_logprobs"], &theirs["token_logprobs"]);
+    let a: Vec<f64> = a
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let b: Vec<f64> = b
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(a.len(), b.len());
+    let diff = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        diff < 1e-4,
+        "trained checkpoint: max abs log-prob diff {diff}"
+    );
+}
+
+#[test]
+fn a_bad_data_row_is_named_before_training() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("bad.jsonl");
+    std::fs::write(
+        &data,
+        "{\"prompt\": \"1+1\", \"answer\": \"2\"}\n{\"question\": \"x\"}\n",
+    )
+    .unwrap();
+    let model = root().join("fixtures/hf/models/qwen2");
+    let runs = format!("runs_dir={}", tmp.path().join("runs").display());
+    let out = reinforge(&[
+        "train",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--set",
+        &runs,
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.jsonl") && err.contains("prompt") && err.contains('2'),
+        "{err}"
+    );
+}
+
+#[test]
+fn lora_training_learns_and_writes_a_peft_adapter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = train(
+        tmp.path(),
+        "lora",
+        &["--lora-r", "8", "--set", "grpo.lr=1e-2"],
+    );
+    let r = rewards(&m);
+    let first: f64 = r[..4].iter().sum::<f64>() / 4.0;
+    let last: f64 = r[r.len() - 4..].iter().sum::<f64>() / 4.0;
+    assert!(last > first + 0.3, "LoRA reward did not rise: {r:?}");
+    let adapter = tmp.path().join("runs/lora/checkpoints/final-adapter");
+    let cfg: Value = serde_json::from_str(
+        &std::fs::read_to_string(adapter.join("adapter_config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (cfg["peft_type"].as_str(), cfg["r"].as_u64()),
+        (Some("LORA"), Some(8))
+    );
+    assert!(adapter.join("adapter_model.safetensors").exists());
+    // The merged checkpoint differs from the base: the adapters were trained and folded in.
+    let base = std::fs::read(root().join("fixtures/hf/models/qwen2/model.safetensors")).unwrap();
+    let merged = std::fs::read(
+        tmp.path()
+            .join("runs/lora/checkpoints/final/model.safetensors"),
+    )
+    .unwrap();
+    assert_ne!(base, merged);
+}
