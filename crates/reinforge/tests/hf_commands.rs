@@ -3,31 +3,14 @@
 //! chat-template rendering and tokenization, the same per-token log-probs, the same greedy
 //! tokens. Plus clear errors for a bad model directory and a bad input line.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+use common::{floats, json_lines, max_abs_diff, reference, reinforge, root};
 
 const ARCHS: &[&str] = &["llama", "qwen2", "qwen3", "mistral"];
 const MAX_NEW: usize = 8;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn reinforge(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_reinforge"))
-        .args(args)
-        .output()
-        .expect("run reinforge")
-}
-
-fn json_lines(bytes: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect()
-}
 
 fn pairs_file(dir: &Path) -> PathBuf {
     let path = dir.join("pairs.jsonl");
@@ -43,36 +26,13 @@ fn pairs_file(dir: &Path) -> PathBuf {
     path
 }
 
-fn reference(model: &Path, pairs: &Path) -> Vec<Value> {
-    let out = Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("scripts/reference_generate_score.py"))
-        .args([model.as_os_str(), pairs.as_os_str()])
-        .arg(MAX_NEW.to_string())
-        .output()
-        .expect("run the transformers reference (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json_lines(&out.stdout)
-}
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
-}
-
 #[test]
 fn score_and_greedy_generate_match_transformers() {
     let tmp = tempfile::tempdir().unwrap();
     let pairs = pairs_file(tmp.path());
     for arch in ARCHS {
         let model = root().join("fixtures/hf/models").join(arch);
-        let expected = reference(&model, &pairs);
+        let expected = reference(&model, &pairs, MAX_NEW);
         let m = model.to_str().unwrap();
         let p = pairs.to_str().unwrap();
 
@@ -90,11 +50,7 @@ fn score_and_greedy_generate_match_transformers() {
                 floats(&want["token_logprobs"]),
             );
             assert_eq!(g.len(), w.len(), "{arch}: completion tokenized differently");
-            let diff = g
-                .iter()
-                .zip(&w)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f64::max);
+            let diff = max_abs_diff(&g, &w);
             assert!(diff < 1e-4, "{arch}: log-prob max abs diff {diff}");
             let total: f64 = g.iter().sum();
             assert!((got["total_logprob"].as_f64().unwrap() - total).abs() < 1e-6);

@@ -2,21 +2,12 @@
 //! rises, the same seed repeats the metrics, and the trained checkpoint loads back in
 //! transformers with the log-probs reinforge computes (scripts/reference_generate_score.py).
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::{floats, max_abs_diff, reference, reinforge, root};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn reinforge(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_reinforge"))
-        .args(args)
-        .output()
-        .expect("run reinforge")
-}
 
 /// Arithmetic prompts with answers, as a user's jsonl would hold them.
 fn write_data(dir: &Path) -> PathBuf {
@@ -138,37 +129,11 @@ fn a_fixture_checkpoint_learns_its_reward_and_loads_back_in_transformers() {
     );
     let ours: Value =
         serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
-    let reference = Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("scripts/reference_generate_score.py"))
-        .args([ckpt.as_os_str(), pairs.as_os_str()])
-        .arg("1")
-        .output()
-        .unwrap();
-    assert!(
-        reference.status.success(),
-        "{}",
-        String::from_utf8_lossy(&reference.stderr)
+    let theirs = &reference(&ckpt, &pairs, 1)[0];
+    let diff = max_abs_diff(
+        &floats(&ours["token_logprobs"]),
+        &floats(&theirs["token_logprobs"]),
     );
-    let theirs: Value = serde_json::from_slice(&reference.stdout).unwrap();
-    let (a, b) = (&ours["token_logprobs"], &theirs["token_logprobs"]);
-    let a: Vec<f64> = a
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect();
-    let b: Vec<f64> = b
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect();
-    assert_eq!(a.len(), b.len());
-    let diff = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f64::max);
     assert!(
         diff < 1e-4,
         "trained checkpoint: max abs log-prob diff {diff}"

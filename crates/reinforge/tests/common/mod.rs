@@ -1,0 +1,65 @@
+//! Helpers shared by the integration tests that drive the `reinforge` binary on the HF
+//! fixtures and compare with the transformers reference script.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs the `reinforge` binary with `args`.
+pub fn reinforge(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_reinforge"))
+        .args(args)
+        .output()
+        .expect("run reinforge")
+}
+
+/// Parses JSON lines.
+pub fn json_lines(bytes: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
+/// `scripts/reference_generate_score.py MODEL PAIRS MAX_NEW` in the project's .venv
+/// (installed by scripts/setup.sh): transformers' log-probs and greedy ids per pair.
+pub fn reference(model: &Path, pairs: &Path, max_new: usize) -> Vec<Value> {
+    let out = Command::new(root().join(".venv/bin/python"))
+        .arg(root().join("scripts/reference_generate_score.py"))
+        .args([model.as_os_str(), pairs.as_os_str()])
+        .arg(max_new.to_string())
+        .output()
+        .expect("run the transformers reference (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_lines(&out.stdout)
+}
+
+/// A JSON array of numbers.
+pub fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+/// Largest absolute difference of two equally long vectors.
+pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len(), "lengths differ");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
