@@ -31,7 +31,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the SFT -> evaluate -> GRPO -> evaluate pipeline into runs/<name>/.
+    /// Run the SFT -> evaluate -> GRPO -> evaluate pipeline into runs/<name>/, or with
+    /// --model/--data train a Hugging Face checkpoint on a prompt dataset.
     Train(TrainArgs),
     /// Evaluate a checkpoint on held-out problems: pass@k and pattern statistics.
     Eval(EvalArgs),
@@ -64,6 +65,9 @@ EXAMPLES:
   reinforge train --set grpo.algorithm=dapo --set name=dapo
   reinforge train --config runs/default-seed0/config.toml --set name=again
   reinforge train --resume runs/default-seed0      continue after Ctrl-C
+  reinforge train --model Qwen2.5-0.5B-Instruct --data math.jsonl --reward crates/reinforge-reward/specs/math.toml \\
+      --set grpo.algorithm=dr_grpo --set grpo.max_completion_length=512 --lora-r 16
+                                                   train a checkpoint (HF layout in runs/<name>/checkpoints/final)
 
 KEYS (see any run's config.toml for the full list with values):
   seed, name, runs_dir, device (cpu|cuda|cuda:N), threads
