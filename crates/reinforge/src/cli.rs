@@ -217,7 +217,13 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
         return train_on_data(&args, model, data);
     }
     let (run, cfg) = match &args.resume {
-        Some(dir) => RunDir::open(dir)?,
+        Some(dir) => {
+            let (run, cfg) = RunDir::open(dir)?;
+            if crate::hf::train::is_data_run(&run) {
+                return resume_data_run(&run, &cfg);
+            }
+            (run, cfg)
+        }
         None => {
             let cfg = TrainConfig::resolve(args.config.as_deref(), &args.set)?;
             (RunDir::create(&cfg)?, cfg)
@@ -292,9 +298,31 @@ fn train_on_data(
             dropout: 0.0,
         }),
     };
-    let out = crate::hf::train::run(&cfg, &spec, &run)?;
-    println!("trained checkpoint: {}", out.display());
-    Ok(ExitCode::SUCCESS)
+    data_outcome(crate::hf::train::run(&cfg, &spec, &run)?, &run)
+}
+
+/// `reinforge train --resume DIR` of a dataset run: its config.toml and data_run.json.
+fn resume_data_run(run: &RunDir, cfg: &TrainConfig) -> Result<ExitCode> {
+    let spec: crate::hf::train::DataRun = read_json(&run.path(crate::hf::train::DATA_RUN_FILE))?;
+    install_ctrlc()?;
+    eprintln!("run directory: {}", run.root.display());
+    data_outcome(crate::hf::train::run(cfg, &spec, run)?, run)
+}
+
+fn data_outcome(outcome: crate::hf::train::DataOutcome, run: &RunDir) -> Result<ExitCode> {
+    match outcome {
+        crate::hf::train::DataOutcome::Finished(out) => {
+            println!("trained checkpoint: {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        crate::hf::train::DataOutcome::Interrupted => {
+            eprintln!(
+                "stopped; continue with: reinforge train --resume {}",
+                run.root.display()
+            );
+            Ok(ExitCode::from(130))
+        }
+    }
 }
 
 fn eval(args: EvalArgs) -> Result<ExitCode> {

@@ -18,3 +18,5 @@ pub fn seed_torch(seed: u64) {
 pub const PHASE_SFT: u64 = 1;
 pub const PHASE_GRPO: u64 = 2;
 pub const PHASE_EVAL: u64 = 3;
+/// Initialising new parameters of a loaded model (LoRA adapters).
+pub const PHASE_INIT: u64 = 4;

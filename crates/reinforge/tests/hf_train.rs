@@ -37,6 +37,30 @@ fn write_spec(dir: &Path) -> PathBuf {
 }
 
 fn train(dir: &Path, name: &str, extra: &[&str]) -> Vec<Value> {
+    let out = reinforge(&refs(&train_args(dir, name, extra)));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    metrics(dir, name)
+}
+
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+fn metrics(dir: &Path, name: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("runs").join(name).join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `train --model qwen2-fixture --data arith.jsonl --reward digits.toml` with a small fast
+/// config (24 steps unless `extra` says otherwise).
+fn train_args(dir: &Path, name: &str, extra: &[&str]) -> Vec<String> {
     let model = root().join("fixtures/hf/models/qwen2");
     let data = write_data(dir);
     let spec = write_spec(dir);
@@ -61,18 +85,7 @@ fn train(dir: &Path, name: &str, extra: &[&str]) -> Vec<Value> {
         args.push(s.clone());
     }
     args.extend(extra.iter().map(|s| s.to_string()));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = reinforge(&refs);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read_to_string(runs.join(name).join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    args
 }
 
 fn rewards(m: &[Value]) -> Vec<f64> {
@@ -198,4 +211,81 @@ fn lora_training_learns_and_writes_a_peft_adapter() {
     )
     .unwrap();
     assert_ne!(base, merged);
+}
+
+/// Ctrl-C (SIGINT) checkpoints and exits 130; `--resume` finishes with the metrics and the
+/// final weights of an uninterrupted run, with and without LoRA.
+#[test]
+fn interrupted_dataset_runs_resume_exactly() {
+    for (name, extra) in [
+        (
+            "full",
+            &["--set", "grpo.steps=60", "--set", "grpo.checkpoint_every=5"][..],
+        ),
+        (
+            "lora",
+            &[
+                "--set",
+                "grpo.steps=60",
+                "--set",
+                "grpo.checkpoint_every=5",
+                "--lora-r",
+                "4",
+            ][..],
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let straight = train(tmp.path(), "straight", extra);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_reinforge"))
+            .args(train_args(tmp.path(), "cut", extra))
+            .stderr(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let file = tmp.path().join("runs/cut/metrics.jsonl");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::fs::read_to_string(&file).map_or(0, |t| t.lines().count()) < 7 {
+            assert!(std::time::Instant::now() < deadline, "{name}: no progress");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert_eq!(
+            child.wait().unwrap().code(),
+            Some(130),
+            "{name}: Ctrl-C exits 130"
+        );
+        let cut = metrics(tmp.path(), "cut");
+        assert!(
+            cut.len() < 60,
+            "{name}: the run finished before the interrupt"
+        );
+        let run_dir = tmp.path().join("runs/cut");
+        let out = reinforge(&["train", "--resume", run_dir.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            without_timing(&straight),
+            without_timing(&metrics(tmp.path(), "cut")),
+            "{name}: resumed metrics differ"
+        );
+        let weights = |run: &str| {
+            std::fs::read(
+                tmp.path()
+                    .join("runs")
+                    .join(run)
+                    .join("checkpoints/final/model.safetensors"),
+            )
+            .unwrap()
+        };
+        assert!(
+            weights("straight") == weights("cut"),
+            "{name}: final weights differ"
+        );
+    }
 }

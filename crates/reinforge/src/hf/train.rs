@@ -14,18 +14,18 @@ use rand_chacha::ChaCha8Rng;
 use reinforge_reward::{Reward, RewardSpec, Sample};
 use reinforge_tasks::{read_records, DataColumns, Pattern, PromptFormat, PromptRecord};
 use reinforge_torch::{copy_aux_files, generate, AdamW, AdamWConfig, LoraConfig, Policy};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{LoadedModel, PromptStyle};
 use crate::config::{GrpoConfig, TrainConfig, GAE};
 use crate::env::Environment;
 use crate::experiment::INTERRUPTED;
 use crate::rollout::Rollout;
-use crate::run_dir::{write_json, RunDir};
+use crate::run_dir::{read_json, write_json, RunDir};
 use crate::{grpo, progress};
 
 /// Where a data run's inputs come from (the `reinforge train --model/--data` flags).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DataRun {
     pub model: PathBuf,
     pub data: PathBuf,
@@ -162,10 +162,38 @@ impl Environment for DataEnv<'_> {
     }
 }
 
-/// Runs `steps` policy iterations of `cfg.grpo` on the data, writing metrics and HF-layout
-/// checkpoints (`checkpoints/latest` every `grpo.checkpoint_every` steps, `checkpoints/final`;
-/// with LoRA these hold the merged weights and `checkpoints/final-adapter` the PEFT adapter).
-pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<PathBuf> {
+/// `checkpoints/<tag>/trainer_state.json` of a dataset run: where to continue from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DataState {
+    /// GRPO steps completed.
+    pub step: usize,
+    /// Wall-clock seconds of training so far (carried across resumes).
+    pub seconds: f64,
+}
+
+/// How a dataset run ended.
+pub enum DataOutcome {
+    /// All steps done; the trained checkpoint's directory.
+    Finished(PathBuf),
+    /// Stopped by Ctrl-C after saving `checkpoints/latest`.
+    Interrupted,
+}
+
+/// The run's inputs, stored in the run directory so `--resume` needs nothing else.
+pub const DATA_RUN_FILE: &str = "data_run.json";
+
+/// Whether `run` is a dataset run (it holds [`DATA_RUN_FILE`]).
+pub fn is_data_run(run: &RunDir) -> bool {
+    run.path(DATA_RUN_FILE).exists()
+}
+
+/// Runs (or, when `checkpoints/latest` exists, continues) `grpo.steps` policy iterations of
+/// `cfg.grpo` on the data, writing metrics and HF-layout checkpoints (`checkpoints/latest`
+/// every `grpo.checkpoint_every` steps and on Ctrl-C, with the optimiser state; then
+/// `checkpoints/final`; with LoRA these hold the merged weights, and `adapter/` inside them and
+/// `checkpoints/final-adapter` the PEFT adapter). Every step seeds its own randomness, so a
+/// resumed run repeats an uninterrupted one.
+pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcome> {
     if cfg.grpo.advantage_estimator == GAE {
         bail!("grpo.algorithm = ppo (a critic) is not supported with --model/--data yet; use a critic-free estimator");
     }
@@ -173,11 +201,37 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<PathBuf> {
     if cfg.threads > 0 {
         reinforge_torch::tch::set_num_threads(cfg.threads as i32);
     }
-    write_json(&run.path("data_run.json"), data)?;
+    write_json(&run.path(DATA_RUN_FILE), data)?;
+    let latest = run.checkpoint("latest");
+    let resumed = latest.join("trainer_state.json").exists();
+    let mut state = if resumed {
+        read_json::<DataState>(&latest.join("trainer_state.json"))?
+    } else {
+        DataState {
+            step: 0,
+            seconds: 0.0,
+        }
+    };
     // Training keeps f32 master weights (AdamW on bf16 weights loses small updates).
     let mut model = LoadedModel::load(&data.model, &reinforge_torch::LoadOptions::f32(device))?;
-    if let Some(lora) = &data.lora {
-        model.policy.enable_lora(lora)?;
+    // The KL reference is the model the run started from, also after a resume.
+    let reference = (cfg.grpo.beta > 0.0)
+        .then(|| model.policy.frozen_copy())
+        .transpose()?;
+    match (&data.lora, resumed) {
+        // The adapter's own adapter_config.json sets LoRA up again.
+        (Some(_), true) => model.policy.load_adapter(&latest.join("adapter"))?,
+        (Some(lora), false) => {
+            // libtorch's default generator is not fixed across processes: seed the adapters.
+            crate::seeds::seed_torch(crate::seeds::step_seed(
+                cfg.seed,
+                crate::seeds::PHASE_INIT,
+                0,
+            ));
+            model.policy.enable_lora(lora)?
+        }
+        (None, true) => model.policy = reinforge_torch::Policy::load(&latest, device)?,
+        (None, false) => {}
     }
     let spec = match &data.reward {
         Some(p) => RewardSpec::load(p)?,
@@ -192,9 +246,6 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<PathBuf> {
         max_pos.saturating_sub(cfg.grpo.max_completion_length),
     )?;
     eprintln!("{} prompts from {}", env.len(), data.data.display());
-    let reference = (cfg.grpo.beta > 0.0)
-        .then(|| model.policy.frozen_copy())
-        .transpose()?;
     let mut opt = AdamW::new(
         &model.policy.vs,
         AdamWConfig {
@@ -202,16 +253,23 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<PathBuf> {
             ..Default::default()
         },
     );
+    if resumed {
+        opt.load(&latest.join("optimizer.safetensors"))?;
+        eprintln!("resuming {} at step {}", run.root.display(), state.step);
+    }
+    run.truncate_jsonl("metrics.jsonl", state.step)?;
     let bar = progress::bar(cfg.grpo.steps as u64, "grpo");
+    bar.set_position(state.step as u64);
     let start = Instant::now();
-    for step in 0..cfg.grpo.steps {
+    let base = state.seconds;
+    let checkpoint =
+        |state: &DataState, opt: &AdamW| save_resumable(&model, data, opt, state, &latest);
+    while state.step < cfg.grpo.steps {
         if INTERRUPTED.load(Ordering::SeqCst) {
-            save(&model, &data.model, &run.checkpoint("latest"))?;
+            state.seconds = base + start.elapsed().as_secs_f64();
+            checkpoint(&state, &opt)?;
             bar.abandon();
-            bail!(
-                "interrupted at step {step}; the policy is in {}",
-                run.checkpoint("latest").display()
-            );
+            return Ok(DataOutcome::Interrupted);
         }
         let m = grpo::run_step(
             &model.policy,
@@ -220,18 +278,20 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<PathBuf> {
             &env,
             &cfg.grpo,
             cfg.seed,
-            step,
+            state.step,
         );
         bar.set_message(format!("reward {:.3}", m.reward_mean));
         run.append_jsonl("metrics.jsonl", &m)?;
+        state.step += 1;
         bar.inc(1);
-        if cfg.grpo.checkpoint_every > 0 && (step + 1) % cfg.grpo.checkpoint_every == 0 {
-            save(&model, &data.model, &run.checkpoint("latest"))?;
+        if cfg.grpo.checkpoint_every > 0 && state.step % cfg.grpo.checkpoint_every == 0 {
+            state.seconds = base + start.elapsed().as_secs_f64();
+            checkpoint(&state, &opt)?;
         }
     }
     bar.finish_and_clear();
     let out = run.checkpoint("final");
-    save(&model, &data.model, &out)?;
+    save(&model, &data.model, &out, |_| Ok(()))?;
     if data.lora.is_some() {
         let adapter = run.checkpoint("final-adapter");
         model
@@ -242,21 +302,48 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<PathBuf> {
     eprintln!(
         "trained {} steps in {:.1} s",
         cfg.grpo.steps,
-        start.elapsed().as_secs_f64()
+        base + start.elapsed().as_secs_f64()
     );
-    Ok(out)
+    Ok(DataOutcome::Finished(out))
 }
 
-/// Writes the policy in the HF layout with the source's tokenizer and generation files,
+/// `checkpoints/latest`: the policy (HF layout), the optimiser, the step, and the LoRA
+/// adapter when on (a resume rebuilds the base from the source model and loads it).
+fn save_resumable(
+    model: &LoadedModel,
+    data: &DataRun,
+    opt: &AdamW,
+    state: &DataState,
+    dir: &Path,
+) -> Result<()> {
+    save(model, &data.model, dir, |tmp| {
+        opt.save(&tmp.join("optimizer.safetensors"))?;
+        if data.lora.is_some() {
+            model
+                .policy
+                .save_adapter(&tmp.join("adapter"), &data.model.to_string_lossy())?;
+        }
+        write_json(&tmp.join("trainer_state.json"), state)
+    })
+}
+
+/// Writes the policy in the HF layout with the source's tokenizer and generation files (and
+/// what `extra` adds to the directory),
 /// atomically: into `<dir>.tmp`, then renamed over `dir`, so a crash never leaves half a
 /// checkpoint under the name.
-fn save(model: &LoadedModel, source: &Path, dir: &Path) -> Result<()> {
+fn save(
+    model: &LoadedModel,
+    source: &Path,
+    dir: &Path,
+    extra: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
     let tmp = dir.with_extension("tmp");
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
     }
     model.policy.save(&tmp)?;
     copy_aux_files(source, &tmp)?;
+    extra(&tmp)?;
     if dir.exists() {
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
     }
