@@ -12,6 +12,7 @@ use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use reinforge_reward::{Reward, RewardSpec, Sample};
+use reinforge_sandbox::{Limits, Sandbox};
 use reinforge_tasks::{read_records, DataColumns, Pattern, PromptFormat, PromptRecord};
 use reinforge_torch::{copy_aux_files, generate, AdamW, AdamWConfig, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
@@ -237,7 +238,17 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
         Some(p) => RewardSpec::load(p)?,
         None => RewardSpec::default(),
     };
-    let reward = Reward::new(spec, None).context("building the reward")?;
+    // Code-test rewards run the completions in the sandbox, with its default limits capped by
+    // each component's own timeout and memory.
+    let sandbox = if spec.needs_sandbox() {
+        let sb = Sandbox::new(Limits::default()).context("starting the code sandbox")?;
+        sb.self_test()
+            .context("the code sandbox cannot run programs on this host")?;
+        Some(sb)
+    } else {
+        None
+    };
+    let reward = Reward::new(spec, sandbox).context("building the reward")?;
     let max_pos = model.policy.model.config().max_position_embeddings;
     let env = DataEnv::new(
         &model,
