@@ -85,7 +85,7 @@ pub fn run(
     let mut skipped = vec![];
     for step in 0..warmup + iterations {
         let start = Instant::now();
-        let m = grpo::run_step(&policy, None, &mut opt, &task, &grpo_cfg, cfg.seed, step);
+        let m = grpo::run_step(&policy, None, &mut opt, &task, &grpo_cfg, cfg.seed, step)?;
         let elapsed = start.elapsed().as_secs_f64();
         if step >= warmup {
             times.push(elapsed);

@@ -3,6 +3,7 @@
 //! arithmetic task and a user's dataset with a reward spec ([`crate::hf::train::DataEnv`]) run
 //! through the same code.
 
+use anyhow::Result;
 use reinforge_tasks::{ArithTask, Split};
 use reinforge_torch::Policy;
 
@@ -14,12 +15,13 @@ pub trait Environment {
     /// Draws `cfg.prompts_per_step` training prompts with `seed` and samples
     /// `cfg.num_generations` completions of each from `policy` (rows `i*g .. (i+1)*g` share
     /// prompt `i`), each scored. Sampling randomness comes from torch's generator, which the
-    /// caller seeds.
-    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Vec<Rollout>;
+    /// caller seeds. Fails when scoring cannot be done (a label the reward cannot use, a
+    /// sandbox that stopped working), never for a wrong answer.
+    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>>;
 }
 
 impl Environment for ArithTask {
-    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Vec<Rollout> {
+    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>> {
         let problems = self.problems(seed, cfg.prompts_per_step, Split::Train);
         let mut params = sampling(
             cfg.temperature,
@@ -30,7 +32,7 @@ impl Environment for ArithTask {
         if cfg.ignore_eos {
             params.stop_tokens.clear();
         }
-        sample_and_score(
+        Ok(sample_and_score(
             policy,
             self,
             &problems,
@@ -39,6 +41,6 @@ impl Environment for ArithTask {
             usize::MAX,
             policy.device(),
             |_| {},
-        )
+        ))
     }
 }

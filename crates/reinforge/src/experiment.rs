@@ -218,7 +218,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
             &cfg.grpo,
             cfg.seed,
             state.step,
-        );
+        )?;
         bar.set_message(format!(
             "reward {:.3} columns {:.2}",
             m.reward_mean, m.columns_share

@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use anyhow::Result;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -78,55 +79,9 @@ pub struct StepMetrics {
         skip_serializing_if = "Option::is_none"
     )]
     pub dynamic_kept_groups: Option<f64>,
-    /// PPO only (`grpo.advantage_estimator = "gae"`): verl `critic/vf_loss`.
-    #[serde(
-        rename = "critic/value_loss",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub value_loss: Option<f64>,
-    /// PPO only: verl `critic/vf_clipfrac`.
-    #[serde(
-        rename = "critic/vf_clipfrac",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub vf_clipfrac: Option<f64>,
-    /// PPO only: mean value over the completion tokens, before this step's critic update.
-    #[serde(
-        rename = "critic/values_mean",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub values_mean: Option<f64>,
-    /// PPO only: mean GAE return over the completion tokens.
-    #[serde(
-        rename = "critic/returns_mean",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub returns_mean: Option<f64>,
-    /// PPO only: verl `critic/vf_explained_var` of the values before the update.
-    #[serde(
-        rename = "critic/explained_var",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub explained_var: Option<f64>,
-    /// PPO only: the critic's gradient norm before clipping.
-    #[serde(
-        rename = "critic/grad_norm",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub critic_grad_norm: Option<f64>,
-    /// PPO with `ppo.kl_coef > 0`: mean per-token KL(π_old ‖ π_SFT) subtracted from the reward.
-    #[serde(
-        rename = "ppo/reward_kl",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub reward_kl: Option<f64>,
+    /// PPO only (`grpo.advantage_estimator = "gae"`): the critic's metrics, as `critic/*` keys.
+    #[serde(flatten, default)]
+    pub critic: Option<CriticMetrics>,
     #[serde(rename = "timing/step_s")]
     pub step_seconds: f64,
     #[serde(rename = "timing/sample_s")]
@@ -199,7 +154,10 @@ struct Sampled {
 /// prompt batches, keeps only groups whose rewards differ, until `prompts_per_step` groups are
 /// kept or `max_draws` batches were drawn. The first draw is exactly the step's usual batch. If
 /// no group is kept at all, the last draw is used as is (its advantages are all zero).
-fn sample_dynamic(draw: impl FnMut(usize) -> Vec<Rollout>, cfg: &GrpoConfig) -> Sampled {
+fn sample_dynamic(
+    draw: impl FnMut(usize) -> Result<Vec<Rollout>>,
+    cfg: &GrpoConfig,
+) -> Result<Sampled> {
     let mut draw = draw;
     let g = cfg.num_generations;
     let mut kept = Sampled {
@@ -210,7 +168,7 @@ fn sample_dynamic(draw: impl FnMut(usize) -> Vec<Rollout>, cfg: &GrpoConfig) -> 
     };
     let mut last = vec![];
     while kept.kept_groups < cfg.prompts_per_step && kept.draws < cfg.max_draws.max(1) {
-        let rollouts = draw(kept.draws);
+        let rollouts = draw(kept.draws)?;
         kept.draws += 1;
         let rewards: Vec<f64> = rollouts.iter().map(|r| shaped_reward(r, cfg)).collect();
         for gi in varied_groups(&rewards, g) {
@@ -229,7 +187,7 @@ fn sample_dynamic(draw: impl FnMut(usize) -> Vec<Rollout>, cfg: &GrpoConfig) -> 
         kept.rewards = last.iter().map(|r| shaped_reward(r, cfg)).collect();
         kept.rollouts = last;
     }
-    kept
+    Ok(kept)
 }
 
 /// The critic of a PPO run and its settings.
@@ -247,7 +205,7 @@ pub fn run_step(
     cfg: &GrpoConfig,
     seed: u64,
     step: usize,
-) -> StepMetrics {
+) -> Result<StepMetrics> {
     run_step_with_critic(policy, reference, opt, None, env, cfg, seed, step)
 }
 
@@ -268,7 +226,7 @@ pub fn run_step_with_critic(
     cfg: &GrpoConfig,
     seed: u64,
     step: usize,
-) -> StepMetrics {
+) -> Result<StepMetrics> {
     let use_critic = cfg.advantage_estimator == GAE;
     assert!(
         critic.is_some() || !use_critic,
@@ -291,10 +249,10 @@ pub fn run_step_with_critic(
                 env.draw(policy, sk, cfg)
             },
             cfg,
-        );
+        )?;
         (d.rollouts, d.rewards, Some((d.draws, d.kept_groups)))
     } else {
-        let rollouts = env.draw(policy, s, cfg);
+        let rollouts = env.draw(policy, s, cfg)?;
         let rewards: Vec<f64> = rollouts.iter().map(|r| shaped_reward(r, cfg)).collect();
         (rollouts, rewards, None)
     };
@@ -322,7 +280,7 @@ pub fn run_step_with_critic(
     };
     let orders = shuffles(cfg.ppo_epochs);
     let mut train_policy = true;
-    let mut ppo = PpoMetrics::default();
+    let mut critic_metrics = None;
     match (critic, &advantages) {
         (_, Some(a)) => set_advantages(&mut batch, a),
         (Some(c), None) => {
@@ -346,15 +304,15 @@ pub fn run_step_with_critic(
                 &critic_orders,
             );
             train_policy = step >= c.cfg.critic_warmup;
-            ppo = PpoMetrics {
-                value_loss: Some(v.value_loss),
-                vf_clipfrac: Some(v.vf_clipfrac),
-                values_mean: Some(scored.values_mean),
-                returns_mean: Some(scored.returns_mean),
-                explained_var: Some(scored.explained_var),
-                critic_grad_norm: Some(v.grad_norm),
+            critic_metrics = Some(CriticMetrics {
+                value_loss: v.value_loss,
+                vf_clipfrac: v.vf_clipfrac,
+                values_mean: scored.values_mean,
+                returns_mean: scored.returns_mean,
+                explained_var: scored.explained_var,
+                grad_norm: v.grad_norm,
                 reward_kl: scored.reward_kl,
-            };
+            });
         }
         (None, None) => unreachable!("checked above"),
     }
@@ -369,7 +327,7 @@ pub fn run_step_with_critic(
     let tokens: usize = rollouts.iter().map(|r| r.tokens.len()).sum();
     let share = |p: Pattern| rollouts.iter().filter(|r| r.pattern == p).count() as f64 / n;
     let step_seconds = start.elapsed().as_secs_f64();
-    StepMetrics {
+    Ok(StepMetrics {
         step,
         reward_mean: stats.mean,
         reward_std: stats.std,
@@ -394,30 +352,42 @@ pub fn run_step_with_critic(
         direct_share: share(Pattern::Direct),
         dynamic_draws: dynamic.map(|(d, _)| d as f64),
         dynamic_kept_groups: dynamic.map(|(_, k)| k as f64),
-        value_loss: ppo.value_loss,
-        vf_clipfrac: ppo.vf_clipfrac,
-        values_mean: ppo.values_mean,
-        returns_mean: ppo.returns_mean,
-        explained_var: ppo.explained_var,
-        critic_grad_norm: ppo.critic_grad_norm,
-        reward_kl: ppo.reward_kl,
+        critic: critic_metrics,
         step_seconds,
         sample_seconds,
         update_seconds,
         tokens_per_second: tokens as f64 / step_seconds,
-    }
+    })
 }
 
-/// The critic's metrics of one step (all `None` without a critic).
-#[derive(Default)]
-struct PpoMetrics {
-    value_loss: Option<f64>,
-    vf_clipfrac: Option<f64>,
-    values_mean: Option<f64>,
-    returns_mean: Option<f64>,
-    explained_var: Option<f64>,
-    critic_grad_norm: Option<f64>,
-    reward_kl: Option<f64>,
+/// The critic's metrics of one PPO step (verl's `critic/*` names where verl has them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriticMetrics {
+    /// verl `critic/vf_loss`.
+    #[serde(rename = "critic/value_loss")]
+    pub value_loss: f64,
+    /// verl `critic/vf_clipfrac`.
+    #[serde(rename = "critic/vf_clipfrac")]
+    pub vf_clipfrac: f64,
+    /// Mean value over the completion tokens, before this step's critic update.
+    #[serde(rename = "critic/values_mean")]
+    pub values_mean: f64,
+    /// Mean GAE return over the completion tokens.
+    #[serde(rename = "critic/returns_mean")]
+    pub returns_mean: f64,
+    /// verl `critic/vf_explained_var` of the values before the update.
+    #[serde(rename = "critic/explained_var")]
+    pub explained_var: f64,
+    /// The critic's gradient norm before clipping.
+    #[serde(rename = "critic/grad_norm")]
+    pub grad_norm: f64,
+    /// With `ppo.kl_coef > 0`: mean per-token KL(π_old ‖ π_SFT) subtracted from the reward.
+    #[serde(
+        rename = "ppo/reward_kl",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reward_kl: Option<f64>,
 }
 
 /// Puts an estimator's advantages into the batch: per row, and per token when it has them.
@@ -533,10 +503,11 @@ mod tests {
         let s = sample_dynamic(
             |k| {
                 calls += 1;
-                draw_of(&draws[k])
+                Ok(draw_of(&draws[k]))
             },
             &cfg(2, 4),
-        );
+        )
+        .unwrap();
         assert_eq!((s.draws, s.kept_groups, calls), (2, 2, 2));
         assert_eq!(s.rollouts.len(), 4);
         assert_eq!(s.rewards, vec![1.0, 0.0, 1.0, 0.0]);
@@ -552,12 +523,13 @@ mod tests {
         let s = sample_dynamic(
             |_| {
                 calls += 1;
-                draw_of(&[false, false, true])
+                Ok(draw_of(&[false, false, true]))
             },
             &cfg(3, 2),
-        );
+        )
+        .unwrap();
         assert_eq!((s.draws, s.kept_groups, calls), (2, 2, 2));
-        let none = sample_dynamic(|_| draw_of(&[false, false]), &cfg(2, 3));
+        let none = sample_dynamic(|_| Ok(draw_of(&[false, false])), &cfg(2, 3)).unwrap();
         assert_eq!((none.draws, none.kept_groups), (3, 0));
         assert_eq!(none.rollouts.len(), 4, "falls back to the last draw");
     }

@@ -101,7 +101,7 @@ impl<'a> DataEnv<'a> {
 impl Environment for DataEnv<'_> {
     /// `prompts_per_step` distinct rows drawn with `seed` (all rows when the file is smaller),
     /// `num_generations` completions each, scored by the reward spec.
-    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Vec<Rollout> {
+    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let n = cfg.prompts_per_step.min(self.len());
         let rows = sample(&mut rng, self.len(), n).into_vec();
@@ -140,12 +140,11 @@ impl Environment for DataEnv<'_> {
                 }
             })
             .collect();
-        // A label the reward cannot use is a data error found at the first step that draws it.
         let scores = self
             .reward
             .score(&samples)
-            .expect("scoring the step's completions");
-        completions
+            .with_context(|| format!("scoring the completions of data rows {rows:?} (0-based)"))?;
+        Ok(completions
             .into_iter()
             .zip(scores)
             .enumerate()
@@ -159,7 +158,7 @@ impl Environment for DataEnv<'_> {
                 score: s.total,
                 pattern: Pattern::Other,
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -290,7 +289,7 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
             &cfg.grpo,
             cfg.seed,
             state.step,
-        );
+        )?;
         bar.set_message(format!("reward {:.3}", m.reward_mean));
         run.append_jsonl("metrics.jsonl", &m)?;
         state.step += 1;
