@@ -9,6 +9,7 @@ mod evaluate;
 mod experiment;
 mod grpo;
 mod hf;
+mod overrides;
 mod presets;
 mod progress;
 mod report;
