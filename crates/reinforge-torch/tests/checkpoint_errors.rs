@@ -1,16 +1,13 @@
 //! Broken or unsupported checkpoints fail with errors that name the file, tensor or key.
 
-use std::path::{Path, PathBuf};
+mod hf_support;
+
+use hf_support::fixture;
+use std::path::Path;
 
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{LoadOptions, Policy};
 use serde_json::{json, Value};
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/hf/models")
-        .join(name)
-}
 
 /// A scratch copy of a fixture directory.
 fn copy_of(name: &str) -> tempfile::TempDir {

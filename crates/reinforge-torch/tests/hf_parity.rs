@@ -1,8 +1,10 @@
 //! Logits and log-probs of the Hugging Face fixtures (fixtures/hf/models/, built by
 //! scripts/make_hf_fixtures.py with transformers) against transformers' own outputs.
 
+mod hf_support;
+
+use hf_support::fixture;
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use reinforge_torch::cache::KvCache;
 use reinforge_torch::logprobs::token_logprobs;
@@ -21,12 +23,6 @@ const FIXTURES: [&str; 8] = [
     "qwen3",
     "mistral",
 ];
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/hf/models")
-        .join(name)
-}
 
 fn expected(name: &str) -> HashMap<String, Tensor> {
     Tensor::read_safetensors(fixture(name).join("expected.safetensors"))

@@ -1,48 +1,13 @@
 //! Checkpoints written by reinforge load in transformers (scripts/check_hf_checkpoint.py,
 //! run with the project's .venv) and give the same logits; and they reload here bit-exactly.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod hf_support;
 
-use reinforge_torch::model::{positions_from_mask, ForwardInput};
+use std::path::{Path, PathBuf};
+
+use hf_support::{batch, fixture, logits, run_python};
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{copy_aux_files, ModelConfig, Policy, SaveOptions};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    root().join("fixtures/hf/models").join(name)
-}
-
-/// A left-padded batch `[3, 10]` of ids below `vocab`.
-fn batch(vocab: i64) -> (Tensor, Tensor, Tensor) {
-    let ids = Tensor::arange(30, (Kind::Int64, Device::Cpu))
-        .multiply_scalar(37)
-        .remainder(vocab)
-        .view([3, 10]);
-    let mask = Tensor::ones([3, 10], (Kind::Int64, Device::Cpu));
-    let _ = mask.narrow(1, 0, 2).get(1).fill_(0);
-    let _ = mask.narrow(1, 0, 4).get(2).fill_(0);
-    let ids = &ids * &mask;
-    let pos = positions_from_mask(&mask);
-    (ids, mask, pos)
-}
-
-fn logits(p: &Policy, ids: &Tensor, mask: &Tensor, pos: &Tensor) -> Tensor {
-    p.model
-        .forward(
-            &ForwardInput {
-                ids,
-                positions: pos,
-                key_mask: &mask.to_kind(Kind::Bool),
-            },
-            None,
-            false,
-        )
-        .to_kind(Kind::Float)
-}
 
 /// Saves `p` into `<dir>/<label>`, checks the reload here, and writes the batch and our
 /// logits to `<dir>/<label>.safetensors`; returns the (checkpoint, reference) pair.
@@ -66,34 +31,6 @@ fn save_with_reference(p: &Policy, opts: &SaveOptions, dir: &Path, label: &str) 
     ];
     Tensor::write_safetensors(&named, &reference).unwrap();
     [ckpt, reference]
-}
-
-/// Runs scripts/check_hf_checkpoint.py (transformers, float32) on the pairs; returns the max
-/// abs logit difference of each and fails the test when transformers cannot load one.
-fn run_transformers(pairs: &[[PathBuf; 2]]) -> Vec<f64> {
-    let python = root().join(".venv/bin/python");
-    let out = Command::new(&python)
-        .arg(root().join("scripts/check_hf_checkpoint.py"))
-        .args(["--tol", "1e-5"])
-        .args(pairs.iter().flatten())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "transformers check failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let diffs: Vec<f64> = stdout
-        .lines()
-        .map(|line| {
-            println!("transformers reload: {line}");
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            v["max_abs_diff"].as_f64().unwrap()
-        })
-        .collect();
-    assert_eq!(diffs.len(), pairs.len());
-    diffs
 }
 
 #[test]
@@ -160,7 +97,9 @@ fn saved_checkpoints_load_in_transformers_with_the_same_logits() {
     assert!(shards > 2, "{shards} shards");
     assert!(!ckpt.join("model.safetensors").exists());
 
-    let diffs = run_transformers(&pairs);
+    let args: Vec<PathBuf> = pairs.iter().flatten().cloned().collect();
+    let diffs = run_python("check_hf_checkpoint.py", &args);
+    assert_eq!(diffs.len(), pairs.len());
     for (label, d) in names.iter().chain(&["fresh_sharded"]).zip(&diffs) {
         println!("{label}: max |reinforge - transformers| after save = {d:.3e}");
         assert!(*d <= 1e-5, "{label}: {d}");

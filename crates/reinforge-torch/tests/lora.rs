@@ -2,21 +2,14 @@
 //! PEFT (scripts/check_peft_adapter.py, run with the project's .venv) with the same logits,
 //! and merged checkpoints compute what the adapted model computes.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod hf_support;
 
+use std::path::{Path, PathBuf};
+
+use hf_support::{batch, fixture, run_python};
 use reinforge_torch::lora::{is_lora_param, ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE};
-use reinforge_torch::model::{positions_from_mask, ForwardInput};
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{AdamW, AdamWConfig, LoraConfig, Policy};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    root().join("fixtures/hf/models").join(name)
-}
 
 const ALL: &[&str] = &[
     "q_proj",
@@ -37,31 +30,9 @@ fn lora(r: usize, alpha: f64, targets: &[&str]) -> LoraConfig {
     }
 }
 
-/// A left-padded batch `[3, 10]` of ids below `vocab`: (ids, mask, positions).
-fn batch(vocab: i64) -> (Tensor, Tensor, Tensor) {
-    let ids = Tensor::arange(30, (Kind::Int64, Device::Cpu))
-        .multiply_scalar(37)
-        .remainder(vocab)
-        .view([3, 10]);
-    let mask = Tensor::ones([3, 10], (Kind::Int64, Device::Cpu));
-    let _ = mask.narrow(1, 0, 2).get(1).fill_(0);
-    let _ = mask.narrow(1, 0, 4).get(2).fill_(0);
-    let ids = &ids * &mask;
-    let pos = positions_from_mask(&mask);
-    (ids, mask, pos)
-}
-
 fn logits(p: &Policy) -> Tensor {
     let (ids, mask, pos) = batch(p.model.config().vocab_size as i64);
-    p.model.forward(
-        &ForwardInput {
-            ids: &ids,
-            positions: &pos,
-            key_mask: &mask.to_kind(Kind::Bool),
-        },
-        None,
-        false,
-    )
+    hf_support::logits(p, &ids, &mask, &pos)
 }
 
 fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
@@ -92,31 +63,6 @@ fn write_reference(p: &Policy, logits: &Tensor, path: &Path) {
         ("logits", logits.to_kind(Kind::Float).contiguous()),
     ];
     Tensor::write_safetensors(&named, path).unwrap();
-}
-
-/// Runs a Python checker of scripts/ and returns the `max_abs_diff` of each JSON line.
-fn run_python(script: &str, args: &[PathBuf]) -> Vec<f64> {
-    let python = root().join(".venv/bin/python");
-    let out = Command::new(&python)
-        .arg(root().join("scripts").join(script))
-        .args(["--tol", "1e-5"])
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{script} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .map(|line| {
-            println!("{script}: {line}");
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            v["max_abs_diff"].as_f64().unwrap()
-        })
-        .collect()
 }
 
 #[test]

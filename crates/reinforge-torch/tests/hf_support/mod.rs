@@ -1,0 +1,77 @@
+//! Helpers shared by the Hugging Face checkpoint tests: fixture paths, a fixed padded batch,
+//! a forward pass, and the Python reference checkers of scripts/ (run in the project's .venv,
+//! which scripts/setup.sh installs before the tests).
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use reinforge_torch::model::{positions_from_mask, ForwardInput};
+use reinforge_torch::tch::{Device, Kind, Tensor};
+use reinforge_torch::Policy;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A fixture checkpoint directory under fixtures/hf/models.
+pub fn fixture(name: &str) -> PathBuf {
+    root().join("fixtures/hf/models").join(name)
+}
+
+/// A left-padded batch `[3, 10]` of ids below `vocab`: (ids, mask, positions).
+pub fn batch(vocab: i64) -> (Tensor, Tensor, Tensor) {
+    let ids = Tensor::arange(30, (Kind::Int64, Device::Cpu))
+        .multiply_scalar(37)
+        .remainder(vocab)
+        .view([3, 10]);
+    let mask = Tensor::ones([3, 10], (Kind::Int64, Device::Cpu));
+    let _ = mask.narrow(1, 0, 2).get(1).fill_(0);
+    let _ = mask.narrow(1, 0, 4).get(2).fill_(0);
+    let ids = &ids * &mask;
+    let pos = positions_from_mask(&mask);
+    (ids, mask, pos)
+}
+
+/// Float32 logits `[B, T, V]` of `p` on a batch.
+pub fn logits(p: &Policy, ids: &Tensor, mask: &Tensor, pos: &Tensor) -> Tensor {
+    p.model
+        .forward(
+            &ForwardInput {
+                ids,
+                positions: pos,
+                key_mask: &mask.to_kind(Kind::Bool),
+            },
+            None,
+            false,
+        )
+        .to_kind(Kind::Float)
+}
+
+/// Runs a Python checker of scripts/ with `--tol 1e-5` and returns the `max_abs_diff` of each
+/// JSON line it prints; fails the test when the checker fails.
+pub fn run_python(script: &str, args: &[PathBuf]) -> Vec<f64> {
+    let python = root().join(".venv/bin/python");
+    let out = Command::new(&python)
+        .arg(root().join("scripts").join(script))
+        .args(["--tol", "1e-5"])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .map(|line| {
+            println!("{script}: {line}");
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            v["max_abs_diff"].as_f64().unwrap()
+        })
+        .collect()
+}
