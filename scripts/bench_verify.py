@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: reinforge-verify vs Math-Verify (PyPI math-verify) on the same inputs, same run.
 
-Builds a JSONL of MATH-style responses from the shared fixtures (each hardverify answer wrapped
+Builds a JSONL of MATH-style responses from the fixtures (each hardverify answer wrapped
 in a short worked response ending in \\boxed{...}, plus the math-verify test cases), runs
 `reinforge-verify` on it (timing from its own per-line `micros` and process CPU time), then runs
 math_verify.parse/verify on the same gold/pred pairs in this process (single thread), and prints
@@ -10,7 +10,7 @@ checks per CPU-second, p50/p99/max latency and the throughput ratio.
 import json, os, random, resource, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.environ.get("REINFORGE_VERIFY_DATA", os.path.join(ROOT, "..", "shared", "data", "verify"))
+DATA = os.environ.get("REINFORGE_VERIFY_DATA", os.path.join(ROOT, "fixtures", "data", "verify"))
 BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "reinforge-verify")
 OUT = os.environ.get("BENCH_DIR", "/tmp/bench_verify")
 REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))

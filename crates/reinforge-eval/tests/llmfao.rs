@@ -1,5 +1,5 @@
 //! Bradley-Terry, Elo and bootstrap against the FastChat / arena-rank / evalica references run on the
-//! LLMFAO battles (`shared/data/rank`, see its README for how each number was produced).
+//! LLMFAO battles (`fixtures/data/rank`, see its README for how each number was produced).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! pass@k against the shared golden vectors (`shared/oracles/pass_at_k.json`, computed with exact fractions).
+//! pass@k against the golden vectors (`fixtures/oracles/pass_at_k.json`, computed with exact fractions).
 
 use reinforge_eval::passk::pass_at_k;
 use std::path::PathBuf;
@@ -6,7 +6,7 @@ use std::path::PathBuf;
 fn oracles_dir() -> PathBuf {
     match std::env::var_os("REINFORGE_ORACLES_DIR") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oracles"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/oracles"),
     }
 }
 

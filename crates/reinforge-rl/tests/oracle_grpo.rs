@@ -1,4 +1,4 @@
-//! GRPO advantages against the verl golden vectors in `shared/oracles/verl_advantages.json`.
+//! GRPO advantages against the verl golden vectors in `fixtures/oracles/verl_advantages.json`.
 //! (The full oracle harness over every fixture file is issue 3; this pins the estimator the
 //! default experiment uses.)
 
@@ -11,7 +11,7 @@ fn oracles_dir() -> PathBuf {
     std::env::var_os("REINFORGE_ORACLES_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oracles")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/oracles")
         })
 }
 

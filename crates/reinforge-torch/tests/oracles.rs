@@ -1,4 +1,4 @@
-//! The oracle harness: every `*.json` fixture in the oracle directory (`shared/oracles`, or
+//! The oracle harness: every `*.json` fixture in the oracle directory (`fixtures/oracles`, or
 //! `REINFORGE_ORACLES_DIR`) is replayed through the matching reinforge function and every expected
 //! field is compared (README tolerances: `|got - exp| <= 1e-9·max(1, |exp|)`, rtol = atol = 1e-6 for
 //! `compute_grpo_vectorized_outcome_advantage`, exact booleans). An unknown function name fails the
@@ -19,7 +19,7 @@ fn oracles_dir() -> PathBuf {
     std::env::var_os("REINFORGE_ORACLES_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oracles")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/oracles")
         })
 }
 
@@ -44,7 +44,7 @@ fn every_fixture_matches() {
     let total: usize = report.per_function.values().map(|s| s.cases).sum();
     // The fixture set of the README: 73 + 27 + 138 + 36 + 66 + 6 + 23 cases.
     if std::env::var_os("REINFORGE_ORACLES_DIR").is_none() {
-        assert_eq!(total, 369, "every case of shared/oracles was checked");
+        assert_eq!(total, 369, "every case of fixtures/oracles was checked");
         assert_eq!(
             report.per_function.len(),
             41,

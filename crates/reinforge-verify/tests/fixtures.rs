@@ -1,6 +1,6 @@
-//! Acceptance tests over the shared labelled fixtures (read in place).
+//! Acceptance tests over the labelled fixtures in `fixtures/data/verify`.
 //!
-//! Data directory: `$REINFORGE_VERIFY_DATA` or `../../../shared/data/verify` relative to this
+//! Data directory: `$REINFORGE_VERIFY_DATA` or `fixtures/data/verify` relative to this
 //! crate. Set `VERIFY_PRINT=1` to print every disagreement.
 
 use reinforge_verify::{verify, Options};
@@ -11,7 +11,7 @@ fn data_dir() -> PathBuf {
     std::env::var_os("REINFORGE_VERIFY_DATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/verify")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/data/verify")
         })
 }
 

@@ -1,13 +1,13 @@
-//! Locating the shared fixtures (read in place, never copied).
+//! Locating the ranking fixtures (`fixtures/data/rank`, copied from the shared reference data).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
 
-/// `shared/data/rank`, overridable with `REINFORGE_RANK_DATA_DIR`.
+/// `fixtures/data/rank`, overridable with `REINFORGE_RANK_DATA_DIR`.
 pub fn rank_dir() -> PathBuf {
     match std::env::var_os("REINFORGE_RANK_DATA_DIR") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/rank"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/data/rank"),
     }
 }
 
