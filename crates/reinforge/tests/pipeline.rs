@@ -430,3 +430,35 @@ fn eval_uses_the_runs_own_config() {
     assert!(!none.status.success());
     assert!(String::from_utf8_lossy(&none.stderr).contains("config.toml"));
 }
+
+/// A learning rate that blows the weights up gives NaN gradients: after
+/// `max_nonfinite_steps` such steps in a row the run saves `checkpoints/latest` and stops
+/// with an error naming the key, instead of training on garbage.
+#[test]
+fn repeated_nonfinite_gradients_stop_the_run_after_saving() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = reinforge(&train_args(
+        dir.path(),
+        "blowup",
+        &["sft.lr=1e30", "sft.warmup_steps=1", "max_nonfinite_steps=3"],
+    ));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("3 consecutive") && err.contains("max_nonfinite_steps"),
+        "{err}"
+    );
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            dir.path()
+                .join("blowup/checkpoints/latest/trainer_state.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["phase"], "sft");
+    let steps = state["step"].as_u64().unwrap();
+    assert!(steps < 200, "stopped early, at step {steps}");
+    let lines = std::fs::read_to_string(dir.path().join("blowup/sft_metrics.jsonl")).unwrap();
+    assert_eq!(lines.lines().count() as u64, steps);
+}
