@@ -12,7 +12,9 @@ pub mod lora;
 pub mod loss;
 pub mod model;
 pub mod optim;
+pub mod pack;
 pub mod policy;
+pub mod runtime;
 pub mod sampling;
 pub mod train;
 pub mod value;
@@ -29,3 +31,5 @@ pub use value::Critic;
 
 /// Re-exported so dependants use the exact tch this crate links.
 pub use tch;
+/// The device and dtype types, for dependants that pass them along without using tch.
+pub use tch::{Device, Kind};

@@ -4,14 +4,17 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
-use reinforge_tasks::ArithTask;
-use reinforge_torch::{AdamW, AdamWConfig, Policy};
+use anyhow::{bail, Result};
+use reinforge_torch::runtime::{parse_device, set_threads, threads};
+use reinforge_torch::Policy;
 use serde::Serialize;
 
-use crate::config::TrainConfig;
-use crate::experiment::parse_device;
+use crate::arith::env::ArithEnv;
+use crate::config::{TrainConfig, GAE};
+use crate::critic::CriticState;
+use crate::env::Environment;
 use crate::grpo;
+use crate::trainer::{check_positions, optimizer, Phase, Trainer, TrainerState};
 
 /// What `reinforge bench` prints (one JSON object).
 #[derive(Debug, Serialize)]
@@ -37,7 +40,7 @@ pub struct BenchReport {
 
 fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).expect("finite times"));
+    s.sort_by(f64::total_cmp);
     let n = s.len();
     if n % 2 == 1 {
         s[n / 2]
@@ -47,7 +50,8 @@ fn median(v: &[f64]) -> f64 {
 }
 
 /// Runs `warmup + iterations` GRPO iterations with every completion `max_completion_length`
-/// tokens long, timing the last `iterations`.
+/// tokens long, timing the last `iterations`. Each iteration is the trainer's RL step
+/// ([`grpo::run_step`]) with the run's optimizer settings, PPO's critic included.
 /// With `checkpoint`, the policy is loaded from it and completions stop at `<eos>` as in
 /// training (a real iteration); without, a randomly initialised model generates exactly
 /// `max_completion_length` tokens per completion (fixed shapes).
@@ -57,10 +61,11 @@ pub fn run(
     warmup: usize,
     checkpoint: Option<&std::path::Path>,
 ) -> Result<BenchReport> {
-    let device = parse_device(&cfg.device)?;
-    if cfg.threads > 0 {
-        reinforge_torch::tch::set_num_threads(cfg.threads as i32);
+    if iterations == 0 {
+        bail!("--iterations must be at least 1");
     }
+    let device = parse_device(&cfg.device)?;
+    set_threads(cfg.threads);
     let mut grpo_cfg = cfg.grpo.clone();
     // Fixed shapes compare the same arithmetic on both sides: every row is run, even though a
     // random model's rewards (all zero) would let reinforge skip the whole update.
@@ -70,22 +75,35 @@ pub fn run(
         Some(dir) => Policy::load(dir, device)?,
         None => Policy::new(&cfg.model, device, cfg.seed as i64)?,
     };
-    let mut opt = AdamW::new(
-        &policy.vs,
-        AdamWConfig {
-            lr: grpo_cfg.lr,
-            ..Default::default()
-        },
+    let env = ArithEnv::new(cfg.task.digits);
+    check_positions(
+        env.max_prompt_len(),
+        grpo_cfg.max_completion_length,
+        policy.model.config().max_position_embeddings,
+        &env.describe_longest_prompt(),
+    )?;
+    let opt = optimizer(&policy, grpo_cfg.lr, grpo_cfg.weight_decay);
+    let mut trainer = Trainer::new(
+        &policy,
+        opt,
+        TrainerState::start(Phase::Grpo),
+        Box::new(|_: &std::path::Path| Ok(())),
     );
-    let task = ArithTask::new(cfg.task.digits);
+    if grpo::needs_reference(&grpo_cfg, &cfg.ppo) {
+        trainer.reference = Some(policy.frozen_copy()?);
+    }
+    if grpo_cfg.advantage_estimator == GAE {
+        trainer.critic = Some(CriticState::fresh(&policy, &cfg.ppo, cfg.seed)?);
+    }
     let mut times = vec![];
     let mut sample = vec![];
     let mut update = vec![];
     let mut lengths = vec![];
     let mut skipped = vec![];
     for step in 0..warmup + iterations {
+        trainer.state.step = step;
         let start = Instant::now();
-        let m = grpo::run_step(&policy, None, &mut opt, &task, &grpo_cfg, cfg.seed, step)?;
+        let m = grpo::run_step(&mut trainer, &env, &grpo_cfg, &cfg.ppo, cfg.seed)?;
         let elapsed = start.elapsed().as_secs_f64();
         if step >= warmup {
             times.push(elapsed);
@@ -98,7 +116,7 @@ pub fn run(
     Ok(BenchReport {
         implementation: "reinforge",
         iterations,
-        threads: reinforge_torch::tch::get_num_threads(),
+        threads: threads(),
         prompts: grpo_cfg.prompts_per_step,
         generations: grpo_cfg.num_generations,
         completion_tokens: grpo_cfg.max_completion_length,

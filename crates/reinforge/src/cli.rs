@@ -1,19 +1,18 @@
 //! Command-line interface.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use reinforge_tasks::{ArithTask, Split};
+use reinforge_torch::runtime::{parse_device, set_threads};
 use reinforge_torch::Policy;
 
+use crate::arith::evaluate::{evaluate_checkpoint, pattern_line};
+use crate::arith::{self, Outcome};
 use crate::config::{EvalConfig, TrainConfig};
-use crate::evaluate::evaluate;
-use crate::experiment::{self, parse_device, Outcome, INTERRUPTED};
-use crate::run_dir::{read_json, RunDir, TrainerState};
-use crate::seeds::{seed_torch, step_seed, PHASE_EVAL};
+use crate::interrupt;
+use crate::run_dir::{read_json, RunDir};
 
 /// reinforge: RL post-training of language models with verifiable rewards.
 ///
@@ -159,25 +158,27 @@ struct BenchArgs {
 
 #[derive(Args)]
 struct EvalArgs {
-    /// Checkpoint directory (with config.json, model.safetensors, trainer_state.json),
-    /// e.g. runs/default-seed0/checkpoints/final.
+    /// Checkpoint directory of a run (with config.json, model.safetensors), e.g.
+    /// runs/default-seed0/checkpoints/final. The run's config.toml (two directories up) gives
+    /// the task, the completion length and every default below.
     #[arg(long, value_name = "DIR")]
     checkpoint: PathBuf,
-    /// Held-out problems to evaluate on.
-    #[arg(long, default_value_t = 100)]
-    problems: usize,
-    /// Samples per problem (pass@k is reported up to k = samples).
-    #[arg(long, default_value_t = 64)]
-    samples: usize,
-    /// Sampling temperature.
-    #[arg(long, default_value_t = 1.0)]
-    temperature: f64,
-    /// Seed of the problem draw and sampling (0 uses the same problems as `train` with seed 0).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// cpu, cuda or cuda:N.
-    #[arg(long, default_value = "cpu")]
-    device: String,
+    /// Held-out problems to evaluate on (default: the run's eval.problems).
+    #[arg(long)]
+    problems: Option<usize>,
+    /// Samples per problem, pass@k is reported up to k = samples (default: eval.samples).
+    #[arg(long)]
+    samples: Option<usize>,
+    /// Sampling temperature (default: eval.temperature).
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// Seed of the problem draw and sampling (default: the run's seed, i.e. the problems its
+    /// own evaluation used).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// cpu, cuda or cuda:N (default: the run's device).
+    #[arg(long)]
+    device: Option<String>,
     /// Also write the evaluation as JSON here.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -229,9 +230,9 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
             (RunDir::create(&cfg)?, cfg)
         }
     };
-    install_ctrlc()?;
+    interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
-    match experiment::run(&cfg, &run)? {
+    match arith::run(&cfg, &run)? {
         Outcome::Finished(s) => {
             println!(
                 "pass@1 {:.3} -> {:.3} ({:+.3}); share of `{}` {:.1}% -> {:.1}%; report: {}",
@@ -255,18 +256,6 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
     }
 }
 
-/// First Ctrl-C: finish the step and checkpoint; second: exit at once.
-fn install_ctrlc() -> Result<()> {
-    ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            eprintln!("\nsecond Ctrl-C: exiting without a checkpoint");
-            std::process::exit(130);
-        }
-        eprintln!("\nCtrl-C: finishing the current step and saving a checkpoint (Ctrl-C again to quit now)");
-    })
-    .context("installing the Ctrl-C handler")
-}
-
 /// `reinforge train --model DIR --data FILE`: GRPO-family training of a checkpoint.
 fn train_on_data(
     args: &TrainArgs,
@@ -281,7 +270,7 @@ fn train_on_data(
         cfg.name = Some(format!("{stem}-seed{}", cfg.seed));
     }
     let run = RunDir::create(&cfg)?;
-    install_ctrlc()?;
+    interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
     let spec = crate::hf::train::DataRun {
         model: model.to_path_buf(),
@@ -304,7 +293,7 @@ fn train_on_data(
 /// `reinforge train --resume DIR` of a dataset run: its config.toml and data_run.json.
 fn resume_data_run(run: &RunDir, cfg: &TrainConfig) -> Result<ExitCode> {
     let spec: crate::hf::train::DataRun = read_json(&run.path(crate::hf::train::DATA_RUN_FILE))?;
-    install_ctrlc()?;
+    interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
     data_outcome(crate::hf::train::run(cfg, &spec, run)?, run)
 }
@@ -325,30 +314,48 @@ fn data_outcome(outcome: crate::hf::train::DataOutcome, run: &RunDir) -> Result<
     }
 }
 
+/// The resolved config of the run a checkpoint belongs to (`<run>/checkpoints/<tag>`).
+fn run_config_of(checkpoint: &Path) -> Result<TrainConfig> {
+    let root = checkpoint
+        .parent()
+        .and_then(Path::parent)
+        .filter(|r| r.join("config.toml").exists());
+    match root {
+        Some(root) => Ok(RunDir::open(root)?.1),
+        None => bail!(
+            "{}: not a checkpoint of a run directory (no config.toml two levels up); `eval` reads the run's config to know its task",
+            checkpoint.display()
+        ),
+    }
+}
+
 fn eval(args: EvalArgs) -> Result<ExitCode> {
-    let device = parse_device(&args.device)?;
-    let state: TrainerState = read_json(&args.checkpoint.join("trainer_state.json"))?;
-    let policy = Policy::load(&args.checkpoint, device)?;
-    let task = ArithTask::new(state.task_digits);
-    let problems = task.problems(
-        step_seed(args.seed, PHASE_EVAL, 0),
-        args.problems,
-        Split::Heldout,
-    );
+    let run_cfg = run_config_of(&args.checkpoint)?;
+    let device = parse_device(args.device.as_deref().unwrap_or(&run_cfg.device))?;
+    set_threads(run_cfg.threads);
     let cfg = EvalConfig {
-        problems: args.problems,
-        samples: args.samples,
-        temperature: args.temperature,
-        batch_size: 1024,
+        problems: args.problems.unwrap_or(run_cfg.eval.problems),
+        samples: args.samples.unwrap_or(run_cfg.eval.samples),
+        temperature: args.temperature.unwrap_or(run_cfg.eval.temperature),
+        batch_size: run_cfg.eval.batch_size,
     };
-    seed_torch(step_seed(args.seed, PHASE_EVAL, 3));
-    let max_new = TrainConfig::default().grpo.max_completion_length;
-    let report = evaluate(&policy, &task, &problems, &cfg, max_new, device, "eval");
+    if cfg.problems == 0 || cfg.samples == 0 {
+        bail!("--problems and --samples must be at least 1");
+    }
+    if !(cfg.temperature.is_finite() && cfg.temperature > 0.0) {
+        bail!(
+            "--temperature must be a number > 0, got {}",
+            cfg.temperature
+        );
+    }
+    let seed = args.seed.unwrap_or(run_cfg.seed);
+    let policy = Policy::load(&args.checkpoint, device)?;
+    let report = evaluate_checkpoint(&policy, &run_cfg, &cfg, seed);
     println!("pass@1 {:.3}", report.pass_at_1);
     for (k, v) in &report.pass_at_k {
         println!("pass@{k:<3} {v:.3}");
     }
-    println!("patterns: {}", experiment::pattern_line(&report));
+    println!("patterns: {}", pattern_line(&report));
     if let Some(out) = &args.output {
         crate::run_dir::write_json(out, &report)?;
     }

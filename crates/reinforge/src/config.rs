@@ -29,6 +29,10 @@ pub struct TrainConfig {
     /// The default 1 is fastest for the tiny default model: its ops are too small to split,
     /// and OpenMP threads spin badly when the cores are shared.
     pub threads: usize,
+    /// Stop a run, after saving `checkpoints/latest`, when this many consecutive steps had a
+    /// NaN or infinite gradient norm (their optimizer steps are skipped); 0 = never stop.
+    #[serde(default = "five")]
+    pub max_nonfinite_steps: usize,
     pub task: TaskConfig,
     /// The transformer, with HF `config.json` field names.
     pub model: ModelConfig,
@@ -263,6 +267,7 @@ impl Default for TrainConfig {
             name: None,
             device: "cpu".into(),
             threads: 1,
+            max_nonfinite_steps: five(),
             task: TaskConfig {
                 digits: 3,
                 direct_share: 0.5,
@@ -416,14 +421,8 @@ impl TrainConfig {
                 self.task.direct_share
             );
         }
-        let longest_prompt = 2 * self.task.digits as usize + 2;
-        if longest_prompt + self.grpo.max_completion_length > self.model.max_position_embeddings {
-            bail!(
-                "model.max_position_embeddings = {} is shorter than a prompt ({longest_prompt}) plus grpo.max_completion_length ({})",
-                self.model.max_position_embeddings,
-                self.grpo.max_completion_length
-            );
-        }
+        // Whether prompts plus completions fit the model's positions depends on the model a
+        // run loads and on its prompts: the trainer checks it before training starts.
         self.validate_algorithm()?;
         if self.grpo.mini_batches > self.grpo.prompts_per_step * self.grpo.num_generations {
             bail!(
@@ -562,6 +561,9 @@ fn two() -> f64 {
 }
 fn four() -> usize {
     4
+}
+fn five() -> usize {
+    5
 }
 
 #[cfg(test)]

@@ -8,17 +8,16 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use reinforge_rl::advantage::gae::gae;
 use reinforge_rl::masked::Matrix;
-use reinforge_torch::loss::kl::{kl_penalty, KlPenalty};
-use reinforge_torch::tch::{self, Tensor};
-use reinforge_torch::train::{RolloutBatch, ValueConfig};
+use reinforge_torch::loss::kl::KlPenalty;
+use reinforge_torch::pack::Packed;
+use reinforge_torch::train::ValueConfig;
 use reinforge_torch::value::CRITIC_WEIGHTS_FILE;
 use reinforge_torch::{AdamW, AdamWConfig, Critic, Policy};
 
 use crate::config::{GrpoConfig, PpoConfig};
-use crate::rollout::Rollout;
 use crate::seeds::step_seed;
 
 /// File name of the critic's AdamW state inside a checkpoint directory.
@@ -53,14 +52,20 @@ impl CriticState {
                     weights.display()
                 );
             }
-            let critic = Critic::from_policy(policy, head_seed)?;
-            let opt = optimizer(&critic, cfg);
-            return Ok(Self { critic, opt });
+            return Self::fresh(policy, cfg, seed);
         }
         let mut critic = Critic::new(policy.model.config(), policy.device(), head_seed)?;
         critic.load(&weights)?;
         let mut opt = optimizer(&critic, cfg);
         opt.load(&dir.join(CRITIC_OPTIMIZER_FILE))?;
+        Ok(Self { critic, opt })
+    }
+
+    /// A new critic: `policy`'s weights and a value head seeded by `seed`, a fresh optimiser.
+    pub fn fresh(policy: &Policy, cfg: &PpoConfig, seed: u64) -> Result<Self> {
+        let head_seed = (step_seed(seed, PHASE_CRITIC, 0) >> 1) as i64;
+        let critic = Critic::from_policy(policy, head_seed)?;
+        let opt = optimizer(&critic, cfg);
         Ok(Self { critic, opt })
     }
 
@@ -94,28 +99,6 @@ pub fn value_config(grpo: &GrpoConfig, ppo: &PpoConfig) -> ValueConfig {
         max_grad_norm: ppo.critic_max_grad_norm,
         cliprange_value: ppo.cliprange_value,
     }
-}
-
-/// The completion-token entries of a target-aligned `[N, L-1]` tensor, one row per rollout
-/// (the inverse of `SequenceBatch::completion_values` for non-empty prompts).
-pub fn completion_rows(t: &Tensor, rollouts: &[Rollout]) -> Matrix {
-    let w = t.size()[1] as usize;
-    let flat = Vec::<f64>::try_from(
-        t.detach()
-            .to_kind(tch::Kind::Double)
-            .to_device(tch::Device::Cpu)
-            .flatten(0, -1),
-    )
-    .expect("a float tensor");
-    rollouts
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            assert!(!r.prompt.is_empty(), "prompts start with <bos>");
-            let start = i * w + r.prompt.len() - 1;
-            flat[start..start + r.tokens.len()].to_vec()
-        })
-        .collect()
 }
 
 /// Token-level rewards: each outcome score on its row's last completion token (as verl's
@@ -232,10 +215,10 @@ pub fn token_mean(m: &Matrix) -> f64 {
 
 /// What scoring with the critic produced, besides the advantages it put into the batch.
 pub struct Scored {
-    /// Values before this iteration's update `[N, L-1]` (zeros outside completions).
-    pub values_old: Tensor,
-    /// Returns `[N, L-1]`.
-    pub returns: Tensor,
+    /// Values before this iteration's update, per completion token.
+    pub values: Matrix,
+    /// GAE returns, per completion token.
+    pub returns: Matrix,
     pub values_mean: f64,
     pub returns_mean: f64,
     pub explained_var: f64,
@@ -244,49 +227,38 @@ pub struct Scored {
 }
 
 /// Computes the critic's values of the batch, the token rewards (score, KL penalty), and GAE;
-/// puts the advantages into `batch` as per-token advantages.
+/// puts the advantages into `packed` as per-token advantages.
 pub fn score(
     state: &CriticState,
-    batch: &mut RolloutBatch,
-    rollouts: &[Rollout],
+    packed: &mut Packed,
     scores: &[f64],
     ppo: &PpoConfig,
-) -> Scored {
-    let values_t = {
-        let _guard = tch::no_grad_guard();
-        state.critic.values(&batch.seqs)
+) -> Result<Scored> {
+    let values = packed.critic_values(&state.critic);
+    let lens: Vec<usize> = values.iter().map(Vec::len).collect();
+    let kl = if ppo.kl_coef > 0.0 {
+        let estimator: KlPenalty = ppo
+            .kl_penalty
+            .parse()
+            .map_err(|e| anyhow!("ppo.kl_penalty: {e}"))?;
+        let kl = packed.reference_kl(estimator).ok_or_else(|| {
+            anyhow!("ppo.kl_coef > 0 needs the reference model, and none is loaded")
+        })?;
+        Some(kl)
+    } else {
+        None
     };
-    let values = completion_rows(&values_t, rollouts);
-    let lens: Vec<usize> = rollouts.iter().map(|r| r.tokens.len()).collect();
-    let kl = (ppo.kl_coef > 0.0).then(|| {
-        let reference = batch
-            .ref_logp
-            .as_ref()
-            .expect("ppo.kl_coef > 0 keeps a reference model");
-        let estimator: KlPenalty = ppo.kl_penalty.parse().expect("validated");
-        completion_rows(&kl_penalty(&batch.old_logp, reference, estimator), rollouts)
-    });
     let rewards = token_rewards(scores, &lens, kl.as_ref().map(|k| (k, ppo.kl_coef)));
     let targets = gae_targets(&rewards, &values, ppo.gamma, ppo.lam, ppo.whiten_advantages);
-    let f32_rows = |m: &Matrix| -> Vec<Vec<f32>> {
-        m.iter()
-            .map(|r| r.iter().map(|&x| x as f32).collect())
-            .collect()
-    };
-    batch.token_advantages = Some(batch.seqs.completion_values(&f32_rows(&targets.advantages)));
-    batch.advantages = targets
-        .advantages
-        .iter()
-        .map(|r| r.iter().fold(0.0f32, |m, a| m.max(a.abs() as f32)))
-        .collect();
-    Scored {
-        values_old: batch.seqs.completion_values(&f32_rows(&values)),
-        returns: batch.seqs.completion_values(&f32_rows(&targets.returns)),
+    packed.set_token_advantages(&targets.advantages);
+    Ok(Scored {
         values_mean: token_mean(&values),
         returns_mean: token_mean(&targets.returns),
         explained_var: explained_variance(&targets.returns, &values),
         reward_kl: kl.as_ref().map(token_mean),
-    }
+        values,
+        returns: targets.returns,
+    })
 }
 
 #[cfg(test)]

@@ -1,14 +1,40 @@
-//! Environments: where a policy iteration's prompts and rewards come from. The GRPO-family
-//! step ([`crate::grpo`]) only asks an environment for scored rollouts, so the built-in
-//! arithmetic task and a user's dataset with a reward spec ([`crate::hf::train::DataEnv`]) run
-//! through the same code.
+//! Environments: where a policy iteration's prompts and rewards come from. The RL step
+//! ([`crate::grpo`]) only asks an environment for scored rollouts, and the environment adds
+//! what is particular to its task: per-step metrics, files saved with each checkpoint, the
+//! pad id and the longest prompt (for the position check before training). The arithmetic
+//! task ([`crate::arith::env::ArithEnv`]) and a user's dataset with a reward spec
+//! ([`crate::hf::train::DataEnv`]) run through the same trainer.
+
+use std::collections::BTreeMap;
+use std::path::Path;
 
 use anyhow::Result;
-use reinforge_tasks::{ArithTask, Split};
-use reinforge_torch::Policy;
+use reinforge_torch::{Policy, SamplingParams};
 
 use crate::config::GrpoConfig;
-use crate::rollout::{sample_and_score, sampling, Rollout};
+
+/// One scored completion, task-neutral.
+#[derive(Debug, Clone)]
+pub struct Rollout {
+    /// Prompt ids, `<bos>` (or the template's first token) included.
+    pub prompt: Vec<i64>,
+    /// Completion ids (the stop token included when one was sampled).
+    pub tokens: Vec<i64>,
+    /// The sampler's log-prob of each completion token.
+    pub logprobs: Vec<f32>,
+    /// Entropy of the sampling distribution at each completion token.
+    pub entropies: Vec<f32>,
+    /// Cut at `max_completion_length`.
+    pub truncated: bool,
+    /// The environment's reward, before the trainer's shaping.
+    pub score: f64,
+    /// An environment-defined class of the completion (the arithmetic task: its solution
+    /// pattern), for the environment's metrics.
+    pub label: Option<&'static str>,
+}
+
+/// Per-step metrics an environment adds to `metrics.jsonl` (key -> value).
+pub type EnvMetrics = BTreeMap<String, f64>;
 
 /// A source of scored rollouts for training.
 pub trait Environment {
@@ -18,29 +44,47 @@ pub trait Environment {
     /// caller seeds. Fails when scoring cannot be done (a label the reward cannot use, a
     /// sandbox that stopped working), never for a wrong answer.
     fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>>;
+
+    /// The environment's metrics of one step's rollouts (none by default).
+    fn metrics(&self, _rollouts: &[Rollout]) -> EnvMetrics {
+        EnvMetrics::new()
+    }
+
+    /// Writes the files a checkpoint needs besides the weights (a tokenizer) into `dir`.
+    fn save_files(&self, _dir: &Path) -> Result<()> {
+        Ok(())
+    }
+
+    /// Token id that pads packed batches.
+    fn pad_id(&self) -> i64;
+
+    /// Tokens of the longest prompt the environment can draw, `<bos>` included.
+    fn max_prompt_len(&self) -> usize;
+
+    /// What the prompts are, for errors ("a 3-digit problem", "data.jsonl row 7").
+    fn describe_longest_prompt(&self) -> String;
 }
 
-impl Environment for ArithTask {
-    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>> {
-        let problems = self.problems(seed, cfg.prompts_per_step, Split::Train);
-        let mut params = sampling(
-            cfg.temperature,
-            cfg.top_p,
-            cfg.top_k,
-            cfg.max_completion_length,
-        );
-        if cfg.ignore_eos {
-            params.stop_tokens.clear();
-        }
-        Ok(sample_and_score(
-            policy,
-            self,
-            &problems,
-            cfg.num_generations,
-            &params,
-            usize::MAX,
-            policy.device(),
-            |_| {},
-        ))
+/// Sampling parameters of a training step: `cfg`'s temperature, top-p/k and completion length,
+/// stopping at `stop` (no stop with `ignore_eos`).
+pub fn sampling_params(cfg: &GrpoConfig, stop: Vec<i64>) -> SamplingParams {
+    SamplingParams {
+        temperature: cfg.temperature,
+        top_p: cfg.top_p,
+        top_k: cfg.top_k,
+        max_new_tokens: cfg.max_completion_length,
+        stop_tokens: if cfg.ignore_eos { vec![] } else { stop },
     }
+}
+
+/// Share of `rollouts` with each label in `labels`, as `{prefix}/{label}_share`.
+pub fn label_shares(rollouts: &[Rollout], prefix: &str, labels: &[&str]) -> EnvMetrics {
+    let n = rollouts.len() as f64;
+    labels
+        .iter()
+        .map(|l| {
+            let count = rollouts.iter().filter(|r| r.label == Some(*l)).count();
+            (format!("{prefix}/{l}_share"), count as f64 / n)
+        })
+        .collect()
 }

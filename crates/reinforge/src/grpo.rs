@@ -1,36 +1,31 @@
-//! One GRPO iteration: sample G completions per prompt, score them with the task verifier,
-//! normalise rewards within each group, and update the policy with the clipped surrogate
-//! against the sampler's log-probs (the stored "old" policy). With
-//! `grpo.advantage_estimator = "gae"` (the `ppo` preset) a critic gives the advantages
-//! ([`crate::critic`]) and is updated in the same iteration.
+//! One policy iteration of any preset: sample G completions per prompt from an
+//! [`Environment`], shape the rewards, compute advantages (an outcome estimator, or GAE with
+//! PPO's critic, [`crate::critic`], which is updated in the same iteration), pack the rollouts
+//! (in reinforge-torch) and update the policy with the clipped surrogate against the
+//! sampler's log-probs (the stored "old" policy).
 
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{anyhow, bail, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use reinforge_rl::advantage::outcome::{outcome_advantages, Advantages};
+use reinforge_rl::advantage::outcome::outcome_advantages;
 use reinforge_rl::{GroupStats, Groups};
-use reinforge_tasks::Pattern;
-use reinforge_torch::logprobs::token_logprobs;
-use reinforge_torch::loss::trainer::{tis_weights, Tis};
 use reinforge_torch::loss::PpoClip;
-use reinforge_torch::train::{
-    policy_update, value_update, RolloutBatch, UpdateConfig, UpdateStats,
-};
-use reinforge_torch::{AdamW, Policy, SequenceBatch};
+use reinforge_torch::pack::{pack, PackOptions, Packed, RolloutRef};
+use reinforge_torch::train::{policy_update, UpdateConfig, UpdateStats};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{GrpoConfig, PpoConfig, GAE};
-use crate::critic::{self, CriticState};
-use crate::env::Environment;
-use crate::rollout::Rollout;
+use crate::critic;
+use crate::env::{EnvMetrics, Environment, Rollout};
 use crate::seeds::{seed_torch, step_seed, PHASE_GRPO};
+use crate::trainer::{StepLog, Trainer};
 
 /// One line of `metrics.jsonl`. Keys under `timing/` measure wall time and so differ between
 /// runs; every other key is a deterministic function of the seed on CPU.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct StepMetrics {
     pub step: usize,
     #[serde(rename = "reward/mean")]
@@ -60,11 +55,9 @@ pub struct StepMetrics {
     pub response_length: f64,
     #[serde(rename = "response/truncated_frac")]
     pub truncated_frac: f64,
-    /// Share of this step's completions in the columns pattern.
-    #[serde(rename = "pattern/columns_share")]
-    pub columns_share: f64,
-    #[serde(rename = "pattern/direct_share")]
-    pub direct_share: f64,
+    /// The environment's metrics (the arithmetic task: `pattern/*_share`).
+    #[serde(flatten)]
+    pub env: EnvMetrics,
     /// Prompt batches drawn this step (only with `grpo.dynamic_sampling`).
     #[serde(
         rename = "dynamic/draws",
@@ -82,6 +75,10 @@ pub struct StepMetrics {
     /// PPO only (`grpo.advantage_estimator = "gae"`): the critic's metrics, as `critic/*` keys.
     #[serde(flatten, default)]
     pub critic: Option<CriticMetrics>,
+    /// Optimizer steps of this iteration skipped because the gradient norm was NaN or
+    /// infinite (a run stops after `max_nonfinite_steps` such iterations in a row).
+    #[serde(rename = "update/nonfinite_grad_steps")]
+    pub nonfinite_grad_steps: usize,
     #[serde(rename = "timing/step_s")]
     pub step_seconds: f64,
     #[serde(rename = "timing/sample_s")]
@@ -94,8 +91,8 @@ pub struct StepMetrics {
 }
 
 /// The update settings of a GRPO config.
-pub fn update_config(cfg: &GrpoConfig) -> UpdateConfig {
-    UpdateConfig {
+pub fn update_config(cfg: &GrpoConfig) -> Result<UpdateConfig> {
+    Ok(UpdateConfig {
         clip: PpoClip {
             epsilon_low: cfg.epsilon_low,
             epsilon_high: cfg.epsilon_high,
@@ -108,12 +105,21 @@ pub fn update_config(cfg: &GrpoConfig) -> UpdateConfig {
         max_grad_norm: cfg.max_grad_norm,
         temperature: cfg.temperature,
         skip_zero_advantage: cfg.skip_zero_advantage,
-        policy_loss: cfg.policy_loss.parse().expect("validated"),
-        agg: cfg.loss_agg_mode.parse().expect("validated"),
+        policy_loss: cfg
+            .policy_loss
+            .parse()
+            .map_err(|e| anyhow!("grpo.policy_loss: {e}"))?,
+        agg: cfg
+            .loss_agg_mode
+            .parse()
+            .map_err(|e| anyhow!("grpo.loss_agg_mode: {e}"))?,
         loss_scale_factor: cfg.max_completion_length as f64,
         clip_ratio_c: cfg.clip_ratio_c,
-        kl: cfg.kl_estimator.parse().expect("validated"),
-    }
+        kl: cfg
+            .kl_estimator
+            .parse()
+            .map_err(|e| anyhow!("grpo.kl_estimator: {e}"))?,
+    })
 }
 
 /// The reward of one rollout: the verifier's score plus, with `overlong_buffer_len > 0`, DAPO's
@@ -129,7 +135,7 @@ pub fn shaped_reward(r: &Rollout, cfg: &GrpoConfig) -> f64 {
     } else {
         0.0
     };
-    r.reward() + penalty
+    r.score + penalty
 }
 
 /// Indices of the groups (of `g` contiguous rewards) whose rewards are not all equal.
@@ -190,54 +196,42 @@ fn sample_dynamic(
     Ok(kept)
 }
 
-/// The critic of a PPO run and its settings.
-pub struct CriticStep<'a> {
-    pub state: &'a mut CriticState,
-    pub cfg: &'a PpoConfig,
+impl StepLog for StepMetrics {
+    fn bar_message(&self) -> String {
+        let mut msg = format!("reward {:.3}", self.reward_mean);
+        for (k, v) in &self.env {
+            let name = k.rsplit('/').next().unwrap_or(k);
+            msg.push_str(&format!(" {name} {v:.2}"));
+        }
+        msg
+    }
+
+    fn nonfinite_grad_steps(&self) -> usize {
+        self.nonfinite_grad_steps
+    }
 }
 
-/// Runs GRPO iteration `step` (an estimator without a critic).
-pub fn run_step(
-    policy: &Policy,
-    reference: Option<&Policy>,
-    opt: &mut AdamW,
-    env: &dyn Environment,
-    cfg: &GrpoConfig,
-    seed: u64,
-    step: usize,
-) -> Result<StepMetrics> {
-    run_step_with_critic(policy, reference, opt, None, env, cfg, seed, step)
+/// Whether a run keeps a frozen reference model: for the KL loss (`grpo.beta > 0`) or, with
+/// PPO's critic, for the KL in the reward (`ppo.kl_coef > 0`).
+pub fn needs_reference(cfg: &GrpoConfig, ppo: &PpoConfig) -> bool {
+    cfg.beta > 0.0 || (cfg.advantage_estimator == GAE && ppo.kl_coef > 0.0)
 }
 
-/// Runs policy iteration `step`; `critic` is required by `grpo.advantage_estimator = "gae"`
-/// and ignored otherwise. With a critic: values, GAE advantages and returns, a critic update,
-/// and a policy update once `ppo.critic_warmup` iterations have passed (verl
-/// `trainer.critic_warmup`).
-///
-/// # Panics
-/// When the estimator is `gae` and no critic is given.
-#[allow(clippy::too_many_arguments)]
-pub fn run_step_with_critic(
-    policy: &Policy,
-    reference: Option<&Policy>,
-    opt: &mut AdamW,
-    critic: Option<CriticStep>,
+/// Optimizer steps of an update whose gradient norm was not finite.
+// TODO(lead): read `UpdateStats::nonfinite_grad_steps` once the optimizer counts the steps it
+// skips; until then a non-finite mean norm marks the iteration.
+fn nonfinite_steps(u: &UpdateStats) -> usize {
+    usize::from(!u.grad_norm.is_finite())
+}
+
+/// What sampling produced for one step, with the dynamic-sampling counts when on.
+fn sample(
+    t: &Trainer,
     env: &dyn Environment,
     cfg: &GrpoConfig,
-    seed: u64,
-    step: usize,
-) -> Result<StepMetrics> {
-    let use_critic = cfg.advantage_estimator == GAE;
-    assert!(
-        critic.is_some() || !use_critic,
-        "grpo.advantage_estimator = gae needs a critic"
-    );
-    let critic = critic.filter(|_| use_critic);
-    let start = Instant::now();
-    let s = step_seed(seed, PHASE_GRPO, step as u64);
-    seed_torch(s);
-    let g = cfg.num_generations;
-    let (rollouts, rewards, dynamic) = if cfg.dynamic_sampling {
+    s: u64,
+) -> Result<(Vec<Rollout>, Vec<f64>, Option<(usize, usize)>)> {
+    if cfg.dynamic_sampling {
         let d = sample_dynamic(
             |k| {
                 let sk = if k == 0 {
@@ -246,28 +240,47 @@ pub fn run_step_with_critic(
                     step_seed(s, PHASE_GRPO, k as u64)
                 };
                 seed_torch(sk);
-                env.draw(policy, sk, cfg)
+                env.draw(t.policy, sk, cfg)
             },
             cfg,
         )?;
-        (d.rollouts, d.rewards, Some((d.draws, d.kept_groups)))
+        Ok((d.rollouts, d.rewards, Some((d.draws, d.kept_groups))))
     } else {
-        let rollouts = env.draw(policy, s, cfg)?;
+        let rollouts = env.draw(t.policy, s, cfg)?;
         let rewards: Vec<f64> = rollouts.iter().map(|r| shaped_reward(r, cfg)).collect();
-        (rollouts, rewards, None)
-    };
+        Ok((rollouts, rewards, None))
+    }
+}
+
+/// Runs policy iteration `trainer.state.step`. With a critic (`grpo.advantage_estimator =
+/// "gae"`, which requires `trainer.critic`): values, GAE advantages and returns, a critic
+/// update, and a policy update once `ppo.critic_warmup` iterations have passed (verl
+/// `trainer.critic_warmup`).
+pub fn run_step(
+    t: &mut Trainer,
+    env: &dyn Environment,
+    cfg: &GrpoConfig,
+    ppo: &PpoConfig,
+    seed: u64,
+) -> Result<StepMetrics> {
+    let step = t.state.step;
+    let use_critic = cfg.advantage_estimator == GAE;
+    if use_critic && t.critic.is_none() {
+        bail!("grpo.advantage_estimator = gae needs a critic, and this run has none");
+    }
+    let start = Instant::now();
+    let s = step_seed(seed, PHASE_GRPO, step as u64);
+    seed_torch(s);
+    let g = cfg.num_generations;
+    let (rollouts, rewards, dynamic) = sample(t, env, cfg, s)?;
     let sample_seconds = start.elapsed().as_secs_f64();
 
     let groups = Groups::contiguous(rollouts.len() / g, g);
     let stats = GroupStats::of(&rewards, &groups);
     let lens: Vec<usize> = rollouts.iter().map(|r| r.tokens.len()).collect();
-    let advantages = (!use_critic).then(|| {
-        let estimator = cfg.advantage_estimator.parse().expect("validated");
-        outcome_advantages(estimator, &rewards, &lens, &groups, &cfg.advantage)
-    });
 
     let update_start = Instant::now();
-    let mut batch = pack(policy, reference, &rollouts, cfg);
+    let mut packed = pack_rollouts(t, env, &rollouts, cfg)?;
     let mut rng = ChaCha8Rng::seed_from_u64(s);
     let mut shuffles = |epochs: usize| -> Vec<Vec<i64>> {
         (0..epochs)
@@ -281,29 +294,28 @@ pub fn run_step_with_critic(
     let orders = shuffles(cfg.ppo_epochs);
     let mut train_policy = true;
     let mut critic_metrics = None;
-    match (critic, &advantages) {
-        (_, Some(a)) => set_advantages(&mut batch, a),
-        (Some(c), None) => {
-            let scored = critic::score(c.state, &mut batch, &rollouts, &rewards, c.cfg);
-            let value_cfg = critic::value_config(cfg, c.cfg);
+    match t.critic.as_mut().filter(|_| use_critic) {
+        None => {
+            let estimator = cfg
+                .advantage_estimator
+                .parse()
+                .map_err(|e| anyhow!("grpo.advantage_estimator: {e}"))?;
+            let a = outcome_advantages(estimator, &rewards, &lens, &groups, &cfg.advantage);
+            packed.set_advantages(&a.per_row, a.per_token.as_deref());
+        }
+        Some(c) => {
+            let scored = critic::score(c, &mut packed, &rewards, ppo)?;
+            let value_cfg = critic::value_config(cfg, ppo);
             let critic_orders = shuffles(value_cfg.epochs);
-            let mask = match &batch.keep {
-                Some(k) => &batch.seqs.loss_mask * k,
-                None => batch.seqs.loss_mask.shallow_clone(),
-            };
-            let v = value_update(
-                &c.state.critic,
-                &mut c.state.opt,
-                &reinforge_torch::train::ValueBatch {
-                    seqs: &batch.seqs,
-                    values_old: scored.values_old.shallow_clone(),
-                    returns: scored.returns.shallow_clone(),
-                    mask,
-                },
+            let v = packed.update_critic(
+                &c.critic,
+                &mut c.opt,
+                &scored.values,
+                &scored.returns,
                 &value_cfg,
                 &critic_orders,
             );
-            train_policy = step >= c.cfg.critic_warmup;
+            train_policy = step >= ppo.critic_warmup;
             critic_metrics = Some(CriticMetrics {
                 value_loss: v.value_loss,
                 vf_clipfrac: v.vf_clipfrac,
@@ -314,18 +326,22 @@ pub fn run_step_with_critic(
                 reward_kl: scored.reward_kl,
             });
         }
-        (None, None) => unreachable!("checked above"),
     }
     let u = if train_policy {
-        policy_update(policy, opt, &batch, &update_config(cfg), &orders)
+        policy_update(
+            t.policy,
+            &mut t.opt,
+            &packed.batch,
+            &update_config(cfg)?,
+            &orders,
+        )
     } else {
         UpdateStats::default()
     };
     let update_seconds = update_start.elapsed().as_secs_f64();
 
     let n = rollouts.len() as f64;
-    let tokens: usize = rollouts.iter().map(|r| r.tokens.len()).sum();
-    let share = |p: Pattern| rollouts.iter().filter(|r| r.pattern == p).count() as f64 / n;
+    let tokens: usize = lens.iter().sum();
     let step_seconds = start.elapsed().as_secs_f64();
     Ok(StepMetrics {
         step,
@@ -348,16 +364,44 @@ pub fn run_step_with_critic(
         rows_skipped_frac: u.rows_skipped as f64 / (n * cfg.ppo_epochs as f64),
         response_length: tokens as f64 / n,
         truncated_frac: rollouts.iter().filter(|r| r.truncated).count() as f64 / n,
-        columns_share: share(Pattern::Columns),
-        direct_share: share(Pattern::Direct),
+        env: env.metrics(&rollouts),
         dynamic_draws: dynamic.map(|(d, _)| d as f64),
         dynamic_kept_groups: dynamic.map(|(_, k)| k as f64),
         critic: critic_metrics,
+        nonfinite_grad_steps: nonfinite_steps(&u),
         step_seconds,
         sample_seconds,
         update_seconds,
         tokens_per_second: tokens as f64 / step_seconds,
     })
+}
+
+/// Packs the rollouts for the update (reinforge-torch's [`pack`]) with the run's reference
+/// model and the environment's pad id.
+fn pack_rollouts(
+    t: &Trainer,
+    env: &dyn Environment,
+    rollouts: &[Rollout],
+    cfg: &GrpoConfig,
+) -> Result<Packed> {
+    let rows: Vec<RolloutRef> = rollouts
+        .iter()
+        .map(|r| RolloutRef {
+            prompt: &r.prompt,
+            completion: &r.tokens,
+            logprobs: &r.logprobs,
+            truncated: r.truncated,
+        })
+        .collect();
+    let opts = PackOptions {
+        pad_id: env.pad_id(),
+        temperature: cfg.temperature,
+        recompute_old_logprobs: cfg.recompute_old_logprobs,
+        tis: cfg.tis.parse().map_err(|e| anyhow!("grpo.tis: {e}"))?,
+        tis_cap: cfg.tis_cap,
+        mask_truncated: cfg.mask_truncated,
+    };
+    Ok(pack(t.policy, t.reference.as_ref(), &rows, &opts))
 }
 
 /// The critic's metrics of one PPO step (verl's `critic/*` names where verl has them).
@@ -390,76 +434,6 @@ pub struct CriticMetrics {
     pub reward_kl: Option<f64>,
 }
 
-/// Puts an estimator's advantages into the batch: per row, and per token when it has them.
-fn set_advantages(batch: &mut RolloutBatch, advantages: &Advantages) {
-    batch.token_advantages = advantages.per_token.as_ref().map(|t| {
-        let t: Vec<Vec<f32>> = t
-            .iter()
-            .map(|r| r.iter().map(|&a| a as f32).collect())
-            .collect();
-        batch.seqs.completion_values(&t)
-    });
-    batch.advantages = advantages.per_row.iter().map(|&a| a as f32).collect();
-}
-
-/// Packs rollouts into the update's tensors (advantages are set afterwards); reference
-/// log-probs are computed here, once, and so are the trainer's old log-probs with
-/// `recompute_old_logprobs`, the TIS weights and the keep mask (truncated completions,
-/// rejected tokens).
-fn pack(
-    policy: &Policy,
-    reference: Option<&Policy>,
-    rollouts: &[Rollout],
-    cfg: &GrpoConfig,
-) -> RolloutBatch {
-    let prompts: Vec<&[i64]> = rollouts.iter().map(|r| r.prompt.as_slice()).collect();
-    let completions: Vec<&[i64]> = rollouts.iter().map(|r| r.tokens.as_slice()).collect();
-    let seqs = SequenceBatch::new(
-        &prompts,
-        &completions,
-        reinforge_tasks::tokenizer::PAD,
-        policy.device(),
-    );
-    let logprobs: Vec<Vec<f32>> = rollouts.iter().map(|r| r.logprobs.clone()).collect();
-    let rollout_logp = seqs.completion_values(&logprobs);
-    let forward = |p: &Policy| {
-        let _guard = reinforge_torch::tch::no_grad_guard();
-        token_logprobs(&p.model, &seqs, cfg.temperature).0 * &seqs.loss_mask
-    };
-    let ref_logp = reference.map(|r| {
-        let _guard = reinforge_torch::tch::no_grad_guard();
-        token_logprobs(&r.model, &seqs, cfg.temperature).0
-    });
-    let old_logp = if cfg.recompute_old_logprobs {
-        forward(policy)
-    } else {
-        rollout_logp.shallow_clone()
-    };
-    let tis: Tis = cfg.tis.parse().expect("validated");
-    let (is_weights, tis_keep) = match tis {
-        Tis::None => (None, None),
-        mode => {
-            let (w, k) = tis_weights(&old_logp, &rollout_logp, &seqs.loss_mask, mode, cfg.tis_cap);
-            (Some(w), Some(k))
-        }
-    };
-    let truncated_keep = cfg.mask_truncated.then(|| {
-        let keep: Vec<f32> = rollouts
-            .iter()
-            .map(|r| f32::from(!r.truncated as u8))
-            .collect();
-        seqs.row_values(&keep)
-    });
-    let keep = match (tis_keep, truncated_keep) {
-        (Some(a), Some(b)) => Some(a * b),
-        (a, b) => a.or(b),
-    };
-    let mut batch = RolloutBatch::new(seqs, old_logp, ref_logp, vec![0.0; rollouts.len()]);
-    batch.is_weights = is_weights;
-    batch.keep = keep;
-    batch
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,14 +441,13 @@ mod tests {
 
     fn rollout(correct: bool, len: usize) -> Rollout {
         Rollout {
-            problem: 0,
             prompt: vec![1],
             tokens: vec![3; len],
             logprobs: vec![-1.0; len],
             entropies: vec![0.5; len],
             truncated: false,
             score: f64::from(u8::from(correct)),
-            pattern: Pattern::Direct,
+            label: None,
         }
     }
 

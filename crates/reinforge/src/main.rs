@@ -1,22 +1,21 @@
 //! `reinforge`: reinforcement-learning post-training of language models.
 
+mod arith;
 mod bench;
 mod cli;
 mod config;
 mod critic;
 mod env;
-mod evaluate;
-mod experiment;
 mod grpo;
 mod hf;
+mod interrupt;
 mod overrides;
 mod presets;
 mod progress;
-mod report;
-mod rollout;
 mod run_dir;
 mod seeds;
 mod sft;
+mod trainer;
 
 fn main() -> std::process::ExitCode {
     match cli::main() {

@@ -9,8 +9,9 @@
 //!   eval_rl.json         held-out evaluation after RL
 //!   summary.json         pass@1 before/after, pattern shares, timings (for scripts)
 //!   report.md, *.png     what a person reads
-//!   checkpoints/<tag>/   model.safetensors, config.json, optimizer.safetensors, trainer_state.json
-//!                        (PPO: critic.safetensors, critic_optimizer.safetensors)
+//!   checkpoints/<tag>/   model.safetensors, config.json, optimizer.safetensors, trainer_state.json,
+//!                        the environment's files (tokenizer); PPO: critic.safetensors,
+//!                        critic_optimizer.safetensors (written by `crate::trainer::checkpoint`)
 //! ```
 
 use std::fs::{File, OpenOptions};
@@ -18,32 +19,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use reinforge_torch::{AdamW, Policy};
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Serialize};
 
 use crate::config::TrainConfig;
-use crate::critic::CriticState;
-
-/// Which stage of the pipeline a checkpoint was taken in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    Sft,
-    Grpo,
-}
-
-/// `trainer_state.json`: where to continue from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrainerState {
-    pub phase: Phase,
-    /// Steps of `phase` completed.
-    pub step: usize,
-    /// Operand digits of the arithmetic task the model was trained on.
-    pub task_digits: u32,
-    /// Wall-clock seconds spent so far in SFT and GRPO (carried across resumes).
-    pub sft_seconds: f64,
-    pub grpo_seconds: f64,
-}
 
 /// Paths and writers of one run.
 #[derive(Debug, Clone)]
@@ -89,49 +67,6 @@ impl RunDir {
 
     pub fn checkpoint(&self, tag: &str) -> PathBuf {
         self.root.join("checkpoints").join(tag)
-    }
-
-    /// Saves model, optimizer and trainer state under `checkpoints/<tag>`, atomically: the files
-    /// are written to a temporary directory that is then renamed over the old checkpoint.
-    pub fn save_checkpoint(
-        &self,
-        tag: &str,
-        policy: &Policy,
-        opt: Option<&AdamW>,
-        state: &TrainerState,
-    ) -> Result<PathBuf> {
-        self.save_checkpoint_with_critic(tag, policy, opt, None, state)
-    }
-
-    /// [`RunDir::save_checkpoint`] plus, for PPO, the critic's weights and (when `opt` is
-    /// given, i.e. in resumable checkpoints) its optimizer state.
-    pub fn save_checkpoint_with_critic(
-        &self,
-        tag: &str,
-        policy: &Policy,
-        opt: Option<&AdamW>,
-        critic: Option<&CriticState>,
-        state: &TrainerState,
-    ) -> Result<PathBuf> {
-        let dir = self.checkpoint(tag);
-        let tmp = self.checkpoint(&format!(".{tag}.tmp"));
-        let _ = std::fs::remove_dir_all(&tmp);
-        policy.save(&tmp)?;
-        if let Some(opt) = opt {
-            opt.save(&tmp.join("optimizer.safetensors"))?;
-        }
-        if let Some(critic) = critic {
-            critic.save(&tmp, opt.is_some())?;
-        }
-        write_json(&tmp.join("trainer_state.json"), state)?;
-        std::fs::write(
-            tmp.join("char_tokenizer.json"),
-            serde_json::to_string(&reinforge_tasks::ArithTask::tokenizer())?,
-        )?;
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&tmp, &dir)
-            .with_context(|| format!("moving checkpoint into {}", dir.display()))?;
-        Ok(dir)
     }
 
     /// Appends one JSON object as a line of `file`.

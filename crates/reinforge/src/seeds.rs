@@ -12,7 +12,7 @@ pub fn step_seed(seed: u64, phase: u64, step: u64) -> u64 {
 
 /// Seeds torch's generator (used by sampling) for one step.
 pub fn seed_torch(seed: u64) {
-    reinforge_torch::tch::manual_seed((seed >> 1) as i64);
+    reinforge_torch::runtime::manual_seed((seed >> 1) as i64);
 }
 
 pub const PHASE_SFT: u64 = 1;

@@ -289,3 +289,62 @@ fn interrupted_dataset_runs_resume_exactly() {
         );
     }
 }
+
+/// Positions are checked against the loaded model (128 for the fixture), not the arithmetic
+/// model's 64: a completion length past 64 trains; one past the fixture's positions is an
+/// error naming the row and the keys before training.
+#[test]
+fn positions_are_checked_against_the_loaded_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = train(
+        tmp.path(),
+        "long",
+        &[
+            "--set",
+            "grpo.max_completion_length=80",
+            "--set",
+            "grpo.steps=1",
+            "--set",
+            "grpo.ignore_eos=true",
+        ],
+    );
+    assert_eq!(m[0]["response_length/mean"].as_f64(), Some(80.0));
+    let out = reinforge(&refs(&train_args(
+        tmp.path(),
+        "over",
+        &["--set", "grpo.max_completion_length=127"],
+    )));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("arith.jsonl row 1")
+            && err.contains("grpo.max_completion_length")
+            && err.contains("max_position_embeddings = 128"),
+        "{err}"
+    );
+}
+
+/// `grpo.algorithm=ppo` on a dataset: the trainer creates the critic from the loaded model,
+/// logs its metrics and saves it with the resumable checkpoint.
+#[test]
+fn ppo_trains_a_critic_on_a_dataset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = train(
+        tmp.path(),
+        "ppo",
+        &["--set", "grpo.algorithm=ppo", "--set", "grpo.steps=3"],
+    );
+    assert_eq!(m.len(), 3);
+    for line in &m {
+        let v = line["critic/value_loss"].as_f64().expect("critic metrics");
+        assert!(v.is_finite(), "{line}");
+    }
+    let latest = tmp.path().join("runs/ppo/checkpoints/latest");
+    for f in [
+        "critic.safetensors",
+        "critic_optimizer.safetensors",
+        "tokenizer.json",
+    ] {
+        assert!(latest.join(f).exists(), "latest/{f}");
+    }
+}

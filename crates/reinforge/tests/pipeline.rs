@@ -344,3 +344,121 @@ fn bad_config_names_the_key() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("steps"), "{err}");
 }
+
+/// Prompt (`<bos>` included) plus `grpo.max_completion_length` exactly at the model's positions
+/// trains (every completion runs to the limit with `ignore_eos`); one more token is an error
+/// naming the keys, before any training.
+#[test]
+fn completions_fill_the_positions_exactly_at_the_edge() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1-digit prompts: <bos> d + d = is 5 tokens; the model has 64 positions.
+    let edge = [
+        "grpo.max_completion_length=59",
+        "grpo.ignore_eos=true",
+        "sft.steps=5",
+        "grpo.steps=2",
+        "eval.problems=2",
+        "eval.samples=2",
+    ];
+    let out = reinforge(&train_args(dir.path(), "edge", &edge));
+    check(&out);
+    let m = deterministic_metrics(&dir.path().join("edge"));
+    assert_eq!(column(&m, "response_length/mean"), vec![59.0, 59.0]);
+    let mut over = edge.to_vec();
+    over[0] = "grpo.max_completion_length=60";
+    let out = reinforge(&train_args(dir.path(), "over", &over));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("grpo.max_completion_length")
+            && err.contains("max_position_embeddings = 64")
+            && err.contains("at most 59"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("over/sft_metrics.jsonl").exists(),
+        "checked before training"
+    );
+}
+
+/// `eval` reads the run's config.toml: the task's digits and completion length of the run,
+/// not the defaults (a 1-digit run evaluated as 3-digit problems would score near zero).
+#[test]
+fn eval_uses_the_runs_own_config() {
+    let dir = tempfile::tempdir().unwrap();
+    check(&reinforge(&train_args(dir.path(), "e", &["grpo.steps=2"])));
+    let run = dir.path().join("e");
+    let eval = |extra: &[&str]| {
+        let mut args = vec![
+            "eval".to_string(),
+            "--checkpoint".into(),
+            run.join("checkpoints/final").display().to_string(),
+            "--output".into(),
+            dir.path().join("eval.json").display().to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        check(&reinforge(&args));
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("eval.json")).unwrap())
+                .unwrap();
+        v
+    };
+    // Defaults come from the run's [eval]: 8 problems x 8 samples at the run's seed, so the
+    // report equals the run's own evaluation after RL.
+    let own: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("eval_rl.json")).unwrap()).unwrap();
+    let v = eval(&[]);
+    assert_eq!(
+        (v["problems"].as_u64(), v["samples_per_problem"].as_u64()),
+        (Some(8), Some(8))
+    );
+    // The same problems and policy as the run's own evaluation (other samples): pass@1
+    // agrees within sampling noise, as it would not on the default 3-digit task.
+    let (ours, theirs) = (
+        v["pass_at_1"].as_f64().unwrap(),
+        own["pass_at_1"].as_f64().unwrap(),
+    );
+    assert!(
+        (ours - theirs).abs() < 0.3,
+        "eval {ours} vs the run's {theirs}"
+    );
+    let none = reinforge(&[
+        "eval".into(),
+        "--checkpoint".into(),
+        dir.path().display().to_string(),
+    ]);
+    assert!(!none.status.success());
+    assert!(String::from_utf8_lossy(&none.stderr).contains("config.toml"));
+}
+
+/// A learning rate that blows the weights up gives NaN gradients: after
+/// `max_nonfinite_steps` such steps in a row the run saves `checkpoints/latest` and stops
+/// with an error naming the key, instead of training on garbage.
+#[test]
+fn repeated_nonfinite_gradients_stop_the_run_after_saving() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = reinforge(&train_args(
+        dir.path(),
+        "blowup",
+        &["sft.lr=1e30", "sft.warmup_steps=1", "max_nonfinite_steps=3"],
+    ));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("3 consecutive") && err.contains("max_nonfinite_steps"),
+        "{err}"
+    );
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            dir.path()
+                .join("blowup/checkpoints/latest/trainer_state.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["phase"], "sft");
+    let steps = state["step"].as_u64().unwrap();
+    assert!(steps < 200, "stopped early, at step {steps}");
+    let lines = std::fs::read_to_string(dir.path().join("blowup/sft_metrics.jsonl")).unwrap();
+    assert_eq!(lines.lines().count() as u64, steps);
+}

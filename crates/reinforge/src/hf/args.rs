@@ -7,10 +7,10 @@ use anyhow::{bail, Result};
 use clap::Args;
 use reinforge_tasks::{DataColumns, PromptFormat};
 use reinforge_torch::checkpoint::LoadOptions;
-use reinforge_torch::tch::Kind;
+use reinforge_torch::runtime::parse_device;
+use reinforge_torch::Kind;
 
 use super::{LoadedModel, PromptStyle};
-use crate::experiment::parse_device;
 
 /// `--model`, `--device`, `--dtype`.
 #[derive(Args, Debug, Clone)]

@@ -6,8 +6,7 @@ use anyhow::{bail, Context, Result};
 use reinforge_hf::{ChatOptions, HfTokenizer};
 use reinforge_tasks::data::{Message, Prompt};
 use reinforge_torch::checkpoint::LoadOptions;
-use reinforge_torch::tch::Device;
-use reinforge_torch::Policy;
+use reinforge_torch::{Device, Policy};
 
 /// How a dataset prompt becomes the model's input text.
 #[derive(Debug, Clone, Default)]

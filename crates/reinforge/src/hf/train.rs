@@ -1,11 +1,10 @@
 //! `reinforge train --model DIR --data FILE`: GRPO-family training of a Hugging Face
 //! checkpoint on a prompt dataset, rewarded by a reward specification (the math verifier by
-//! default). The same policy iteration as the default experiment ([`crate::grpo`]); only the
-//! environment differs: prompts come from the file and rewards from `reinforge-reward`.
+//! default). The same trainer and policy iteration as the default experiment
+//! ([`crate::trainer`], [`crate::grpo`]); only the environment differs: prompts come from the
+//! file and rewards from `reinforge-reward`.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use rand::seq::index::sample;
@@ -13,17 +12,19 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use reinforge_reward::{Reward, RewardSpec, Sample};
 use reinforge_sandbox::{Limits, Sandbox};
-use reinforge_tasks::{read_records, DataColumns, Pattern, PromptFormat, PromptRecord};
-use reinforge_torch::{copy_aux_files, generate, AdamW, AdamWConfig, LoraConfig, Policy};
+use reinforge_tasks::{read_records, DataColumns, PromptFormat, PromptRecord};
+use reinforge_torch::runtime::{parse_device, set_threads};
+use reinforge_torch::{copy_aux_files, generate, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
 
 use super::{LoadedModel, PromptStyle};
 use crate::config::{GrpoConfig, TrainConfig, GAE};
-use crate::env::Environment;
-use crate::experiment::INTERRUPTED;
-use crate::rollout::Rollout;
+use crate::critic::CriticState;
+use crate::env::{sampling_params, Environment, Rollout};
+use crate::grpo;
 use crate::run_dir::{read_json, write_json, RunDir};
-use crate::{grpo, progress};
+use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
+use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Trainer, TrainerState};
 
 /// Where a data run's inputs come from (the `reinforge train --model/--data` flags).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,19 +43,25 @@ pub struct DataRun {
 /// Prompts of a dataset, sampled with the policy and scored by a reward spec.
 pub struct DataEnv<'a> {
     model: &'a LoadedModel,
+    /// The source checkpoint (its tokenizer files go into every checkpoint).
+    source: PathBuf,
+    data: PathBuf,
     records: Vec<PromptRecord>,
     prompts: Vec<(String, Vec<i64>)>,
     reward: Reward,
 }
 
 impl<'a> DataEnv<'a> {
-    /// Reads and encodes every prompt up front, so a bad row fails before training starts.
+    /// Reads and encodes every prompt up front, so a bad row fails before training starts: a
+    /// row whose prompt plus `max_completion_length` tokens would not fit the model's
+    /// positions is an error naming the row and both keys.
     pub fn new(
         model: &'a LoadedModel,
         run: &DataRun,
         reward: Reward,
-        max_prompt: usize,
+        max_completion_length: usize,
     ) -> Result<Self> {
+        let positions = model.policy.model.config().max_position_embeddings;
         let columns = DataColumns {
             prompt: run.prompt_column.clone(),
             prompt_format: PromptFormat::Auto,
@@ -73,19 +80,19 @@ impl<'a> DataEnv<'a> {
             .enumerate()
             .map(|(i, r)| {
                 let p = model.encode_prompt(&r.prompt, &style)?;
-                if p.1.len() > max_prompt {
-                    bail!(
-                        "{} row {}: the prompt has {} tokens, over the model's {max_prompt} positions",
-                        run.data.display(),
-                        i + 1,
-                        p.1.len()
-                    );
-                }
+                crate::trainer::check_positions(
+                    p.1.len(),
+                    max_completion_length,
+                    positions,
+                    &format!("the prompt of {} row {}", run.data.display(), i + 1),
+                )?;
                 Ok(p)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             model,
+            source: run.model.clone(),
+            data: run.data.clone(),
             records,
             prompts,
             reward,
@@ -110,17 +117,7 @@ impl Environment for DataEnv<'_> {
             .iter()
             .flat_map(|&r| std::iter::repeat_n(self.prompts[r].1.clone(), g))
             .collect();
-        let mut params = crate::rollout::sampling(
-            cfg.temperature,
-            cfg.top_p,
-            cfg.top_k,
-            cfg.max_completion_length,
-        );
-        params.stop_tokens = if cfg.ignore_eos {
-            vec![]
-        } else {
-            self.model.stop_ids()
-        };
+        let params = sampling_params(cfg, self.model.stop_ids());
         let completions = generate(
             &policy.model,
             &ids,
@@ -149,26 +146,41 @@ impl Environment for DataEnv<'_> {
             .zip(scores)
             .enumerate()
             .map(|(i, (c, s))| Rollout {
-                problem: rows[i / g],
                 prompt: ids[i].clone(),
                 tokens: c.tokens,
                 logprobs: c.logprobs,
                 entropies: c.entropies,
                 truncated: c.truncated,
                 score: s.total,
-                pattern: Pattern::Other,
+                label: None,
             })
             .collect())
     }
-}
 
-/// `checkpoints/<tag>/trainer_state.json` of a dataset run: where to continue from.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DataState {
-    /// GRPO steps completed.
-    pub step: usize,
-    /// Wall-clock seconds of training so far (carried across resumes).
-    pub seconds: f64,
+    /// The source checkpoint's tokenizer and generation files.
+    fn save_files(&self, dir: &Path) -> Result<()> {
+        copy_aux_files(&self.source, dir)?;
+        Ok(())
+    }
+
+    fn pad_id(&self) -> i64 {
+        self.model.pad_id()
+    }
+
+    fn max_prompt_len(&self) -> usize {
+        self.prompts.iter().map(|p| p.1.len()).max().unwrap_or(0)
+    }
+
+    fn describe_longest_prompt(&self) -> String {
+        let row = (0..self.prompts.len())
+            .max_by_key(|&i| (self.prompts[i].1.len(), std::cmp::Reverse(i)))
+            .unwrap_or(0);
+        format!(
+            "the longest prompt ({} row {})",
+            self.data.display(),
+            row + 1
+        )
+    }
 }
 
 /// How a dataset run ended.
@@ -188,34 +200,28 @@ pub fn is_data_run(run: &RunDir) -> bool {
 }
 
 /// Runs (or, when `checkpoints/latest` exists, continues) `grpo.steps` policy iterations of
-/// `cfg.grpo` on the data, writing metrics and HF-layout checkpoints (`checkpoints/latest`
-/// every `grpo.checkpoint_every` steps and on Ctrl-C, with the optimiser state; then
-/// `checkpoints/final`; with LoRA these hold the merged weights, and `adapter/` inside them and
-/// `checkpoints/final-adapter` the PEFT adapter). Every step seeds its own randomness, so a
-/// resumed run repeats an uninterrupted one.
+/// `cfg.grpo` on the data through the trainer, writing metrics and HF-layout checkpoints with
+/// the source's tokenizer files (`checkpoints/latest` every `grpo.checkpoint_every` steps, on
+/// Ctrl-C and at the end, with the optimiser state; then `checkpoints/final`; with LoRA these
+/// hold the merged weights, `adapter/` inside them the PEFT adapter, and
+/// `checkpoints/final-adapter` the adapter alone). Every step seeds its own randomness, so a
+/// resumed run repeats an uninterrupted one. `grpo.algorithm = ppo` trains a critic created
+/// from the loaded model, saved and resumed with it.
 pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcome> {
-    if cfg.grpo.advantage_estimator == GAE {
-        bail!("grpo.algorithm = ppo (a critic) is not supported with --model/--data yet; use a critic-free estimator");
-    }
-    let device = crate::experiment::parse_device(&cfg.device)?;
-    if cfg.threads > 0 {
-        reinforge_torch::tch::set_num_threads(cfg.threads as i32);
-    }
+    let device = parse_device(&cfg.device)?;
+    set_threads(cfg.threads);
     write_json(&run.path(DATA_RUN_FILE), data)?;
     let latest = run.checkpoint("latest");
-    let resumed = latest.join("trainer_state.json").exists();
-    let mut state = if resumed {
-        read_json::<DataState>(&latest.join("trainer_state.json"))?
+    let resumed = latest.join(STATE_FILE).exists();
+    let state = if resumed {
+        read_json::<TrainerState>(&latest.join(STATE_FILE))?
     } else {
-        DataState {
-            step: 0,
-            seconds: 0.0,
-        }
+        TrainerState::start(Phase::Grpo)
     };
     // Training keeps f32 master weights (AdamW on bf16 weights loses small updates).
     let mut model = LoadedModel::load(&data.model, &reinforge_torch::LoadOptions::f32(device))?;
     // The KL reference is the model the run started from, also after a resume.
-    let reference = (cfg.grpo.beta > 0.0)
+    let reference = grpo::needs_reference(&cfg.grpo, &cfg.ppo)
         .then(|| model.policy.frozen_copy())
         .transpose()?;
     match (&data.lora, resumed) {
@@ -230,9 +236,72 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
             ));
             model.policy.enable_lora(lora)?
         }
-        (None, true) => model.policy = reinforge_torch::Policy::load(&latest, device)?,
+        (None, true) => model.policy = Policy::load(&latest, device)?,
         (None, false) => {}
     }
+    let reward = build_reward(data)?;
+    let env = DataEnv::new(&model, data, reward, cfg.grpo.max_completion_length)?;
+    eprintln!("{} prompts from {}", env.len(), data.data.display());
+    let files = |dir: &Path| -> Result<()> {
+        env.save_files(dir)?;
+        if data.lora.is_some() {
+            model
+                .policy
+                .save_adapter(&dir.join("adapter"), &data.model.to_string_lossy())?;
+        }
+        Ok(())
+    };
+    let opt = optimizer(&model.policy, cfg.grpo.lr, cfg.grpo.weight_decay);
+    let mut trainer = Trainer::new(&model.policy, opt, state, Box::new(files))
+        .stop_after_nonfinite_steps(cfg.max_nonfinite_steps);
+    trainer.reference = reference;
+    if resumed {
+        trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
+        eprintln!(
+            "resuming {} at step {}",
+            run.root.display(),
+            trainer.state.step
+        );
+    }
+    if cfg.grpo.advantage_estimator == GAE {
+        trainer.critic = Some(CriticState::open(
+            &latest,
+            &model.policy,
+            &cfg.ppo,
+            cfg.seed,
+            trainer.state.step,
+        )?);
+    }
+    let plan = PhasePlan {
+        steps: cfg.grpo.steps,
+        checkpoint_every: cfg.grpo.checkpoint_every,
+        metrics_file: "metrics.jsonl",
+    };
+    let end = trainer.run_phase(run, &plan, |t| {
+        grpo::run_step(t, &env, &cfg.grpo, &cfg.ppo, cfg.seed)
+    })?;
+    if end == PhaseEnd::Interrupted {
+        return Ok(DataOutcome::Interrupted);
+    }
+    trainer.save(run, "latest", true)?;
+    let out = trainer.save(run, "final", false)?;
+    if data.lora.is_some() {
+        let adapter = run.checkpoint("final-adapter");
+        model
+            .policy
+            .save_adapter(&adapter, &data.model.to_string_lossy())?;
+        copy_aux_files(&data.model, &adapter)?;
+    }
+    eprintln!(
+        "trained {} steps in {:.1} s",
+        cfg.grpo.steps, trainer.state.grpo_seconds
+    );
+    Ok(DataOutcome::Finished(out))
+}
+
+/// The reward of `--reward` (default: the math verifier), with a working sandbox when a
+/// component runs code.
+fn build_reward(data: &DataRun) -> Result<Reward> {
     let spec = match &data.reward {
         Some(p) => RewardSpec::load(p)?,
         None => RewardSpec::default(),
@@ -247,116 +316,5 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
     } else {
         None
     };
-    let reward = Reward::new(spec, sandbox).context("building the reward")?;
-    let max_pos = model.policy.model.config().max_position_embeddings;
-    let env = DataEnv::new(
-        &model,
-        data,
-        reward,
-        max_pos.saturating_sub(cfg.grpo.max_completion_length),
-    )?;
-    eprintln!("{} prompts from {}", env.len(), data.data.display());
-    let mut opt = AdamW::new(
-        &model.policy.vs,
-        AdamWConfig {
-            lr: cfg.grpo.lr,
-            ..Default::default()
-        },
-    );
-    if resumed {
-        opt.load(&latest.join("optimizer.safetensors"))?;
-        eprintln!("resuming {} at step {}", run.root.display(), state.step);
-    }
-    run.truncate_jsonl("metrics.jsonl", state.step)?;
-    let bar = progress::bar(cfg.grpo.steps as u64, "grpo");
-    bar.set_position(state.step as u64);
-    let start = Instant::now();
-    let base = state.seconds;
-    let checkpoint =
-        |state: &DataState, opt: &AdamW| save_resumable(&model, data, opt, state, &latest);
-    while state.step < cfg.grpo.steps {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            state.seconds = base + start.elapsed().as_secs_f64();
-            checkpoint(&state, &opt)?;
-            bar.abandon();
-            return Ok(DataOutcome::Interrupted);
-        }
-        let m = grpo::run_step(
-            &model.policy,
-            reference.as_ref(),
-            &mut opt,
-            &env,
-            &cfg.grpo,
-            cfg.seed,
-            state.step,
-        )?;
-        bar.set_message(format!("reward {:.3}", m.reward_mean));
-        run.append_jsonl("metrics.jsonl", &m)?;
-        state.step += 1;
-        bar.inc(1);
-        if cfg.grpo.checkpoint_every > 0 && state.step % cfg.grpo.checkpoint_every == 0 {
-            state.seconds = base + start.elapsed().as_secs_f64();
-            checkpoint(&state, &opt)?;
-        }
-    }
-    bar.finish_and_clear();
-    let out = run.checkpoint("final");
-    save(&model, &data.model, &out, |_| Ok(()))?;
-    if data.lora.is_some() {
-        let adapter = run.checkpoint("final-adapter");
-        model
-            .policy
-            .save_adapter(&adapter, &data.model.to_string_lossy())?;
-        copy_aux_files(&data.model, &adapter)?;
-    }
-    eprintln!(
-        "trained {} steps in {:.1} s",
-        cfg.grpo.steps,
-        base + start.elapsed().as_secs_f64()
-    );
-    Ok(DataOutcome::Finished(out))
-}
-
-/// `checkpoints/latest`: the policy (HF layout), the optimiser, the step, and the LoRA
-/// adapter when on (a resume rebuilds the base from the source model and loads it).
-fn save_resumable(
-    model: &LoadedModel,
-    data: &DataRun,
-    opt: &AdamW,
-    state: &DataState,
-    dir: &Path,
-) -> Result<()> {
-    save(model, &data.model, dir, |tmp| {
-        opt.save(&tmp.join("optimizer.safetensors"))?;
-        if data.lora.is_some() {
-            model
-                .policy
-                .save_adapter(&tmp.join("adapter"), &data.model.to_string_lossy())?;
-        }
-        write_json(&tmp.join("trainer_state.json"), state)
-    })
-}
-
-/// Writes the policy in the HF layout with the source's tokenizer and generation files (and
-/// what `extra` adds to the directory),
-/// atomically: into `<dir>.tmp`, then renamed over `dir`, so a crash never leaves half a
-/// checkpoint under the name.
-fn save(
-    model: &LoadedModel,
-    source: &Path,
-    dir: &Path,
-    extra: impl FnOnce(&Path) -> Result<()>,
-) -> Result<()> {
-    let tmp = dir.with_extension("tmp");
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
-    }
-    model.policy.save(&tmp)?;
-    copy_aux_files(source, &tmp)?;
-    extra(&tmp)?;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
-    }
-    std::fs::rename(&tmp, dir)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), dir.display()))
+    Reward::new(spec, sandbox).context("building the reward")
 }

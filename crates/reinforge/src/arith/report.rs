@@ -7,10 +7,22 @@ use anyhow::Result;
 use reinforge_plot::{grouped_bar_chart, line_chart, Series};
 use serde::{Deserialize, Serialize};
 
+use super::evaluate::{EvalReport, PatternStats};
 use crate::config::TrainConfig;
-use crate::evaluate::EvalReport;
-use crate::grpo::StepMetrics;
-use crate::run_dir::{write_json, RunDir, TrainerState};
+use crate::run_dir::{write_json, RunDir};
+use crate::trainer::TrainerState;
+
+/// The keys of a `metrics.jsonl` line the report plots.
+#[derive(Debug, Clone, Deserialize)]
+struct StepMetrics {
+    step: usize,
+    #[serde(rename = "reward/mean")]
+    reward_mean: f64,
+    #[serde(rename = "reward/zero_std_frac")]
+    zero_std_frac: f64,
+    #[serde(rename = "pattern/columns_share", default)]
+    columns_share: f64,
+}
 
 /// `summary.json`: the figures a script compares across runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -146,7 +158,7 @@ fn plot(run: &RunDir, metrics: &[StepMetrics], sft: &EvalReport, rl: &EvalReport
         true,
     )?;
     let names: Vec<String> = sft.patterns.keys().cloned().collect();
-    let column = |r: &EvalReport, f: fn(&crate::evaluate::PatternStats) -> f64| {
+    let column = |r: &EvalReport, f: fn(&PatternStats) -> f64| {
         names
             .iter()
             .map(|n| r.patterns.get(n).map_or(f64::NAN, f))

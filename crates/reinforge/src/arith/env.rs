@@ -1,0 +1,158 @@
+//! The arithmetic task as an environment: prompts are training problems, completions are
+//! verified exactly and classified by solution pattern; the pattern shares are its per-step
+//! metrics and the character tokenizer is saved with each checkpoint.
+
+use std::path::Path;
+
+use anyhow::Result;
+use reinforge_tasks::tokenizer::{BOS, EOS, PAD};
+use reinforge_tasks::{ArithTask, Pattern, Problem, Split, Verdict};
+use reinforge_torch::{generate, Policy, SamplingParams};
+
+use crate::config::GrpoConfig;
+use crate::env::{label_shares, sampling_params, EnvMetrics, Environment, Rollout};
+use crate::run_dir::write_atomic;
+
+/// File of the character tokenizer inside a checkpoint directory.
+pub const TOKENIZER_FILE: &str = "char_tokenizer.json";
+
+/// A rollout of the task with its problem and pattern.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    /// Index of the problem in the list passed to [`sample_and_score`].
+    pub problem: usize,
+    pub pattern: Pattern,
+    pub rollout: Rollout,
+}
+
+/// The arithmetic task as an [`Environment`].
+pub struct ArithEnv {
+    pub task: ArithTask,
+    digits: u32,
+}
+
+impl ArithEnv {
+    pub fn new(digits: u32) -> Self {
+        Self {
+            task: ArithTask::new(digits),
+            digits,
+        }
+    }
+}
+
+/// Encodes the prompt of `p` (with `<bos>`).
+pub fn encode_prompt(task: &ArithTask, p: &Problem) -> Vec<i64> {
+    let mut ids = vec![BOS];
+    ids.extend(
+        ArithTask::tokenizer()
+            .encode(&task.prompt(p))
+            .expect("task prompts use the task alphabet"),
+    );
+    ids
+}
+
+/// Sampling parameters with `<eos>` as the stop token.
+pub fn sampling(temperature: f64, top_p: f64, top_k: i64, max_new_tokens: usize) -> SamplingParams {
+    SamplingParams {
+        temperature,
+        top_p,
+        top_k,
+        max_new_tokens,
+        stop_tokens: vec![EOS],
+    }
+}
+
+/// Samples `n` completions of each problem (rows `i*n .. (i+1)*n` belong to problem `i`),
+/// decoding at most `batch_size` sequences at a time, then verifies and classifies each.
+/// `on_batch` is told how many sequences each decoded batch held (for progress bars).
+pub fn sample_and_score(
+    policy: &Policy,
+    task: &ArithTask,
+    problems: &[Problem],
+    n: usize,
+    params: &SamplingParams,
+    batch_size: usize,
+    mut on_batch: impl FnMut(usize),
+) -> Vec<Scored> {
+    let tokenizer = ArithTask::tokenizer();
+    let jobs: Vec<(usize, Vec<i64>)> = problems
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| std::iter::repeat((i, encode_prompt(task, p))).take(n))
+        .collect();
+    let mut out = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(batch_size.max(1)) {
+        let prompts: Vec<Vec<i64>> = chunk.iter().map(|(_, ids)| ids.clone()).collect();
+        let completions = generate(&policy.model, &prompts, params, PAD, policy.device());
+        for ((problem, prompt), c) in chunk.iter().cloned().zip(completions) {
+            let text = tokenizer.decode(&c.tokens);
+            let verdict = if c.truncated {
+                Verdict::Unparsable
+            } else {
+                task.verify(&problems[problem], &text)
+            };
+            let pattern = task.classify(&text);
+            out.push(Scored {
+                problem,
+                pattern,
+                rollout: Rollout {
+                    prompt,
+                    tokens: c.tokens,
+                    logprobs: c.logprobs,
+                    entropies: c.entropies,
+                    truncated: c.truncated,
+                    score: verdict.reward(),
+                    label: Some(pattern.name()),
+                },
+            });
+        }
+        on_batch(chunk.len());
+    }
+    out
+}
+
+impl Environment for ArithEnv {
+    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>> {
+        let problems = self.task.problems(seed, cfg.prompts_per_step, Split::Train);
+        let params = sampling_params(cfg, vec![EOS]);
+        Ok(sample_and_score(
+            policy,
+            &self.task,
+            &problems,
+            cfg.num_generations,
+            &params,
+            usize::MAX,
+            |_| {},
+        )
+        .into_iter()
+        .map(|s| s.rollout)
+        .collect())
+    }
+
+    /// `pattern/columns_share`, `pattern/direct_share`: the step's completions in each
+    /// solution pattern.
+    fn metrics(&self, rollouts: &[Rollout]) -> EnvMetrics {
+        let names = Pattern::SOLUTION_PATTERNS.map(Pattern::name);
+        label_shares(rollouts, "pattern", &names)
+    }
+
+    fn save_files(&self, dir: &Path) -> Result<()> {
+        write_atomic(
+            &dir.join(TOKENIZER_FILE),
+            serde_json::to_string(&ArithTask::tokenizer())?.as_bytes(),
+        )
+    }
+
+    fn pad_id(&self) -> i64 {
+        PAD
+    }
+
+    /// `<bos>`, two operands, `+` and `=`.
+    fn max_prompt_len(&self) -> usize {
+        1 + 2 * self.digits as usize + 2
+    }
+
+    fn describe_longest_prompt(&self) -> String {
+        format!("a {}-digit problem", self.digits)
+    }
+}

@@ -1,0 +1,203 @@
+//! The default experiment on the built-in arithmetic task: SFT warm-start on a mixture of two
+//! solution patterns, held-out evaluation, RL (any preset; PPO's critic is created from the
+//! SFT model), evaluation again, report. Every stage checkpoints through the trainer, so an
+//! interrupted run continues with `--resume` exactly where it stopped. The task's particulars
+//! (patterns, the character tokenizer, pass@k by pattern) live in this module only.
+
+pub mod env;
+pub mod evaluate;
+pub mod report;
+pub mod sft_data;
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use reinforge_tasks::Split;
+use reinforge_torch::runtime::{parse_device, set_threads};
+use reinforge_torch::Policy;
+
+use self::env::ArithEnv;
+use self::evaluate::{evaluate, EvalReport};
+use self::report::{write_report, Summary};
+use crate::config::{TrainConfig, GAE};
+use crate::critic::CriticState;
+use crate::env::Environment;
+use crate::run_dir::{read_json, write_json, RunDir};
+use crate::seeds::{seed_torch, step_seed, PHASE_EVAL};
+use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
+use crate::trainer::{
+    check_positions, optimizer, Phase, PhaseEnd, PhasePlan, Trainer, TrainerState,
+};
+use crate::{grpo, sft};
+
+/// How a call to [`run`] ended.
+pub enum Outcome {
+    Finished(Box<Summary>),
+    /// Stopped by Ctrl-C after saving `checkpoints/latest`.
+    Interrupted,
+}
+
+/// Checks that the task's prompts, SFT examples and completions fit the model's positions.
+fn check_model_fits(cfg: &TrainConfig, env: &ArithEnv) -> Result<()> {
+    let positions = cfg.model.max_position_embeddings;
+    check_positions(
+        env.max_prompt_len(),
+        cfg.grpo.max_completion_length,
+        positions,
+        &env.describe_longest_prompt(),
+    )?;
+    let sft = sft_data::longest_example(cfg.task.digits);
+    if sft > positions {
+        anyhow::bail!(
+            "task.digits = {}: an SFT example has {sft} tokens, over model.max_position_embeddings = {positions}",
+            cfg.task.digits
+        );
+    }
+    Ok(())
+}
+
+/// Runs (or continues) the whole pipeline in `run`.
+pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
+    let device = parse_device(&cfg.device)?;
+    set_threads(cfg.threads);
+    let env = ArithEnv::new(cfg.task.digits);
+    check_model_fits(cfg, &env)?;
+    let latest = run.checkpoint("latest");
+    let state = if latest.join(STATE_FILE).exists() {
+        read_json::<TrainerState>(&latest.join(STATE_FILE))?
+    } else {
+        TrainerState::start(Phase::Sft)
+    };
+    let resumed = state.step > 0 || state.phase != Phase::Sft;
+    let policy = if resumed {
+        Policy::load(&latest, device)?
+    } else {
+        Policy::new(&cfg.model, device, cfg.seed as i64)?
+    };
+    if resumed {
+        eprintln!(
+            "resuming {} from {:?} step {}",
+            run.root.display(),
+            state.phase,
+            state.step
+        );
+    }
+    let opt = optimizer(&policy, cfg.sft.lr, cfg.sft.weight_decay);
+    let mut trainer = Trainer::new(
+        &policy,
+        opt,
+        state,
+        Box::new(|dir: &Path| env.save_files(dir)),
+    )
+    .stop_after_nonfinite_steps(cfg.max_nonfinite_steps);
+
+    // Stage 1: SFT warm-start.
+    if trainer.state.phase == Phase::Sft {
+        if resumed {
+            trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
+        }
+        let plan = PhasePlan {
+            steps: cfg.sft.steps,
+            checkpoint_every: cfg.sft.checkpoint_every,
+            metrics_file: "sft_metrics.jsonl",
+        };
+        let end = trainer.run_phase(run, &plan, |t| {
+            let batch = sft_data::sft_batch(
+                &cfg.task,
+                cfg.sft.batch_size,
+                cfg.seed,
+                t.state.step,
+                t.policy.device(),
+            );
+            Ok(sft::run_step(t, &cfg.sft, &batch))
+        })?;
+        if end == PhaseEnd::Interrupted {
+            return Ok(Outcome::Interrupted);
+        }
+        trainer.save(run, "sft", false)?;
+        let opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
+        trainer.start_phase(Phase::Grpo, opt);
+        trainer.save(run, "latest", true)?;
+    }
+
+    // Stage 2: evaluate the SFT model on held-out problems.
+    let heldout = env.task.problems(
+        step_seed(cfg.seed, PHASE_EVAL, 0),
+        cfg.eval.problems,
+        Split::Heldout,
+    );
+    let eval_sft_path = run.path("eval_sft.json");
+    let eval_sft: EvalReport = if eval_sft_path.exists() {
+        read_json(&eval_sft_path)?
+    } else {
+        let sft_policy = Policy::load(&run.checkpoint("sft"), device)
+            .context("the SFT checkpoint is needed to evaluate before RL")?;
+        seed_torch(step_seed(cfg.seed, PHASE_EVAL, 1));
+        let report = evaluate(
+            &sft_policy,
+            &env.task,
+            &heldout,
+            &cfg.eval,
+            cfg.grpo.max_completion_length,
+            "after SFT",
+        );
+        write_json(&eval_sft_path, &report)?;
+        report
+    };
+    eprintln!(
+        "after SFT: pass@1 {:.3}  {}",
+        eval_sft.pass_at_1,
+        evaluate::pattern_line(&eval_sft)
+    );
+    if crate::interrupt::interrupted() {
+        return Ok(Outcome::Interrupted);
+    }
+
+    // Stage 3: RL (PPO with a critic for the `gae` estimator).
+    if grpo::needs_reference(&cfg.grpo, &cfg.ppo) {
+        trainer.reference = Some(Policy::load(&run.checkpoint("sft"), device)?);
+    }
+    trainer.opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
+    trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
+    if cfg.grpo.advantage_estimator == GAE {
+        trainer.critic = Some(CriticState::open(
+            &latest,
+            &policy,
+            &cfg.ppo,
+            cfg.seed,
+            trainer.state.step,
+        )?);
+    }
+    let plan = PhasePlan {
+        steps: cfg.grpo.steps,
+        checkpoint_every: cfg.grpo.checkpoint_every,
+        metrics_file: "metrics.jsonl",
+    };
+    let end = trainer.run_phase(run, &plan, |t| {
+        grpo::run_step(t, &env, &cfg.grpo, &cfg.ppo, cfg.seed)
+    })?;
+    if end == PhaseEnd::Interrupted {
+        return Ok(Outcome::Interrupted);
+    }
+    trainer.save(run, "latest", true)?;
+    trainer.save(run, "final", false)?;
+
+    // Stage 4: evaluate after RL, then report.
+    seed_torch(step_seed(cfg.seed, PHASE_EVAL, 2));
+    let eval_rl = evaluate(
+        &policy,
+        &env.task,
+        &heldout,
+        &cfg.eval,
+        cfg.grpo.max_completion_length,
+        "after RL",
+    );
+    write_json(&run.path("eval_rl.json"), &eval_rl)?;
+    eprintln!(
+        "after RL:  pass@1 {:.3}  {}",
+        eval_rl.pass_at_1,
+        evaluate::pattern_line(&eval_rl)
+    );
+    let summary = write_report(run, cfg, &trainer.state, &eval_sft, &eval_rl)?;
+    Ok(Outcome::Finished(Box::new(summary)))
+}

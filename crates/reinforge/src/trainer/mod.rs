@@ -1,0 +1,315 @@
+//! The one trainer: a policy, its optimizer (built from the phase's config), an optional
+//! critic and reference model, one [`TrainerState`], and one run loop
+//! ([`Trainer::run_phase`]) that every kind of run uses: SFT, every RL preset (PPO's critic is
+//! saved and resumed with the policy), dataset runs and the arithmetic experiment. The loop
+//! owns interrupts (Ctrl-C checkpoints `latest` and returns), the progress bar, the metrics
+//! file (truncated to the checkpoint on resume), the checkpoint schedule and the stop on
+//! repeated non-finite gradients; a step function supplies one step.
+
+pub mod checkpoint;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use reinforge_torch::{AdamW, AdamWConfig, Policy};
+use serde::Serialize;
+
+use crate::critic::CriticState;
+use crate::interrupt::interrupted;
+use crate::progress;
+use crate::run_dir::RunDir;
+pub use state::{Phase, TrainerState};
+
+/// An AdamW over `policy`'s trainable parameters.
+pub fn optimizer(policy: &Policy, lr: f64, weight_decay: f64) -> AdamW {
+    AdamW::new(
+        &policy.vs,
+        AdamWConfig {
+            lr,
+            weight_decay,
+            ..Default::default()
+        },
+    )
+}
+
+/// How a call to [`Trainer::run_phase`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PhaseEnd {
+    Finished,
+    /// Stopped by Ctrl-C after saving `checkpoints/latest`.
+    Interrupted,
+}
+
+/// One phase's schedule.
+#[derive(Debug, Clone, Copy)]
+pub struct PhasePlan<'s> {
+    /// Steps the phase ends at.
+    pub steps: usize,
+    /// Save `checkpoints/latest` every this many steps (0: only on Ctrl-C and by the caller).
+    pub checkpoint_every: usize,
+    /// The run directory's jsonl file that gets one line per step.
+    pub metrics_file: &'s str,
+}
+
+/// A step's metrics line, as the loop needs it.
+pub trait StepLog: Serialize {
+    /// Short text for the progress bar.
+    fn bar_message(&self) -> String;
+    /// Optimizer steps of this step skipped because the gradient norm was not finite.
+    fn nonfinite_grad_steps(&self) -> usize;
+}
+
+/// Task files written into every checkpoint (a tokenizer, a LoRA adapter).
+pub type Files<'a> = Box<dyn Fn(&Path) -> Result<()> + 'a>;
+
+/// Consecutive steps with non-finite gradients after which a run stops, by default.
+pub const DEFAULT_MAX_NONFINITE_STEPS: usize = 5;
+
+/// The model being trained and everything saved and resumed with it.
+pub struct Trainer<'a> {
+    pub policy: &'a Policy,
+    pub opt: AdamW,
+    /// Frozen model of the KL terms (loss or reward), when a run uses one.
+    pub reference: Option<Policy>,
+    /// PPO's critic (`grpo.advantage_estimator = "gae"`).
+    pub critic: Option<CriticState>,
+    pub state: TrainerState,
+    files: Files<'a>,
+    max_nonfinite_steps: usize,
+}
+
+impl<'a> Trainer<'a> {
+    /// A trainer of `policy` with `opt`, continuing from `state`; `files` adds the task's
+    /// files to each checkpoint.
+    pub fn new(policy: &'a Policy, opt: AdamW, state: TrainerState, files: Files<'a>) -> Self {
+        Self {
+            policy,
+            opt,
+            reference: None,
+            critic: None,
+            state,
+            files,
+            max_nonfinite_steps: DEFAULT_MAX_NONFINITE_STEPS,
+        }
+    }
+
+    /// Stops a phase after this many consecutive steps with non-finite gradients (0: never).
+    pub fn stop_after_nonfinite_steps(mut self, steps: usize) -> Self {
+        self.max_nonfinite_steps = steps;
+        self
+    }
+
+    /// Moves to the first step of `phase` with a fresh optimizer (timings are kept).
+    pub fn start_phase(&mut self, phase: Phase, opt: AdamW) {
+        self.state.phase = phase;
+        self.state.step = 0;
+        self.opt = opt;
+    }
+
+    /// Writes `checkpoints/<tag>`; `resumable` adds the optimizer states.
+    pub fn save(&self, run: &RunDir, tag: &str, resumable: bool) -> Result<PathBuf> {
+        checkpoint::save(
+            run,
+            tag,
+            &checkpoint::Contents {
+                policy: self.policy,
+                opt: resumable.then_some(&self.opt),
+                critic: self.critic.as_ref(),
+                state: &self.state,
+                files: &*self.files,
+            },
+        )
+    }
+
+    /// Runs the current phase from `state.step` to `plan.steps`, one `step` call per step
+    /// (it reads the step index from `state.step`), appending its line to
+    /// `plan.metrics_file` (truncated first to the steps the checkpoint covers, so a resumed
+    /// run logs no step twice) and checkpointing `latest` on schedule and on Ctrl-C. A run
+    /// whose gradients are non-finite on `stop_after_nonfinite_steps` consecutive steps saves
+    /// `latest` and stops with an error.
+    pub fn run_phase<L: StepLog>(
+        &mut self,
+        run: &RunDir,
+        plan: &PhasePlan,
+        mut step: impl FnMut(&mut Self) -> Result<L>,
+    ) -> Result<PhaseEnd> {
+        let phase = self.state.phase;
+        run.truncate_jsonl(plan.metrics_file, self.state.step)?;
+        let bar = progress::bar(plan.steps as u64, phase.label());
+        bar.set_position(self.state.step as u64);
+        let start = Instant::now();
+        let base = *self.state.seconds_mut(phase);
+        let clock =
+            |t: &mut Self| *t.state.seconds_mut(phase) = base + start.elapsed().as_secs_f64();
+        let mut nonfinite_run = 0;
+        while self.state.step < plan.steps {
+            if interrupted() {
+                clock(self);
+                self.save(run, "latest", true)?;
+                bar.abandon();
+                return Ok(PhaseEnd::Interrupted);
+            }
+            let line = step(self)?;
+            bar.set_message(line.bar_message());
+            run.append_jsonl(plan.metrics_file, &line)?;
+            self.state.step += 1;
+            bar.inc(1);
+            nonfinite_run = if line.nonfinite_grad_steps() > 0 {
+                nonfinite_run + 1
+            } else {
+                0
+            };
+            if self.max_nonfinite_steps > 0 && nonfinite_run >= self.max_nonfinite_steps {
+                clock(self);
+                let dir = self.save(run, "latest", true)?;
+                bar.abandon();
+                bail!(
+                    "{} step {}: the gradient norm was NaN or infinite on {nonfinite_run} consecutive steps (their optimizer steps were skipped); stopped after saving {}. Lower the learning rate or max_grad_norm, check the data, then continue with `reinforge train --resume {}` (the limit is the key max_nonfinite_steps, 0 = never stop)",
+                    phase.label(),
+                    self.state.step,
+                    dir.display(),
+                    run.root.display()
+                );
+            }
+            if plan.checkpoint_every > 0
+                && self.state.step % plan.checkpoint_every == 0
+                && self.state.step < plan.steps
+            {
+                clock(self);
+                self.save(run, "latest", true)?;
+            }
+        }
+        bar.finish_and_clear();
+        clock(self);
+        Ok(PhaseEnd::Finished)
+    }
+}
+
+/// Checks that the longest prompt (its `<bos>` included) plus `max_completion_length` fits the
+/// loaded model's positions; the error names both keys.
+pub fn check_positions(
+    longest_prompt: usize,
+    max_completion_length: usize,
+    max_position_embeddings: usize,
+    prompt_source: &str,
+) -> Result<()> {
+    if longest_prompt + max_completion_length > max_position_embeddings {
+        bail!(
+            "the model has max_position_embeddings = {max_position_embeddings}, but {prompt_source} has {longest_prompt} tokens (special tokens included) and grpo.max_completion_length is {max_completion_length}: lower grpo.max_completion_length to at most {}",
+            max_position_embeddings.saturating_sub(longest_prompt)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TrainConfig;
+
+    #[derive(Serialize)]
+    struct Line {
+        bad: usize,
+    }
+
+    impl StepLog for Line {
+        fn bar_message(&self) -> String {
+            String::new()
+        }
+        fn nonfinite_grad_steps(&self) -> usize {
+            self.bad
+        }
+    }
+
+    /// Runs a phase whose step `i` reports `bad[i]` skipped optimizer steps.
+    fn run_with(
+        bad: &[usize],
+        limit: usize,
+        resume_at: usize,
+    ) -> (Result<PhaseEnd>, usize, RunDir, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = TrainConfig::default();
+        cfg.runs_dir = dir.path().display().to_string();
+        cfg.model.num_hidden_layers = 1;
+        let run = RunDir::create(&cfg).unwrap();
+        let policy = Policy::new(&cfg.model, reinforge_torch::Device::Cpu, 0).unwrap();
+        let mut state = TrainerState::start(Phase::Grpo);
+        state.step = resume_at;
+        // A stale line past the checkpoint, as an interrupted run leaves one.
+        for i in 0..=resume_at {
+            run.append_jsonl("m.jsonl", &Line { bad: i }).unwrap();
+        }
+        let mut t = Trainer::new(
+            &policy,
+            optimizer(&policy, 1e-3, 0.0),
+            state,
+            Box::new(|_: &Path| Ok(())),
+        )
+        .stop_after_nonfinite_steps(limit);
+        let plan = PhasePlan {
+            steps: bad.len(),
+            checkpoint_every: 0,
+            metrics_file: "m.jsonl",
+        };
+        let end = t.run_phase(&run, &plan, |t| {
+            Ok(Line {
+                bad: bad[t.state.step],
+            })
+        });
+        (end, t.state.step, run, dir)
+    }
+
+    #[test]
+    fn consecutive_nonfinite_steps_stop_the_run_after_saving() {
+        let (end, step, run, _dir) = run_with(&[0, 1, 1, 0, 1, 1, 1, 0, 0], 3, 0);
+        let err = format!("{:#}", end.unwrap_err());
+        assert!(
+            err.contains("3 consecutive") && err.contains("max_nonfinite_steps"),
+            "{err}"
+        );
+        assert_eq!(step, 7, "stopped after the third bad step in a row");
+        let saved: TrainerState =
+            crate::run_dir::read_json(&run.checkpoint("latest").join(checkpoint::STATE_FILE))
+                .unwrap();
+        assert_eq!(saved.step, 7);
+        assert_eq!(
+            run.read_jsonl::<serde_json::Value>("m.jsonl")
+                .unwrap()
+                .len(),
+            7
+        );
+        // Two in a row stay under the limit; 0 never stops.
+        let (end, step, _, _) = run_with(&[1, 1, 0, 1, 1, 0], 3, 0);
+        assert_eq!((end.unwrap(), step), (PhaseEnd::Finished, 6));
+        let (end, _, _, _) = run_with(&[1; 6], 0, 0);
+        assert_eq!(end.unwrap(), PhaseEnd::Finished);
+    }
+
+    #[test]
+    fn a_resumed_phase_drops_lines_past_its_checkpoint() {
+        let (end, step, run, _dir) = run_with(&[0; 5], 0, 2);
+        assert_eq!((end.unwrap(), step), (PhaseEnd::Finished, 5));
+        let lines: Vec<serde_json::Value> = run.read_jsonl("m.jsonl").unwrap();
+        let bad: Vec<u64> = lines.iter().map(|l| l["bad"].as_u64().unwrap()).collect();
+        assert_eq!(
+            bad,
+            vec![0, 1, 0, 0, 0],
+            "the stale third line was replaced"
+        );
+    }
+
+    #[test]
+    fn positions_fit_at_the_edge_and_not_one_past() {
+        check_positions(9, 55, 64, "a prompt").unwrap();
+        let err = check_positions(9, 56, 64, "a prompt")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("grpo.max_completion_length") && err.contains("max_position_embeddings"),
+            "{err}"
+        );
+        assert!(err.contains("at most 55"), "{err}");
+    }
+}

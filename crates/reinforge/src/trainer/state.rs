@@ -1,0 +1,97 @@
+//! `trainer_state.json`: where a run continues from. One schema for every kind of run.
+
+use serde::{Deserialize, Serialize};
+
+/// Version written by this build. Version 1 (no `version` key) is read too: the arithmetic
+/// pipeline's `{phase, step, task_digits, sft_seconds, grpo_seconds}` and the dataset runs'
+/// `{step, seconds}`.
+pub const STATE_VERSION: u32 = 2;
+
+/// Which phase of training a checkpoint was taken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Supervised fine-tuning.
+    Sft,
+    /// Policy iterations (every RL preset, PPO included).
+    #[default]
+    Grpo,
+}
+
+impl Phase {
+    /// Name of the phase's progress bar and of its log file's prefix.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Sft => "sft",
+            Phase::Grpo => "grpo",
+        }
+    }
+}
+
+/// `checkpoints/<tag>/trainer_state.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainerState {
+    /// Schema version ([`STATE_VERSION`]; 1 when absent).
+    #[serde(default = "v1")]
+    pub version: u32,
+    #[serde(default)]
+    pub phase: Phase,
+    /// Steps of `phase` completed.
+    pub step: usize,
+    /// Wall-clock seconds spent so far in SFT and in policy iterations (carried across
+    /// resumes).
+    #[serde(default)]
+    pub sft_seconds: f64,
+    #[serde(default, alias = "seconds")]
+    pub grpo_seconds: f64,
+}
+
+fn v1() -> u32 {
+    1
+}
+
+impl TrainerState {
+    /// The state at the start of `phase`.
+    pub fn start(phase: Phase) -> Self {
+        Self {
+            version: STATE_VERSION,
+            phase,
+            step: 0,
+            sft_seconds: 0.0,
+            grpo_seconds: 0.0,
+        }
+    }
+
+    /// Seconds spent in `phase`.
+    pub fn seconds_mut(&mut self, phase: Phase) -> &mut f64 {
+        match phase {
+            Phase::Sft => &mut self.sft_seconds,
+            Phase::Grpo => &mut self.grpo_seconds,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_version_one_schemas_read() {
+        let arith: TrainerState = serde_json::from_str(
+            r#"{"phase":"grpo","step":3,"task_digits":3,"sft_seconds":1.5,"grpo_seconds":2.0}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (arith.version, arith.phase, arith.step, arith.sft_seconds),
+            (1, Phase::Grpo, 3, 1.5)
+        );
+        let data: TrainerState = serde_json::from_str(r#"{"step":7,"seconds":4.0}"#).unwrap();
+        assert_eq!(
+            (data.phase, data.step, data.grpo_seconds),
+            (Phase::Grpo, 7, 4.0)
+        );
+        let now = serde_json::to_value(TrainerState::start(Phase::Sft)).unwrap();
+        assert_eq!(now["version"], STATE_VERSION);
+        assert_eq!(now["phase"], "sft");
+    }
+}
