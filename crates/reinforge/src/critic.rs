@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use reinforge_rl::advantage::gae::gae;
 use reinforge_rl::masked::Matrix;
-use reinforge_torch::loss::kl::{kl_penalty, KlPenalty};
+use reinforge_torch::loss::kl::kl_penalty;
 use reinforge_torch::tch::{self, Tensor};
 use reinforge_torch::train::{RolloutBatch, ValueConfig};
 use reinforge_torch::value::CRITIC_WEIGHTS_FILE;
@@ -93,6 +93,9 @@ pub fn value_config(grpo: &GrpoConfig, ppo: &PpoConfig) -> ValueConfig {
         lr: ppo.critic_lr,
         max_grad_norm: ppo.critic_max_grad_norm,
         cliprange_value: ppo.cliprange_value,
+        // verl's critic.loss_agg_mode defaults to the actor's.
+        agg: grpo.loss_agg_mode,
+        loss_scale_factor: grpo.max_completion_length as f64,
     }
 }
 
@@ -263,8 +266,10 @@ pub fn score(
             .ref_logp
             .as_ref()
             .expect("ppo.kl_coef > 0 keeps a reference model");
-        let estimator: KlPenalty = ppo.kl_penalty.parse().expect("validated");
-        completion_rows(&kl_penalty(&batch.old_logp, reference, estimator), rollouts)
+        completion_rows(
+            &kl_penalty(&batch.old_logp, reference, ppo.kl_penalty),
+            rollouts,
+        )
     });
     let rewards = token_rewards(scores, &lens, kl.as_ref().map(|k| (k, ppo.kl_coef)));
     let targets = gae_targets(&rewards, &values, ppo.gamma, ppo.lam, ppo.whiten_advantages);

@@ -80,6 +80,7 @@ pub fn run_step(
         loss,
         grad_norm,
         tokens,
+        ..
     } = sft_step(policy, opt, &batch, lr, cfg.max_grad_norm);
     SftLine {
         step,
