@@ -128,8 +128,10 @@ mod tests {
             clip_ratio_c: NO_DUAL_CLIP,
             kl_cov_ratio: 0.3,
             clip_cov_ratio: 0.3,
-            clip_cov_lb: -5.0,
-            clip_cov_ub: 5.0,
+            // Only the third token of row 0 falls in this covariance window, and only once the
+            // extra row has moved the batch means: a zero-advantage row changes Clip-Cov's cut.
+            clip_cov_lb: 0.15,
+            clip_cov_ub: 0.3,
             ..Default::default()
         };
         let base_lp = [[-0.3, -1.2, -0.7], [-2.0, -0.1, -0.4]];
