@@ -24,7 +24,7 @@ pub use checkpoint::{copy_aux_files, LoadOptions, SaveOptions};
 pub use config::{Family, ModelConfig};
 pub use lora::LoraConfig;
 pub use model::Transformer;
-pub use optim::{AdamW, AdamWConfig};
+pub use optim::{AdamW, AdamWConfig, GradStep};
 pub use policy::Policy;
 pub use sampling::{generate, Completion, SamplingParams};
 pub use value::Critic;

@@ -33,6 +33,15 @@ impl Default for AdamWConfig {
     }
 }
 
+/// What [`AdamW::clip_and_step`] did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GradStep {
+    /// Global gradient norm before clipping (NaN or infinite when the step was skipped).
+    pub grad_norm: f64,
+    /// Whether the optimiser stepped (the norm was finite).
+    pub stepped: bool,
+}
+
 /// The optimiser over every trainable variable of a var store, in name order.
 #[derive(Debug)]
 pub struct AdamW {
@@ -82,7 +91,8 @@ impl AdamW {
     }
 
     /// Scales gradients so their global L2 norm is at most `max_norm` (as
-    /// `torch.nn.utils.clip_grad_norm_`) and returns the norm before clipping.
+    /// `torch.nn.utils.clip_grad_norm_`) and returns the norm before clipping. A NaN or infinite
+    /// norm leaves the gradients as they are.
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> f64 {
         let _guard = tch::no_grad_guard();
         let grads: Vec<Tensor> = self
@@ -103,12 +113,27 @@ impl AdamW {
             .sqrt()
             .double_value(&[]);
         let coef = max_norm / (norm + 1e-6);
-        if max_norm > 0.0 && coef < 1.0 {
+        if norm.is_finite() && max_norm > 0.0 && coef < 1.0 {
             for mut g in grads {
                 let _ = g.g_mul_scalar_(coef);
             }
         }
         norm
+    }
+
+    /// Clips the gradients to `max_norm` and takes one step with learning rate `lr`, unless
+    /// their norm is NaN or infinite: then the gradients are zeroed and neither the weights nor
+    /// the moments change (verl's actor and critic skip such a step), so one bad batch cannot
+    /// ruin the model.
+    pub fn clip_and_step(&mut self, max_norm: f64, lr: f64) -> GradStep {
+        let grad_norm = self.clip_grad_norm(max_norm);
+        let stepped = grad_norm.is_finite();
+        if stepped {
+            self.step(lr);
+        } else {
+            self.zero_grad();
+        }
+        GradStep { grad_norm, stepped }
     }
 
     /// One AdamW update with learning rate `lr` from the current gradients.
@@ -173,5 +198,35 @@ impl AdamW {
             self.exp_avg_sq[i].copy_(get(&format!("exp_avg_sq.{n}"))?);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Device, Kind};
+
+    #[test]
+    fn a_nonfinite_gradient_norm_skips_the_step() {
+        let vs = VarStore::new(Device::Cpu);
+        let w = vs.root().var("w", &[3], tch::nn::Init::Const(1.0));
+        let mut opt = AdamW::new(&vs, AdamWConfig::default());
+        for bad in [f64::NAN, f64::INFINITY] {
+            opt.zero_grad();
+            (&w * Tensor::from_slice(&[1.0f32, bad as f32, 2.0]))
+                .sum(Kind::Float)
+                .backward();
+            let s = opt.clip_and_step(1.0, 0.1);
+            assert!(!s.stepped && !s.grad_norm.is_finite());
+            assert_eq!(Vec::<f32>::try_from(&w).unwrap(), vec![1.0; 3]);
+            assert_eq!(opt.steps(), 0, "moments and step count untouched");
+            let g = Vec::<f32>::try_from(w.grad()).unwrap();
+            assert_eq!(g, vec![0.0; 3], "gradients zeroed");
+        }
+        (&w * 2.0).sum(Kind::Float).backward();
+        let s = opt.clip_and_step(1.0, 0.1);
+        assert!(s.stepped && (s.grad_norm - 12f64.sqrt()).abs() < 1e-5);
+        assert_eq!(opt.steps(), 1);
+        assert!(Vec::<f32>::try_from(&w).unwrap().iter().all(|&x| x < 1.0));
     }
 }

@@ -7,7 +7,7 @@ use tch::{Kind, Tensor};
 use crate::batch::SequenceBatch;
 use crate::logprobs::token_logprobs;
 use crate::loss::kl::{kl_penalty, KlPenalty};
-use crate::loss::trainer::{tis_weights, Tis};
+use crate::loss::tis::{tis_weights, Tis};
 use crate::optim::AdamW;
 use crate::policy::Policy;
 use crate::train::{value_update, RolloutBatch, ValueBatch, ValueConfig, ValueStats};

@@ -1,15 +1,23 @@
-//! Training steps: supervised fine-tuning, the clipped policy-gradient update and the PPO
-//! critic's clipped value update.
+//! Training steps: supervised fine-tuning, the policy update (any registered policy loss) and
+//! the PPO critic's clipped value update.
+//!
+//! The losses are the catalogue's ([`crate::loss`]): [`policy_objective`] calls the registered
+//! policy loss ([`PolicyLossKind::compute`]), `kl_penalty` and `agg_loss`; [`value_objective`]
+//! calls `value_loss`. The oracle harness replays verl's and TRL's golden vectors through these
+//! two functions, so the code checked against the references is the code that trains.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 use tch::{Kind, Tensor};
 
 use crate::batch::SequenceBatch;
 use crate::logprobs::token_logprobs;
-use crate::loss::agg::{agg_loss, AggMode, GlobalBatchInfo};
+use crate::loss::agg::{agg_loss, verl_masked_mean, AggMode, GlobalBatchInfo};
 use crate::loss::kl::{kl_penalty, KlPenalty};
-use crate::loss::trainer::{dual_clip, gspo_terms, PolicyLossKind};
-use crate::loss::{kl_k3, masked_mean, ppo_clip_terms, token_sum_over, PpoClip, TokenTerms};
+use crate::loss::pg_family::value_loss;
+use crate::loss::policy::{PolicyInputs, VerlPolicyConfig, NO_DUAL_CLIP};
+use crate::loss::registry::PolicyLossKind;
 use crate::optim::AdamW;
 use crate::policy::Policy;
 
@@ -22,9 +30,12 @@ pub struct SftStats {
     pub grad_norm: f64,
     /// Completion tokens in the batch.
     pub tokens: f64,
+    /// 1 when the gradient norm was NaN or infinite and the optimizer step was skipped.
+    pub nonfinite_grad_steps: usize,
 }
 
-/// One SFT step: cross-entropy on completion tokens only (prompt tokens are masked out).
+/// One SFT step: cross-entropy on completion tokens only (prompt tokens are masked out),
+/// token-mean. A step whose gradient norm is not finite is skipped ([`AdamW::clip_and_step`]).
 pub fn sft_step(
     policy: &Policy,
     opt: &mut AdamW,
@@ -35,23 +46,37 @@ pub fn sft_step(
     opt.zero_grad();
     let (logp, _) = token_logprobs(&policy.model, batch, 1.0);
     let tokens = batch.loss_mask.sum(Kind::Float).double_value(&[]);
-    let loss = token_sum_over(&(-logp), &batch.loss_mask, tokens);
+    let info = GlobalBatchInfo {
+        batch_num_tokens: Some(tokens.max(1.0)),
+        ..GlobalBatchInfo::default()
+    };
+    let loss = agg_loss(&(-logp), &batch.loss_mask, AggMode::TokenMean, &info);
     loss.backward();
-    let grad_norm = opt.clip_grad_norm(max_grad_norm);
-    opt.step(lr);
+    let step = opt.clip_and_step(max_grad_norm, lr);
     SftStats {
         loss: loss.double_value(&[]),
-        grad_norm,
+        grad_norm: step.grad_norm,
         tokens,
+        nonfinite_grad_steps: usize::from(!step.stepped),
     }
 }
 
 /// Settings of the policy update.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdateConfig {
-    pub clip: PpoClip,
-    /// Weight of the k3 KL to the reference model in the loss (0 = no reference).
+    /// The registered policy loss (verl `actor.policy_loss.loss_mode`).
+    pub policy_loss: PolicyLossKind,
+    /// verl `loss_agg_mode` of the policy, KL and entropy terms (GSPO, SAPO and GMPO fix the
+    /// policy term's aggregation themselves, as in verl).
+    pub agg: AggMode,
+    /// The loss's verl `ActorConfig` fields: clip range, `clip_ratio_c` (dual clip, DPPO's
+    /// truncation; [`NO_DUAL_CLIP`] for none), the per-loss knobs. Its `global_batch_info` is
+    /// replaced by each mini-batch's.
+    pub loss: VerlPolicyConfig,
+    /// Weight of the KL to the reference model in the loss (0 = no KL term).
     pub beta: f64,
+    /// KL estimator of the `beta` term (verl `kl_loss_type`).
+    pub kl: KlPenalty,
     /// Weight of the entropy bonus (subtracted from the loss).
     pub entropy_coef: f64,
     /// Passes over the batch against the stored old log-probs (TRL `num_iterations`,
@@ -63,27 +88,35 @@ pub struct UpdateConfig {
     pub max_grad_norm: f64,
     /// Sampling temperature, applied to logits when recomputing log-probs.
     pub temperature: f64,
-    /// Skip rows whose advantage is exactly zero when no KL or entropy term needs them (an
-    /// exact saving; off only to check that it is exact).
+    /// Skip rows whose advantage is exactly zero where that is exact (no KL or entropy term,
+    /// and [`PolicyLossKind::zero_advantage_rows_are_inert`]); off only to check exactness.
     pub skip_zero_advantage: bool,
-    /// The surrogate: token-ratio PPO clip or GSPO's sequence ratio.
-    pub policy_loss: PolicyLossKind,
-    /// verl `loss_agg_mode` of the policy, KL and entropy terms.
-    pub agg: AggMode,
     /// The constant `S` of seq-mean-token-sum-norm (Dr.GRPO: the longest completion).
     pub loss_scale_factor: f64,
-    /// Dual-clip bound `c` for negative advantages (0 = off).
-    pub clip_ratio_c: f64,
-    /// KL estimator of the `beta` term (verl `kl_loss_type`).
-    pub kl: KlPenalty,
 }
 
 impl UpdateConfig {
-    /// GRPO as the trainer ran it before presets: PPO clip, token-mean, k3, no dual clip.
-    pub fn grpo(clip: PpoClip, epochs: usize, mini_batches: usize, lr: f64) -> Self {
+    /// PPO-clip (`vanilla`, no dual clip), token-mean, no KL or entropy term: GRPO as verl runs
+    /// it with clip range `[1 - epsilon_low, 1 + epsilon_high]`.
+    pub fn grpo(
+        epsilon_low: f64,
+        epsilon_high: f64,
+        epochs: usize,
+        mini_batches: usize,
+        lr: f64,
+    ) -> Self {
         Self {
-            clip,
+            policy_loss: PolicyLossKind::Vanilla,
+            agg: AggMode::TokenMean,
+            loss: VerlPolicyConfig {
+                clip_ratio: epsilon_low,
+                clip_ratio_low: Some(epsilon_low),
+                clip_ratio_high: Some(epsilon_high),
+                clip_ratio_c: NO_DUAL_CLIP,
+                ..VerlPolicyConfig::default()
+            },
             beta: 0.0,
+            kl: KlPenalty::K3,
             entropy_coef: 0.0,
             epochs,
             mini_batches,
@@ -91,18 +124,102 @@ impl UpdateConfig {
             max_grad_norm: 1.0,
             temperature: 1.0,
             skip_zero_advantage: true,
-            policy_loss: PolicyLossKind::Vanilla,
-            agg: AggMode::TokenMean,
             loss_scale_factor: 1.0,
-            clip_ratio_c: 0.0,
-            kl: "k3".parse().expect("k3 is a verl estimator"),
         }
     }
 
-    /// Whether the loss is exactly the k3-token-mean path of [`kl_k3`] and [`token_sum_over`].
-    fn plain_k3(&self) -> bool {
-        self.kl == "k3".parse::<KlPenalty>().expect("k3 is a verl estimator")
+    /// Whether rows with all-zero advantages may be left out of the update exactly.
+    fn skips_zero_advantage_rows(&self) -> bool {
+        self.skip_zero_advantage
+            && self.beta == 0.0
+            && self.entropy_coef == 0.0
+            && self.policy_loss.zero_advantage_rows_are_inert()
     }
+}
+
+/// The stored tensors of one mini-batch's rows that the objective reads, all `[B, T]`.
+#[derive(Debug, Clone, Copy)]
+pub struct MiniBatchInputs<'a> {
+    /// Log-probs of the policy that sampled (or of the previous epoch's), no gradient.
+    pub old_logp: &'a Tensor,
+    /// Per-token advantages.
+    pub advantages: &'a Tensor,
+    /// Tokens in the loss: the loss mask times any keep mask.
+    pub mask: &'a Tensor,
+    /// Reference-model log-probs (for the KL term and its statistic).
+    pub ref_logp: Option<&'a Tensor>,
+    /// Rollout-correction weights multiplied into the policy loss (TIS).
+    pub is_weights: Option<&'a Tensor>,
+}
+
+/// What [`policy_objective`] measured besides the loss.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectiveStats {
+    /// The policy-gradient term (the registered loss's value).
+    pub pg_loss: f64,
+    /// Mean KL estimate over the mini-batch's tokens (`None` without reference log-probs).
+    pub kl: Option<f64>,
+    /// The registered loss's verl metrics, keys unchanged (`actor/pg_clipfrac`, `actor/ppo_kl`,
+    /// `actor/pg_clipfrac_lower`, where the loss reports them).
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// The objective of one mini-batch, as verl's actor computes it: the registered policy loss
+/// `cfg.policy_loss` with `cfg.agg` and the loss config `cfg.loss` (its `global_batch_info`
+/// set to `info`), plus `beta·agg(kl_penalty(logp, ref))` and `- entropy_coef·agg(entropy)`.
+/// `logp` (and `entropy`) come from the current policy and carry the gradient; `info` holds
+/// the whole mini-batch's denominators, so a forward over part of its rows gives that part's
+/// exact share.
+///
+/// # Panics
+/// When `cfg.entropy_coef != 0` and `entropy` is `None`, or `cfg.beta != 0` and the inputs have
+/// no reference log-probs.
+pub fn policy_objective(
+    logp: &Tensor,
+    entropy: Option<&Tensor>,
+    mb: &MiniBatchInputs,
+    cfg: &UpdateConfig,
+    info: &GlobalBatchInfo,
+) -> (Tensor, ObjectiveStats) {
+    let loss_cfg = VerlPolicyConfig {
+        global_batch_info: *info,
+        ..cfg.loss.clone()
+    };
+    let x = PolicyInputs {
+        old_log_prob: mb.old_logp,
+        log_prob: logp,
+        advantages: mb.advantages,
+        response_mask: mb.mask,
+        rollout_is_weights: mb.is_weights,
+    };
+    let pg = cfg.policy_loss.compute(&x, cfg.agg, &loss_cfg);
+    let mut loss = pg.loss.shallow_clone();
+    let mut kl_mean = None;
+    assert!(
+        cfg.beta == 0.0 || mb.ref_logp.is_some(),
+        "a KL term needs reference log-probs"
+    );
+    if let Some(ref_logp) = mb.ref_logp {
+        let kl = kl_penalty(logp, ref_logp, cfg.kl);
+        kl_mean = Some(scalar(&verl_masked_mean(&kl.detach(), mb.mask)));
+        if cfg.beta != 0.0 {
+            loss = loss + agg_loss(&kl, mb.mask, cfg.agg, info) * cfg.beta;
+        }
+    }
+    if cfg.entropy_coef != 0.0 {
+        let entropy = entropy.expect("an entropy bonus needs the entropies");
+        loss = loss - agg_loss(entropy, mb.mask, cfg.agg, info) * cfg.entropy_coef;
+    }
+    let stats = ObjectiveStats {
+        pg_loss: scalar(&pg.loss),
+        kl: kl_mean,
+        metrics: pg.metrics,
+    };
+    (loss, stats)
+}
+
+fn scalar(t: &Tensor) -> f64 {
+    t.detach().to_kind(Kind::Double).double_value(&[])
 }
 
 /// The rollouts of one iteration, packed for the update.
@@ -132,6 +249,18 @@ struct MiniBatch {
     ref_logp: Option<Tensor>,
     advantages: Tensor,
     is_weights: Option<Tensor>,
+}
+
+impl MiniBatch {
+    fn inputs(&self) -> MiniBatchInputs<'_> {
+        MiniBatchInputs {
+            old_logp: &self.old_logp,
+            advantages: &self.advantages,
+            mask: &self.mask,
+            ref_logp: self.ref_logp.as_ref(),
+            is_weights: self.is_weights.as_ref(),
+        }
+    }
 }
 
 impl RolloutBatch {
@@ -198,52 +327,22 @@ impl RolloutBatch {
     }
 }
 
-/// The global constants of one mini-batch: its valid tokens, its rows with a valid token,
-/// and `S`. Computed over the whole mini-batch before any row is skipped, so skipping rows
-/// that contribute exactly zero leaves every denominator, hence the update, unchanged.
-struct Denominators {
-    tokens: f64,
-    info: GlobalBatchInfo,
-}
-
-impl Denominators {
-    fn of(chunk: &[i64], row_tokens: &[f64], cfg: &UpdateConfig) -> Self {
-        let tokens: f64 = chunk.iter().map(|&i| row_tokens[i as usize]).sum();
-        let rows = chunk
-            .iter()
-            .filter(|&&i| row_tokens[i as usize] > 0.0)
-            .count();
-        Self {
-            tokens,
-            info: GlobalBatchInfo {
-                dp_size: 1,
-                batch_num_tokens: Some(tokens.max(1.0)),
-                global_batch_size: Some(rows.max(1) as f64),
-                loss_scale_factor: Some(cfg.loss_scale_factor),
-            },
-        }
+/// verl's `global_batch_info` of one mini-batch (one data-parallel rank): its valid tokens, its
+/// rows with a valid token and `S`. Computed over the whole mini-batch before any row is
+/// skipped, so skipping rows that contribute exactly zero leaves every denominator, hence the
+/// update, unchanged.
+fn minibatch_info(chunk: &[i64], row_tokens: &[f64], loss_scale_factor: f64) -> GlobalBatchInfo {
+    let tokens: f64 = chunk.iter().map(|&i| row_tokens[i as usize]).sum();
+    let rows = chunk
+        .iter()
+        .filter(|&&i| row_tokens[i as usize] > 0.0)
+        .count();
+    GlobalBatchInfo {
+        dp_size: 1,
+        batch_num_tokens: Some(tokens.max(1.0)),
+        global_batch_size: Some(rows.max(1) as f64),
+        loss_scale_factor: Some(loss_scale_factor),
     }
-
-    /// `x` aggregated by `mode`; token-mean is [`token_sum_over`] (the trainer's original path).
-    fn agg(&self, x: &Tensor, mask: &Tensor, mode: AggMode) -> Tensor {
-        match mode {
-            AggMode::TokenMean => token_sum_over(x, mask, self.tokens),
-            other => agg_loss(x, mask, other, &self.info),
-        }
-    }
-}
-
-/// The policy-gradient terms per token: the surrogate, dual clip, then the IS weights.
-fn surrogate(logp: &Tensor, mb: &MiniBatch, cfg: &UpdateConfig) -> TokenTerms {
-    let mut terms = match cfg.policy_loss {
-        PolicyLossKind::Vanilla => ppo_clip_terms(logp, &mb.old_logp, &mb.advantages, &cfg.clip),
-        PolicyLossKind::Gspo => gspo_terms(logp, &mb.old_logp, &mb.advantages, &mb.mask, &cfg.clip),
-    };
-    terms.pg = dual_clip(terms.pg, &mb.advantages, cfg.clip_ratio_c);
-    if let Some(w) = &mb.is_weights {
-        terms.pg = terms.pg * w;
-    }
-    terms
 }
 
 /// Means over the optimizer steps of one update.
@@ -251,32 +350,40 @@ fn surrogate(logp: &Tensor, mb: &MiniBatch, cfg: &UpdateConfig) -> TokenTerms {
 pub struct UpdateStats {
     pub loss: f64,
     pub pg_loss: f64,
-    /// Mean k3 KL to the reference over the update's tokens (0 without a reference).
+    /// Mean KL estimate (`cfg.kl`) to the reference over the trained tokens (0 without one).
     pub kl: f64,
-    pub clipfrac_high: f64,
-    pub clipfrac_low: f64,
-    /// Mean of `old_logp - logp` (verl `actor/ppo_kl`) over the tokens that were trained on.
+    /// verl `actor/pg_clipfrac`: tokens where the loss's clip was active (0 for losses that
+    /// do not report it).
+    pub pg_clipfrac: f64,
+    /// verl `actor/pg_clipfrac_lower`: tokens where the dual clip (DPPO: the truncation) was
+    /// active.
+    pub pg_clipfrac_lower: f64,
+    /// verl `actor/ppo_kl`: mean of `old_logp - logp` (KL-Cov: of `|log r|`).
     pub ppo_kl: f64,
+    /// Gradient norm before clipping, over the steps whose norm was finite.
     pub grad_norm: f64,
+    /// Mini-batches processed (one optimizer step each, unless skipped as non-finite).
     pub optimizer_steps: usize,
-    /// Optimizer steps whose mini-batch had at least one row to run.
+    /// Mini-batches that had at least one row to run.
     pub trained_steps: usize,
-    /// Rows skipped because their advantage is exactly zero and nothing else in the loss
-    /// depends on them (summed over passes).
+    /// Rows skipped because they contribute exactly nothing (summed over passes).
     pub rows_skipped: usize,
+    /// Mini-batches whose gradient norm was NaN or infinite: no optimizer step was taken.
+    pub nonfinite_grad_steps: usize,
 }
 
-/// `epochs` passes of mini-batch updates of the policy loss (`cfg.policy_loss`, dual clip, IS
-/// weights) aggregated by `cfg.agg`, optional KL (`cfg.kl`) and entropy bonus, global-norm
-/// clipping and AdamW. `orders` gives the row order of each pass (shuffled by the caller for
-/// reproducibility).
+/// `epochs` passes of mini-batch updates of [`policy_objective`], global-norm clipping and
+/// AdamW (a step with a non-finite gradient norm is skipped and counted). `orders` gives the
+/// row order of each pass (shuffled by the caller for reproducibility).
 ///
 /// Two exact savings: each mini-batch is trimmed to its longest row, and rows that contribute
-/// exactly nothing are not run: rows with no valid token (masked out), and, when the loss has
-/// no KL or entropy term, rows whose advantages are all zero (their surrogate, IS-weighted or
-/// not, token or sequence ratio, is `-0·r` with zero gradient). Every aggregation denominator
-/// (tokens, rows with a token, `S`) is fixed from the whole mini-batch first, so loss,
-/// gradients and update are those of the full mini-batch in every `loss_agg_mode`.
+/// exactly nothing are not run: rows with no valid token (unless the loss is `geo_mean`, whose
+/// mean counts every row), and, when the loss has no KL or entropy term, rows whose advantages
+/// are all zero, for the losses where such a row is inert
+/// ([`PolicyLossKind::zero_advantage_rows_are_inert`]: not `dro`, `kl_cov`, `clip_cov`,
+/// `geo_mean`). Every aggregation denominator (tokens, rows with a token, `S`) is fixed from the
+/// whole mini-batch first, so loss, gradients and update are those of the full mini-batch in
+/// every `loss_agg_mode`. verl's metrics are over the rows that ran.
 pub fn policy_update(
     policy: &Policy,
     opt: &mut AdamW,
@@ -285,16 +392,19 @@ pub fn policy_update(
     orders: &[Vec<i64>],
 ) -> UpdateStats {
     let mut acc = UpdateStats::default();
+    let mut metrics = BTreeMap::<String, f64>::new();
     let n = batch.seqs.len();
     let per = n.div_ceil(cfg.mini_batches.max(1));
     let row_tokens = batch.row_tokens();
-    let skippable = cfg.skip_zero_advantage && cfg.beta == 0.0 && cfg.entropy_coef == 0.0;
+    let skip_zero = cfg.skips_zero_advantage_rows();
+    let skip_empty = cfg.policy_loss.empty_rows_are_inert();
     let skip = |i: i64| {
-        row_tokens[i as usize] == 0.0 || (skippable && batch.advantages[i as usize] == 0.0)
+        (skip_empty && row_tokens[i as usize] == 0.0)
+            || (skip_zero && batch.advantages[i as usize] == 0.0)
     };
     for order in orders.iter().take(cfg.epochs) {
         for chunk in order.chunks(per) {
-            let den = Denominators::of(chunk, &row_tokens, cfg);
+            let info = minibatch_info(chunk, &row_tokens, cfg.loss_scale_factor);
             let rows: Vec<i64> = chunk.iter().copied().filter(|&i| !skip(i)).collect();
             acc.rows_skipped += chunk.len() - rows.len();
             opt.zero_grad();
@@ -304,66 +414,39 @@ pub fn policy_update(
                 zero_gradients(policy);
             } else {
                 let mb = batch.select(&rows);
-                minibatch_step(policy, &mb, cfg, &den, &mut acc);
+                let (logp, entropy) = token_logprobs(&policy.model, &mb.seqs, cfg.temperature);
+                let (loss, stats) =
+                    policy_objective(&logp, Some(&entropy), &mb.inputs(), cfg, &info);
+                loss.backward();
+                acc.loss += loss.double_value(&[]);
+                acc.pg_loss += stats.pg_loss;
+                acc.kl += stats.kl.unwrap_or(0.0);
+                for (k, v) in stats.metrics {
+                    *metrics.entry(k).or_default() += v;
+                }
+                acc.trained_steps += 1;
             }
-            acc.grad_norm += opt.clip_grad_norm(cfg.max_grad_norm);
-            opt.step(cfg.lr);
+            let step = opt.clip_and_step(cfg.max_grad_norm, cfg.lr);
+            if step.stepped {
+                acc.grad_norm += step.grad_norm;
+            } else {
+                acc.nonfinite_grad_steps += 1;
+            }
             acc.optimizer_steps += 1;
         }
     }
-    // Loss, clip fractions and gradient norm of an all-zero mini-batch are exactly 0; the
-    // log-ratio and KL of skipped rows are unknown, so those average over trained steps.
-    let k = acc.optimizer_steps.max(1) as f64;
-    for v in [
-        &mut acc.loss,
-        &mut acc.pg_loss,
-        &mut acc.clipfrac_high,
-        &mut acc.clipfrac_low,
-        &mut acc.grad_norm,
-    ] {
-        *v /= k;
-    }
+    // Loss and gradient norm of an all-zero mini-batch are exactly 0; the KL and verl's
+    // metrics of skipped rows are not computed, so those average over trained steps.
+    acc.loss /= acc.optimizer_steps.max(1) as f64;
+    acc.pg_loss /= acc.optimizer_steps.max(1) as f64;
+    acc.grad_norm /= (acc.optimizer_steps - acc.nonfinite_grad_steps).max(1) as f64;
     let trained = acc.trained_steps.max(1) as f64;
     acc.kl /= trained;
-    acc.ppo_kl /= trained;
+    let metric = |k: &str| metrics.get(k).copied().unwrap_or(0.0) / trained;
+    acc.pg_clipfrac = metric("actor/pg_clipfrac");
+    acc.pg_clipfrac_lower = metric("actor/pg_clipfrac_lower");
+    acc.ppo_kl = metric("actor/ppo_kl");
     acc
-}
-
-/// Forward, loss and backward of one mini-batch's rows; adds its statistics to `acc`.
-fn minibatch_step(
-    policy: &Policy,
-    mb: &MiniBatch,
-    cfg: &UpdateConfig,
-    den: &Denominators,
-    acc: &mut UpdateStats,
-) {
-    let mask = &mb.mask;
-    let tokens = den.tokens;
-    let (logp, entropy) = token_logprobs(&policy.model, &mb.seqs, cfg.temperature);
-    let terms = surrogate(&logp, mb, cfg);
-    let pg_loss = den.agg(&terms.pg, mask, cfg.agg);
-    let mut loss = pg_loss.shallow_clone();
-    if let Some(ref_logp) = &mb.ref_logp {
-        let kl = if cfg.plain_k3() {
-            kl_k3(&logp, ref_logp)
-        } else {
-            kl_penalty(&logp, ref_logp, cfg.kl)
-        };
-        acc.kl += masked_mean(&kl.detach(), mask);
-        if cfg.beta != 0.0 {
-            loss = loss + den.agg(&kl, mask, cfg.agg) * cfg.beta;
-        }
-    }
-    if cfg.entropy_coef != 0.0 {
-        loss = loss - den.agg(&entropy, mask, cfg.agg) * cfg.entropy_coef;
-    }
-    loss.backward();
-    acc.loss += loss.double_value(&[]);
-    acc.pg_loss += pg_loss.double_value(&[]);
-    acc.clipfrac_high += token_sum_over(&terms.clipped_high, mask, tokens).double_value(&[]);
-    acc.clipfrac_low += token_sum_over(&terms.clipped_low, mask, tokens).double_value(&[]);
-    acc.ppo_kl += masked_mean(&terms.neg_log_ratio, mask);
-    acc.trained_steps += 1;
 }
 
 /// Defines every parameter's gradient as zeros (a backward pass through `0 * Σ p`).
@@ -401,25 +484,59 @@ pub struct ValueConfig {
     /// Values may move at most this far from `values_old` before the clipped term takes over
     /// (verl `critic.cliprange_value`).
     pub cliprange_value: f64,
+    /// verl `critic.loss_agg_mode` (which defaults to the actor's).
+    pub agg: AggMode,
+    /// The constant `S` of seq-mean-token-sum-norm.
+    pub loss_scale_factor: f64,
+}
+
+/// The tensors of one critic mini-batch that [`value_objective`] reads, all `[B, T]`.
+#[derive(Debug, Clone, Copy)]
+pub struct ValueInputs<'a> {
+    pub returns: &'a Tensor,
+    pub values_old: &'a Tensor,
+    pub mask: &'a Tensor,
+}
+
+/// The critic's objective on one mini-batch: verl `compute_value_loss`
+/// ([`crate::loss::pg_family::value_loss`]) of the current values `vpreds` with `cfg`'s clip
+/// range and aggregation and the mini-batch's denominators `info`; returns the loss and
+/// `vf_clipfrac`.
+pub fn value_objective(
+    vpreds: &Tensor,
+    x: &ValueInputs,
+    cfg: &ValueConfig,
+    info: &GlobalBatchInfo,
+) -> (Tensor, f64) {
+    value_loss(
+        vpreds,
+        x.returns,
+        x.values_old,
+        x.mask,
+        cfg.cliprange_value,
+        cfg.agg,
+        info,
+    )
 }
 
 /// Means over the optimizer steps of one critic update.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ValueStats {
-    /// verl `critic/vf_loss`: `½·token-mean(max((v-R)², (clip(v)-R)²))`.
+    /// verl `critic/vf_loss`: `½·agg(max((v-R)², (clip(v)-R)²))`.
     pub value_loss: f64,
     /// verl `critic/vf_clipfrac`: tokens where the clipped error is the larger.
     pub vf_clipfrac: f64,
-    /// Gradient norm before clipping.
+    /// Gradient norm before clipping, over the steps whose norm was finite.
     pub grad_norm: f64,
     pub optimizer_steps: usize,
+    /// Mini-batches whose gradient norm was NaN or infinite: no optimizer step was taken.
+    pub nonfinite_grad_steps: usize,
 }
 
-/// `epochs` passes of mini-batch updates of the clipped value loss
-/// ([`crate::loss::pg_family::value_loss`], verl `compute_value_loss`, token-mean over each
-/// mini-batch's tokens as verl's default `loss_agg_mode`), with global-norm clipping and
-/// AdamW, as verl's `DataParallelPPOCritic.update_critic`. `orders` gives the row order of
-/// each pass. Mini-batches are trimmed to their longest row, as in [`policy_update`].
+/// `epochs` passes of mini-batch updates of [`value_objective`], with global-norm clipping and
+/// AdamW (a step with a non-finite gradient norm is skipped and counted), as verl's
+/// `DataParallelPPOCritic.update_critic`. `orders` gives the row order of each pass.
+/// Mini-batches are trimmed to their longest row, as in [`policy_update`].
 pub fn value_update(
     critic: &crate::value::Critic,
     opt: &mut AdamW,
@@ -430,41 +547,47 @@ pub fn value_update(
     let mut acc = ValueStats::default();
     let n = batch.seqs.len();
     let per = n.div_ceil(cfg.mini_batches.max(1));
+    let row_tokens = Vec::<f64>::try_from(
+        batch
+            .mask
+            .sum_dim_intlist(-1i64, false, Kind::Double)
+            .to_device(tch::Device::Cpu),
+    )
+    .expect("row sums");
     for order in orders.iter().take(cfg.epochs) {
         for chunk in order.chunks(per) {
             let seqs = batch.seqs.select(chunk);
             let t = Tensor::from_slice(chunk).to_device(seqs.ids.device());
             let w = seqs.target_width();
             let pick = |x: &Tensor| x.narrow(1, 0, w).index_select(0, &t);
-            let mask = pick(&batch.mask);
-            let tokens = mask.sum(Kind::Float).double_value(&[]);
-            opt.zero_grad();
-            let info = GlobalBatchInfo {
-                dp_size: 1,
-                batch_num_tokens: Some(tokens.max(1.0)),
-                global_batch_size: None,
-                loss_scale_factor: None,
-            };
-            let (loss, clipfrac) = crate::loss::pg_family::value_loss(
-                &critic.values(&seqs),
-                &pick(&batch.returns),
-                &pick(&batch.values_old),
-                &mask,
-                cfg.cliprange_value,
-                AggMode::TokenMean,
-                &info,
+            let (returns, values_old, mask) = (
+                pick(&batch.returns),
+                pick(&batch.values_old),
+                pick(&batch.mask),
             );
+            let x = ValueInputs {
+                returns: &returns,
+                values_old: &values_old,
+                mask: &mask,
+            };
+            opt.zero_grad();
+            let info = minibatch_info(chunk, &row_tokens, cfg.loss_scale_factor);
+            let (loss, clipfrac) = value_objective(&critic.values(&seqs), &x, cfg, &info);
             loss.backward();
             acc.value_loss += loss.double_value(&[]);
             acc.vf_clipfrac += clipfrac;
-            acc.grad_norm += opt.clip_grad_norm(cfg.max_grad_norm);
-            opt.step(cfg.lr);
+            let step = opt.clip_and_step(cfg.max_grad_norm, cfg.lr);
+            if step.stepped {
+                acc.grad_norm += step.grad_norm;
+            } else {
+                acc.nonfinite_grad_steps += 1;
+            }
             acc.optimizer_steps += 1;
         }
     }
     let k = acc.optimizer_steps.max(1) as f64;
     acc.value_loss /= k;
     acc.vf_clipfrac /= k;
-    acc.grad_norm /= k;
+    acc.grad_norm /= (acc.optimizer_steps - acc.nonfinite_grad_steps).max(1) as f64;
     acc
 }

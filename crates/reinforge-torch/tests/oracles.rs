@@ -4,13 +4,19 @@
 //! `compute_grpo_vectorized_outcome_advantage`, exact booleans). An unknown function name fails the
 //! run, and so does an expected field that no check consumed. Per-function case counts and maximum
 //! deviations are printed.
+//!
+//! The policy and value losses are replayed through the trainer's own objectives
+//! (`train::policy_objective`, `train::value_objective`): verl's cases all, TRL's where a verl
+//! loss and aggregation compute what TRL does. `perturbing_the_trainer_fails_the_replay` shows
+//! that the replay really runs the trainer's configuration.
 
 mod oracle_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use oracle_support::{run_dir, Report};
+use oracle_support::{run_dir, run_dir_with, Options, Perturb, Report};
+use reinforge_torch::loss::{AggMode, PolicyLossKind};
 
 /// Fixture functions not implemented yet: listed, printed and skipped. Empty: all are covered.
 const PENDING: &[&str] = &[];
@@ -32,6 +38,11 @@ fn print_report(dir: &Path, report: &Report) {
     for f in &report.pending {
         println!("  {f:<58} PENDING (not implemented)");
     }
+    let trainer: usize = report.through_trainer.values().sum();
+    println!("  through the trainer's objective: {trainer} cases");
+    for (f, n) in &report.through_trainer {
+        println!("    {f:<56} {n:>3}");
+    }
 }
 
 #[test]
@@ -48,8 +59,135 @@ fn every_fixture_matches() {
             41,
             "every function was dispatched"
         );
+        let trainer: usize = report.through_trainer.values().sum();
+        // verl's 134 policy-loss and 4 value-loss cases, and the TRL loss cases a verl loss
+        // reproduces (see `oracle_support::trl::as_trainer`).
+        assert_eq!(
+            report.through_trainer.len(),
+            13 + 6,
+            "{:?}",
+            report.through_trainer
+        );
+        assert_eq!(trainer, TRAINER_CASES, "{:?}", report.through_trainer);
     }
     assert!(total > 0, "no cases found in {}", dir.display());
+}
+
+/// Cases of `fixtures/oracles` replayed through the trainer's objectives: verl's 134 policy-loss
+/// and 4 value-loss cases, and 21 of TRL's 33 loss cases (grpo 9, dr_grpo 4, bnpo 2, dapo 2,
+/// cispo 2, sapo 2; the other 12 have a KL term past verl's k3 clamp, `delta`, or log-ratios
+/// past verl's ±20 clamp).
+const TRAINER_CASES: usize = 138 + 21;
+
+/// The functions of the failed cases of a perturbed replay of `verl_policy_loss.json`.
+fn failing_functions(
+    dir: &Path,
+    policy: fn(&mut reinforge_torch::train::UpdateConfig),
+) -> BTreeMap<String, usize> {
+    let report = run_dir_with(
+        dir,
+        Options {
+            perturb: Perturb {
+                policy,
+                ..Perturb::default()
+            },
+            keep_going: true,
+            ..Options::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut out = BTreeMap::new();
+    for (f, _) in &report.failures {
+        *out.entry(f.clone()).or_default() += 1;
+    }
+    out
+}
+
+/// The replay runs the trainer's configuration: changing the loss, the aggregation or the clip
+/// range of the `UpdateConfig` it builds makes exactly the cases fail that read them.
+#[test]
+fn perturbing_the_trainer_fails_the_replay() {
+    let src = oracles_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        src.join("verl_policy_loss.json"),
+        tmp.path().join("verl_policy_loss.json"),
+    )
+    .unwrap();
+    let clean = run_dir(tmp.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(clean.through_trainer.values().sum::<usize>(), 138);
+    let cases = |f: &str| clean.per_function[f].cases;
+    let policy_functions: Vec<String> = clean
+        .per_function
+        .keys()
+        .filter(|f| f.starts_with("compute_policy_loss_"))
+        .cloned()
+        .collect();
+
+    // Another registered loss (plain `-A·logp`, or PPO clip instead of it): every policy case
+    // fails.
+    let swapped = failing_functions(tmp.path(), |c| {
+        c.policy_loss = if c.policy_loss == PolicyLossKind::Gpg {
+            PolicyLossKind::Vanilla
+        } else {
+            PolicyLossKind::Gpg
+        }
+    });
+    for f in &policy_functions {
+        assert_eq!(swapped.get(f), Some(&cases(f)), "{f}: {swapped:?}");
+    }
+    assert!(!swapped.contains_key("compute_value_loss"));
+
+    // Another aggregation mode: every case fails except those of the losses that fix their own
+    // (GSPO, SAPO: seq-mean-token-mean; GMPO: mean over sequences).
+    let agg = failing_functions(tmp.path(), |c| {
+        c.agg = if c.agg == AggMode::TokenSum {
+            AggMode::TokenMean
+        } else {
+            AggMode::TokenSum
+        }
+    });
+    for f in &policy_functions {
+        let fixed = ["gspo", "sapo", "geo_mean"]
+            .iter()
+            .any(|l| f.ends_with(&format!("_{l}")));
+        let expected = if fixed { None } else { Some(&cases(f)) };
+        assert_eq!(agg.get(f), expected, "{f}: {agg:?}");
+    }
+
+    // A wider lower clip: the losses that read the clip range fail, the others do not.
+    let clip = failing_functions(tmp.path(), |c| {
+        c.loss.clip_ratio_low = Some(c.loss.low() + 0.05)
+    });
+    let reads_clip = [
+        "vanilla", "gspo", "cispo", "dppo_tv", "dppo_kl", "geo_mean", "clip_cov",
+    ];
+    for f in &policy_functions {
+        let reads = reads_clip.iter().any(|l| f.ends_with(&format!("_{l}")));
+        assert_eq!(clip.contains_key(f), reads, "{f}: {clip:?}");
+    }
+
+    // The critic's clip range reaches the value loss.
+    let report = run_dir_with(
+        tmp.path(),
+        Options {
+            perturb: Perturb {
+                value: |c| c.cliprange_value *= 0.5,
+                ..Perturb::default()
+            },
+            keep_going: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|(f, _)| f == "compute_value_loss"),
+        "{:?}",
+        report.failures
+    );
 }
 
 fn read(dir: &Path, name: &str) -> serde_json::Value {

@@ -1,11 +1,10 @@
 //! The policy update's exact savings (trimming mini-batches, skipping zero-advantage rows)
 //! give the same parameters as running every row at full width.
 
-use reinforge_torch::loss::agg::AggMode;
-use reinforge_torch::loss::trainer::PolicyLossKind;
-use reinforge_torch::loss::PpoClip;
+use reinforge_torch::loss::policy::NO_DUAL_CLIP;
+use reinforge_torch::loss::{AggMode, PolicyLossKind};
 use reinforge_torch::tch::Device;
-use reinforge_torch::train::{policy_update, RolloutBatch, UpdateConfig};
+use reinforge_torch::train::{policy_update, RolloutBatch, UpdateConfig, UpdateStats};
 use reinforge_torch::{AdamW, AdamWConfig, ModelConfig, Policy, SequenceBatch};
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -23,12 +22,30 @@ fn run(skip: bool, advantages: &[f32]) -> (Policy, f64) {
     run_with(skip, advantages, |_, _| {})
 }
 
+/// One update of the tiny model and its statistics.
+fn run_stats(
+    skip: bool,
+    advantages: &[f32],
+    setup: impl Fn(&mut UpdateConfig, &mut RolloutBatch),
+) -> (Policy, UpdateStats) {
+    run_inner(skip, advantages, setup)
+}
+
 /// One update of the tiny model; `setup` adjusts the config and batch first.
 fn run_with(
     skip: bool,
     advantages: &[f32],
     setup: impl Fn(&mut UpdateConfig, &mut RolloutBatch),
 ) -> (Policy, f64) {
+    let (policy, stats) = run_inner(skip, advantages, setup);
+    (policy, stats.loss)
+}
+
+fn run_inner(
+    skip: bool,
+    advantages: &[f32],
+    setup: impl Fn(&mut UpdateConfig, &mut RolloutBatch),
+) -> (Policy, UpdateStats) {
     // Initialisation draws from libtorch's global generator: tests run on parallel threads, so
     // each update runs alone.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -58,20 +75,14 @@ fn run_with(
         .collect();
     let old_logp = seqs.completion_values(&old);
     let mut batch = RolloutBatch::new(seqs, old_logp, None, advantages.to_vec());
-    let mut cfg = UpdateConfig::grpo(
-        PpoClip {
-            epsilon_low: 0.2,
-            epsilon_high: 0.28,
-        },
-        2,
-        2,
-        1e-2,
-    );
+    let mut cfg = UpdateConfig::grpo(0.2, 0.28, 2, 2, 1e-2);
     cfg.skip_zero_advantage = skip;
     setup(&mut cfg, &mut batch);
     let orders = vec![vec![0, 5, 2, 7, 1, 3, 6, 4], vec![3, 1, 4, 0, 2, 7, 5, 6]];
+    // Libtorch's generator is seeded for losses that draw (Clip-Cov).
+    reinforge_torch::tch::manual_seed(3);
     let stats = policy_update(&policy, &mut opt, &batch, &cfg, &orders);
-    (policy, stats.loss)
+    (policy, stats)
 }
 
 fn max_param_diff(a: &Policy, b: &Policy) -> f64 {
@@ -109,31 +120,97 @@ fn all_zero_advantages_still_step_the_optimizer_like_a_full_pass() {
     assert!(max_param_diff(&full, &skipped) < 1e-7);
 }
 
+/// For every registered loss, the update with skipping on equals the update running every row:
+/// skipping happens where it is exact and is off where it is not. `vanilla` runs in every
+/// aggregation mode, the others each in one (in turn), as the denominators do not depend on
+/// the loss.
 #[test]
-fn skipping_is_exact_in_every_aggregation_mode_and_for_gspo() {
+fn skipping_is_exact_for_every_loss_and_aggregation_mode() {
     let adv = [0.0, 1.0, 0.0, -1.0, 0.5, 0.0, -0.5, 0.0];
-    let modes = [
-        "token-mean",
-        "seq-mean-token-mean",
-        "seq-mean-token-sum",
-        "seq-mean-token-sum-norm",
-        "token-sum",
-    ];
-    for loss in [PolicyLossKind::Vanilla, PolicyLossKind::Gspo] {
+    for (i, &loss) in PolicyLossKind::ALL.iter().enumerate() {
+        let modes = if loss == PolicyLossKind::Vanilla {
+            AggMode::ALL.to_vec()
+        } else {
+            vec![AggMode::ALL[i % AggMode::ALL.len()]]
+        };
         for mode in modes {
             let setup = |c: &mut UpdateConfig, _: &mut RolloutBatch| {
-                c.agg = mode.parse::<AggMode>().unwrap();
+                c.agg = mode;
                 c.policy_loss = loss;
                 c.loss_scale_factor = 40.0;
-                c.clip_ratio_c = 3.0;
+                c.loss.clip_ratio_c = 3.0;
+                c.loss.kl_cov_ratio = 0.05;
+                c.loss.clip_cov_ratio = 0.05;
             };
-            let (full, lf) = run_with(false, &adv, setup);
-            let (skipped, ls) = run_with(true, &adv, setup);
+            let (full, sf) = run_stats(false, &adv, setup);
+            let (skipped, ss) = run_stats(true, &adv, setup);
             let d = max_param_diff(&full, &skipped);
-            assert!(d < 1e-6, "{loss:?} {mode}: parameters differ by {d}");
-            assert!((lf - ls).abs() < 1e-6, "{loss:?} {mode}: {lf} vs {ls}");
+            assert!(d < 1e-6, "{loss} {mode}: parameters differ by {d}");
+            assert!(
+                (sf.loss - ss.loss).abs() < 1e-6,
+                "{loss} {mode}: {} vs {}",
+                sf.loss,
+                ss.loss
+            );
+            assert!(sf.loss.is_finite() && sf.grad_norm > 0.0, "{loss} {mode}");
+            assert_eq!(
+                ss.rows_skipped > 0,
+                loss.zero_advantage_rows_are_inert(),
+                "{loss} {mode}: skips exactly where it is exact"
+            );
         }
     }
+}
+
+#[test]
+fn a_nan_advantage_skips_the_step_and_leaves_the_weights() {
+    let mut adv = [1.0, -1.0, 0.5, -0.5, 1.0, -1.0, 0.5, -0.5];
+    adv[3] = f32::NAN;
+    let (after, stats) = run_stats(true, &adv, |c, _| {
+        c.epochs = 1;
+        c.mini_batches = 1;
+    });
+    assert_eq!(stats.nonfinite_grad_steps, 1, "{stats:?}");
+    assert_eq!(stats.optimizer_steps, 1);
+    let untouched = {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        Policy::new(&tiny(), Device::Cpu, 7).unwrap()
+    };
+    assert_eq!(max_param_diff(&after, &untouched), 0.0, "no step was taken");
+    // One NaN mini-batch of two: the other still steps.
+    let (after, stats) = run_stats(true, &adv, |c, _| c.epochs = 1);
+    assert_eq!((stats.optimizer_steps, stats.nonfinite_grad_steps), (2, 1));
+    assert!(stats.grad_norm.is_finite() && stats.grad_norm > 0.0);
+    assert!(max_param_diff(&after, &untouched) > 0.0);
+    let has_nan = after
+        .vs
+        .variables()
+        .values()
+        .any(|t| t.isnan().any().int64_value(&[]) != 0);
+    assert!(!has_nan);
+}
+
+/// GRPO's default configuration (no dual clip) is PPO-clip: the catalogue's vanilla loss with
+/// `c = ∞` trains exactly like `c` so large that it never binds.
+#[test]
+fn no_dual_clip_is_a_dual_clip_that_never_binds() {
+    let adv = [0.0, 1.0, 0.0, -1.0, 0.5, 0.0, -0.5, 0.0];
+    // Old log-probs 1 below the model's: ratios near e, where a dual clip at 1.01 binds.
+    let with_c = |c_value: f64| {
+        move |c: &mut UpdateConfig, b: &mut RolloutBatch| {
+            c.loss.clip_ratio_c = c_value;
+            b.old_logp = &b.old_logp - 1.0;
+        }
+    };
+    let (off, lo) = run_with(false, &adv, with_c(NO_DUAL_CLIP));
+    let (huge, lh) = run_with(false, &adv, with_c(1e30));
+    assert_eq!(max_param_diff(&off, &huge), 0.0);
+    assert_eq!(lo, lh);
+    let (three, _) = run_with(false, &adv, with_c(1.01));
+    assert!(
+        max_param_diff(&off, &three) > 0.0,
+        "a binding dual clip changes the update"
+    );
 }
 
 #[test]
@@ -150,12 +227,12 @@ fn fully_masked_rows_contribute_nothing_and_cause_no_nan() {
             .masked_fill(&b.seqs.row_values(&keep).eq(0.0), 1e30);
     };
     for mode in [
-        "token-mean",
-        "seq-mean-token-mean",
-        "seq-mean-token-sum-norm",
+        AggMode::TokenMean,
+        AggMode::SeqMeanTokenMean,
+        AggMode::SeqMeanTokenSumNorm,
     ] {
         let setup = |c: &mut UpdateConfig, b: &mut RolloutBatch| {
-            c.agg = mode.parse::<AggMode>().unwrap();
+            c.agg = mode;
             c.loss_scale_factor = 40.0;
             mask_rows(b);
         };

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use reinforge_rl::AdvantageConfig;
+use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
 use reinforge_torch::ModelConfig;
 use serde::{Deserialize, Serialize};
 
@@ -123,20 +124,51 @@ pub struct GrpoConfig {
     /// `algorithm.adv_estimator`).
     #[serde(default = "grpo_name")]
     pub advantage_estimator: String,
-    /// `vanilla` (PPO-clip, verl `compute_policy_loss_vanilla`) or `gspo` (sequence ratio,
-    /// verl `compute_policy_loss_gspo`).
+    /// The policy loss, by verl's registered name (`actor.policy_loss.loss_mode`): vanilla,
+    /// gspo, cispo, sapo, dppo_tv, dppo_kl, geo_mean, gpg, dro, kl_cov, clip_cov, reinforce
+    /// (docs/algorithms.md has their TRL/OpenRLHF names).
     #[serde(default = "vanilla")]
-    pub policy_loss: String,
+    pub policy_loss: PolicyLossKind,
     /// verl `loss_agg_mode`: token-mean, seq-mean-token-mean, seq-mean-token-sum,
-    /// seq-mean-token-sum-norm (divides by `max_completion_length`), token-sum.
+    /// seq-mean-token-sum-norm (divides by `max_completion_length`), token-sum. gspo, sapo and
+    /// geo_mean fix their own, as in verl.
     #[serde(default = "token_mean")]
-    pub loss_agg_mode: String,
-    /// Dual-clip bound for A < 0 (verl `clip_ratio_c`, > 1); 0 disables dual clip.
+    pub loss_agg_mode: AggMode,
+    /// Dual-clip bound for A < 0 (verl `clip_ratio_c`, > 1); 0 disables dual clip. DPPO reads
+    /// it as its ratio truncation `min(r, c)` (0: none; verl's default is 3).
     #[serde(default)]
     pub clip_ratio_c: f64,
-    /// KL estimator used when `beta > 0` (verl `kl_loss_type`: k1, abs, k2, k3, with `+`).
+    /// KL estimator used when `beta > 0` (verl `kl_loss_type`: kl/k1, abs, mse/k2,
+    /// low_var_kl/k3, each also with `+`).
     #[serde(default = "k3")]
-    pub kl_estimator: String,
+    pub kl_estimator: KlPenalty,
+    /// SAPO gate temperature where A > 0 (verl `tau_pos`).
+    #[serde(default = "one")]
+    pub tau_pos: f64,
+    /// SAPO gate temperature where A <= 0 (verl `tau_neg`).
+    #[serde(default = "tau_neg")]
+    pub tau_neg: f64,
+    /// DRO: weight of the `½β(logp - logp_old)²` penalty (verl `policy_loss.dro_beta`).
+    #[serde(default = "one")]
+    pub dro_beta: f64,
+    /// KL-Cov: fraction of valid tokens, those of highest covariance, that get the `|log r|`
+    /// penalty (verl `policy_loss.kl_cov_ratio`).
+    #[serde(default = "cov_ratio")]
+    pub kl_cov_ratio: f64,
+    /// KL-Cov: weight of that penalty (verl `policy_loss.ppo_kl_coef`).
+    #[serde(default = "one")]
+    pub ppo_kl_coef: f64,
+    /// Clip-Cov: fraction of valid tokens whose gradient may be cut (verl
+    /// `policy_loss.clip_cov_ratio`).
+    #[serde(default = "cov_ratio")]
+    pub clip_cov_ratio: f64,
+    /// Clip-Cov: lower bound of the covariance window of the candidate tokens (verl
+    /// `policy_loss.clip_cov_lb`).
+    #[serde(default = "one")]
+    pub clip_cov_lb: f64,
+    /// Clip-Cov: upper bound of that window (verl `policy_loss.clip_cov_ub`).
+    #[serde(default = "five")]
+    pub clip_cov_ub: f64,
     /// DAPO dynamic sampling (verl `algorithm.filter_groups`): drop groups whose rewards all
     /// agree and draw more prompts until `prompts_per_step` groups are kept.
     #[serde(default)]
@@ -159,8 +191,8 @@ pub struct GrpoConfig {
     /// Truncated importance sampling between sampler and trainer: `none`, `token`, `sequence`
     /// (weights capped at `tis_cap`), `token_mask`, `sequence_mask` (ratios above the cap are
     /// masked out of the loss). Needs `recompute_old_logprobs`.
-    #[serde(default = "none")]
-    pub tis: String,
+    #[serde(default = "no_tis")]
+    pub tis: Tis,
     /// The cap (verl `rollout_is_threshold`).
     #[serde(default = "two")]
     pub tis_cap: f64,
@@ -185,7 +217,7 @@ pub struct PpoConfig {
     /// `--init_kl_coef`). 0 = off, and no reference model is kept for it.
     pub kl_coef: f64,
     /// Estimator of that KL (verl `algorithm.kl_penalty`, default `kl` = k1).
-    pub kl_penalty: String,
+    pub kl_penalty: KlPenalty,
     /// The critic's AdamW learning rate (verl `critic.optim.lr`).
     pub critic_lr: f64,
     pub critic_weight_decay: f64,
@@ -210,7 +242,7 @@ impl Default for PpoConfig {
             lam: 1.0,
             whiten_advantages: true,
             kl_coef: 0.0,
-            kl_penalty: "kl".into(),
+            kl_penalty: KlPenalty::Kl,
             critic_lr: 1e-3,
             critic_weight_decay: 0.0,
             critic_max_grad_norm: 1.0,
@@ -328,13 +360,21 @@ impl Default for TrainConfig {
                 loss_agg_mode: token_mean(),
                 clip_ratio_c: 0.0,
                 kl_estimator: k3(),
+                tau_pos: one(),
+                tau_neg: tau_neg(),
+                dro_beta: one(),
+                kl_cov_ratio: cov_ratio(),
+                ppo_kl_coef: one(),
+                clip_cov_ratio: cov_ratio(),
+                clip_cov_lb: one(),
+                clip_cov_ub: five(),
                 dynamic_sampling: false,
                 max_draws: four(),
                 overlong_buffer_len: 0,
                 overlong_penalty_factor: one(),
                 mask_truncated: false,
                 recompute_old_logprobs: false,
-                tis: none(),
+                tis: no_tis(),
                 tis_cap: two(),
             },
             ppo: PpoConfig::default(),
@@ -436,7 +476,6 @@ impl TrainConfig {
     /// Checks the algorithm option names and their combinations.
     fn validate_algorithm(&self) -> Result<()> {
         use reinforge_rl::advantage::outcome::Estimator;
-        use reinforge_torch::loss::{agg::AggMode, kl::KlPenalty, trainer};
         let g = &self.grpo;
         preset(&g.algorithm)?;
         let named = |key: &str, r: Result<(), String>| r.map_err(|e| anyhow!("grpo.{key}: {e}"));
@@ -451,37 +490,60 @@ impl TrainConfig {
                     .map_err(|e| format!("{e}, or gae (PPO with a critic)")),
             )?;
         }
-        named(
-            "policy_loss",
-            g.policy_loss.parse::<trainer::PolicyLossKind>().map(drop),
-        )?;
-        named(
-            "loss_agg_mode",
-            g.loss_agg_mode.parse::<AggMode>().map(drop),
-        )?;
-        named(
-            "kl_estimator",
-            g.kl_estimator.parse::<KlPenalty>().map(drop),
-        )?;
-        let tis = g.tis.parse::<trainer::Tis>();
-        named("tis", tis.clone().map(drop))?;
-        if g.clip_ratio_c != 0.0 && g.clip_ratio_c <= 1.0 {
+        if !(g.clip_ratio_c == 0.0 || g.clip_ratio_c > 1.0) {
             bail!(
                 "grpo.clip_ratio_c must be 0 (off) or > 1, got {}",
                 g.clip_ratio_c
             );
         }
-        if tis != Ok(trainer::Tis::None) && !g.recompute_old_logprobs {
+        if g.tis != Tis::None && !g.recompute_old_logprobs {
             bail!(
-                "grpo.tis = {:?} needs grpo.recompute_old_logprobs = true",
+                "grpo.tis = {} needs grpo.recompute_old_logprobs = true",
                 g.tis
             );
         }
-        if g.tis_cap <= 1.0 {
+        if !(g.tis_cap > 1.0) {
             bail!("grpo.tis_cap must be > 1, got {}", g.tis_cap);
         }
         if g.overlong_buffer_len > g.max_completion_length {
             bail!("grpo.overlong_buffer_len exceeds grpo.max_completion_length");
+        }
+        self.validate_loss_knobs()
+    }
+
+    /// Checks the per-loss knobs of `[grpo]` (read by their losses only, checked always).
+    fn validate_loss_knobs(&self) -> Result<()> {
+        let g = &self.grpo;
+        for (key, v) in [("grpo.tau_pos", g.tau_pos), ("grpo.tau_neg", g.tau_neg)] {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("{key} must be a finite number > 0, got {v}");
+            }
+        }
+        for (key, v) in [
+            ("grpo.dro_beta", g.dro_beta),
+            ("grpo.ppo_kl_coef", g.ppo_kl_coef),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("{key} must be a finite number >= 0, got {v}");
+            }
+        }
+        for (key, v) in [
+            ("grpo.kl_cov_ratio", g.kl_cov_ratio),
+            ("grpo.clip_cov_ratio", g.clip_cov_ratio),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                bail!("{key} must be in (0, 1], got {v}");
+            }
+        }
+        if !(g.clip_cov_lb.is_finite()
+            && g.clip_cov_ub.is_finite()
+            && g.clip_cov_lb < g.clip_cov_ub)
+        {
+            bail!(
+                "grpo.clip_cov_lb ({}) must be finite and below grpo.clip_cov_ub ({})",
+                g.clip_cov_lb,
+                g.clip_cov_ub
+            );
         }
         Ok(())
     }
@@ -505,9 +567,6 @@ impl TrainConfig {
         if p.kl_coef < 0.0 {
             bail!("ppo.kl_coef must be >= 0, got {}", p.kl_coef);
         }
-        p.kl_penalty
-            .parse::<reinforge_torch::loss::kl::KlPenalty>()
-            .map_err(|e| anyhow!("ppo.kl_penalty: {e}"))?;
         let rollouts = self.grpo.prompts_per_step * self.grpo.num_generations;
         if rollouts < 2 {
             bail!("grpo.advantage_estimator = gae whitens over the batch: grpo.prompts_per_step x grpo.num_generations must be at least 2");
@@ -541,17 +600,28 @@ fn yes() -> bool {
 fn grpo_name() -> String {
     "grpo".into()
 }
-fn vanilla() -> String {
-    "vanilla".into()
+fn vanilla() -> PolicyLossKind {
+    PolicyLossKind::Vanilla
 }
-fn token_mean() -> String {
-    "token-mean".into()
+fn token_mean() -> AggMode {
+    AggMode::TokenMean
 }
-fn k3() -> String {
-    "k3".into()
+fn k3() -> KlPenalty {
+    KlPenalty::K3
 }
-fn none() -> String {
-    "none".into()
+fn no_tis() -> Tis {
+    Tis::None
+}
+/// verl's SAPO `tau_neg`.
+fn tau_neg() -> f64 {
+    1.05
+}
+/// verl's `kl_cov_ratio` and `clip_cov_ratio`.
+fn cov_ratio() -> f64 {
+    0.0002
+}
+fn five() -> f64 {
+    5.0
 }
 fn one() -> f64 {
     1.0
@@ -644,7 +714,7 @@ mod tests {
             (cfg.grpo.epsilon_low, cfg.grpo.epsilon_high, cfg.grpo.beta),
             (0.2, 0.28, 0.0)
         );
-        assert_eq!(cfg.grpo.loss_agg_mode, "token-mean");
+        assert_eq!(cfg.grpo.loss_agg_mode, AggMode::TokenMean);
         assert!(!cfg.grpo.dynamic_sampling && !cfg.grpo.mask_truncated);
     }
 
@@ -658,16 +728,16 @@ mod tests {
     fn each_preset_resolves_to_its_documented_values() {
         let g = with("dr_grpo", &[]);
         assert_eq!(g.advantage_estimator, "dr_grpo");
-        assert_eq!(g.loss_agg_mode, "seq-mean-token-sum-norm");
+        assert_eq!(g.loss_agg_mode, AggMode::SeqMeanTokenSumNorm);
         let d = with("dapo", &[]);
         assert_eq!((d.epsilon_low, d.epsilon_high, d.beta), (0.2, 0.28, 0.0));
-        assert_eq!(d.loss_agg_mode, "token-mean");
+        assert_eq!(d.loss_agg_mode, AggMode::TokenMean);
         assert!(d.dynamic_sampling && d.mask_truncated);
         assert_eq!((d.overlong_buffer_len, d.overlong_penalty_factor), (4, 1.0));
         let s = with("gspo", &[]);
         assert_eq!(
-            (s.policy_loss.as_str(), s.loss_agg_mode.as_str()),
-            ("gspo", "seq-mean-token-mean")
+            (s.policy_loss, s.loss_agg_mode),
+            (PolicyLossKind::Gspo, AggMode::SeqMeanTokenMean)
         );
         assert_eq!((s.epsilon_low, s.epsilon_high), (3e-4, 4e-4));
         let r = with("rloo", &[]);
@@ -679,8 +749,8 @@ mod tests {
         assert_eq!(p.advantage_estimator, "reinforce_pp_baseline");
         let ppo = with("ppo", &[]);
         assert_eq!(
-            (ppo.advantage_estimator.as_str(), ppo.policy_loss.as_str()),
-            ("gae", "vanilla")
+            (ppo.advantage_estimator.as_str(), ppo.policy_loss),
+            ("gae", PolicyLossKind::Vanilla)
         );
         assert_eq!((ppo.epsilon_low, ppo.epsilon_high), (0.2, 0.2));
         assert!(!ppo.dynamic_sampling && ppo.beta == 0.0);
@@ -706,7 +776,10 @@ mod tests {
         // A file naming only the preset gets the preset's values for the keys it leaves out.
         std::fs::write(&path, "[grpo]\nalgorithm = \"gspo\"\nepsilon_high = 0.01\n").unwrap();
         let g = TrainConfig::resolve(Some(&path), &[]).unwrap().grpo;
-        assert_eq!((g.policy_loss.as_str(), g.epsilon_high), ("gspo", 0.01));
+        assert_eq!(
+            (g.policy_loss, g.epsilon_high),
+            (PolicyLossKind::Gspo, 0.01)
+        );
     }
 
     #[test]
@@ -719,7 +792,63 @@ mod tests {
         assert!(err(&["grpo.tis=token"]).contains("recompute_old_logprobs"));
         assert!(err(&["grpo.clip_ratio_c=0.5"]).contains("clip_ratio_c"));
         assert!(err(&["grpo.kl_estimator=full"]).contains("kl_estimator"));
+        let e = err(&["grpo.policy_loss=gmpo"]);
+        assert!(
+            e.contains("grpo.policy_loss") && e.contains("geo_mean") && e.contains("reinforce"),
+            "names the key and lists the valid names: {e}"
+        );
+        let e = err(&["grpo.loss_agg_mode=mean"]);
+        assert!(e.contains("seq-mean-token-sum-norm"), "{e}");
+        assert!(err(&["grpo.tis=tokens"]).contains("sequence_mask"));
+        assert!(err(&["grpo.kl_estimator=k4"]).contains("low_var_kl+"));
+        assert!(err(&["grpo.tau_neg=0"]).contains("grpo.tau_neg"));
+        assert!(err(&["grpo.kl_cov_ratio=0"]).contains("grpo.kl_cov_ratio"));
+        assert!(err(&["grpo.clip_cov_ratio=nan"]).contains("grpo.clip_cov_ratio"));
+        assert!(err(&["grpo.clip_cov_lb=6"]).contains("grpo.clip_cov_ub"));
+        assert!(err(&["grpo.dro_beta=-1"]).contains("grpo.dro_beta"));
         assert!(err(&["grpo.advantage_estimator=ppo"]).contains("or gae"));
+    }
+
+    #[test]
+    fn every_registered_name_is_accepted_and_written_back_unchanged() {
+        for name in PolicyLossKind::NAMES {
+            let cfg = TrainConfig::resolve(None, &[format!("grpo.policy_loss={name}")]).unwrap();
+            assert_eq!(cfg.grpo.policy_loss.name(), *name);
+            assert!(cfg.to_toml().contains(&format!("policy_loss = \"{name}\"")));
+        }
+        for name in KlPenalty::NAMES {
+            let cfg = TrainConfig::resolve(
+                None,
+                &[
+                    format!("grpo.kl_estimator={name}"),
+                    "grpo.algorithm=ppo".into(),
+                    format!("ppo.kl_penalty={name}"),
+                ],
+            )
+            .unwrap();
+            assert_eq!(
+                (cfg.grpo.kl_estimator.name(), cfg.ppo.kl_penalty.name()),
+                (*name, *name)
+            );
+            let back: TrainConfig = toml::from_str(&cfg.to_toml()).unwrap();
+            assert_eq!(back, cfg);
+        }
+        for name in AggMode::NAMES.iter().chain(Tis::NAMES) {
+            let key = if AggMode::NAMES.contains(name) {
+                "loss_agg_mode"
+            } else {
+                "tis"
+            };
+            let cfg = TrainConfig::resolve(
+                None,
+                &[
+                    format!("grpo.{key}={name}"),
+                    "grpo.recompute_old_logprobs=true".into(),
+                ],
+            )
+            .unwrap();
+            assert!(cfg.to_toml().contains(&format!("{key} = \"{name}\"")));
+        }
     }
 
     #[test]

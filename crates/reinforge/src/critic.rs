@@ -11,7 +11,6 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Result};
 use reinforge_rl::advantage::gae::gae;
 use reinforge_rl::masked::Matrix;
-use reinforge_torch::loss::kl::KlPenalty;
 use reinforge_torch::pack::Packed;
 use reinforge_torch::train::ValueConfig;
 use reinforge_torch::value::CRITIC_WEIGHTS_FILE;
@@ -98,6 +97,9 @@ pub fn value_config(grpo: &GrpoConfig, ppo: &PpoConfig) -> ValueConfig {
         lr: ppo.critic_lr,
         max_grad_norm: ppo.critic_max_grad_norm,
         cliprange_value: ppo.cliprange_value,
+        // verl's critic.loss_agg_mode defaults to the actor's.
+        agg: grpo.loss_agg_mode,
+        loss_scale_factor: grpo.max_completion_length as f64,
     }
 }
 
@@ -237,11 +239,7 @@ pub fn score(
     let values = packed.critic_values(&state.critic);
     let lens: Vec<usize> = values.iter().map(Vec::len).collect();
     let kl = if ppo.kl_coef > 0.0 {
-        let estimator: KlPenalty = ppo
-            .kl_penalty
-            .parse()
-            .map_err(|e| anyhow!("ppo.kl_penalty: {e}"))?;
-        let kl = packed.reference_kl(estimator).ok_or_else(|| {
+        let kl = packed.reference_kl(ppo.kl_penalty).ok_or_else(|| {
             anyhow!("ppo.kl_coef > 0 needs the reference model, and none is loaded")
         })?;
         Some(kl)

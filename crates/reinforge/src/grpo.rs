@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use reinforge_rl::advantage::outcome::outcome_advantages;
 use reinforge_rl::{GroupStats, Groups};
-use reinforge_torch::loss::PpoClip;
+use reinforge_torch::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
 use reinforge_torch::pack::{pack, PackOptions, Packed, RolloutRef};
 use reinforge_torch::train::{policy_update, UpdateConfig, UpdateStats};
 use serde::{Deserialize, Serialize};
@@ -41,10 +41,11 @@ pub struct StepMetrics {
     pub kl: f64,
     /// Mean entropy of the sampling distribution over the step's completion tokens.
     pub entropy: f64,
-    #[serde(rename = "clipfrac/high")]
-    pub clipfrac_high: f64,
-    #[serde(rename = "clipfrac/low")]
-    pub clipfrac_low: f64,
+    /// verl `actor/pg_clipfrac`: tokens where the policy loss's clip was active.
+    pub pg_clipfrac: f64,
+    /// verl `actor/pg_clipfrac_lower`: tokens where the dual clip (DPPO: the truncation) was
+    /// active.
+    pub pg_clipfrac_lower: f64,
     pub ppo_kl: f64,
     pub grad_norm: f64,
     /// Fraction of rollout rows the update skipped: their advantage is exactly zero, so they
@@ -93,9 +94,26 @@ pub struct StepMetrics {
 /// The update settings of a GRPO config.
 pub fn update_config(cfg: &GrpoConfig) -> Result<UpdateConfig> {
     Ok(UpdateConfig {
-        clip: PpoClip {
-            epsilon_low: cfg.epsilon_low,
-            epsilon_high: cfg.epsilon_high,
+        policy_loss: cfg.policy_loss,
+        agg: cfg.loss_agg_mode,
+        loss: VerlPolicyConfig {
+            clip_ratio: cfg.epsilon_low,
+            clip_ratio_low: Some(cfg.epsilon_low),
+            clip_ratio_high: Some(cfg.epsilon_high),
+            clip_ratio_c: if cfg.clip_ratio_c == 0.0 {
+                NO_DUAL_CLIP
+            } else {
+                cfg.clip_ratio_c
+            },
+            tau_pos: cfg.tau_pos,
+            tau_neg: cfg.tau_neg,
+            dro_beta: cfg.dro_beta,
+            kl_cov_ratio: cfg.kl_cov_ratio,
+            ppo_kl_coef: cfg.ppo_kl_coef,
+            clip_cov_ratio: cfg.clip_cov_ratio,
+            clip_cov_lb: cfg.clip_cov_lb,
+            clip_cov_ub: cfg.clip_cov_ub,
+            global_batch_info: Default::default(),
         },
         beta: cfg.beta,
         entropy_coef: cfg.entropy_coef,
@@ -105,20 +123,8 @@ pub fn update_config(cfg: &GrpoConfig) -> Result<UpdateConfig> {
         max_grad_norm: cfg.max_grad_norm,
         temperature: cfg.temperature,
         skip_zero_advantage: cfg.skip_zero_advantage,
-        policy_loss: cfg
-            .policy_loss
-            .parse()
-            .map_err(|e| anyhow!("grpo.policy_loss: {e}"))?,
-        agg: cfg
-            .loss_agg_mode
-            .parse()
-            .map_err(|e| anyhow!("grpo.loss_agg_mode: {e}"))?,
         loss_scale_factor: cfg.max_completion_length as f64,
-        clip_ratio_c: cfg.clip_ratio_c,
-        kl: cfg
-            .kl_estimator
-            .parse()
-            .map_err(|e| anyhow!("grpo.kl_estimator: {e}"))?,
+        kl: cfg.kl_estimator,
     })
 }
 
@@ -357,8 +363,8 @@ pub fn run_step(
             .map(|&e| e as f64)
             .sum::<f64>()
             / tokens.max(1) as f64,
-        clipfrac_high: u.clipfrac_high,
-        clipfrac_low: u.clipfrac_low,
+        pg_clipfrac: u.pg_clipfrac,
+        pg_clipfrac_lower: u.pg_clipfrac_lower,
         ppo_kl: u.ppo_kl,
         grad_norm: u.grad_norm,
         rows_skipped_frac: u.rows_skipped as f64 / (n * cfg.ppo_epochs as f64),
@@ -397,7 +403,7 @@ fn pack_rollouts(
         pad_id: env.pad_id(),
         temperature: cfg.temperature,
         recompute_old_logprobs: cfg.recompute_old_logprobs,
-        tis: cfg.tis.parse().map_err(|e| anyhow!("grpo.tis: {e}"))?,
+        tis: cfg.tis,
         tis_cap: cfg.tis_cap,
         mask_truncated: cfg.mask_truncated,
     };

@@ -46,6 +46,7 @@ pub fn run_step(trainer: &mut Trainer, cfg: &SftConfig, batch: &SequenceBatch) -
         loss,
         grad_norm,
         tokens,
+        ..
     } = sft_step(
         trainer.policy,
         &mut trainer.opt,

@@ -1,49 +1,25 @@
 //! verl `agg_loss` (core_algos.py @ 1dda039): how a `B x T` loss matrix becomes one scalar, and
 //! the normalisation that makes micro-batch losses add up to the global-batch loss.
 
-use std::str::FromStr;
-
 use tch::Tensor;
 
-/// verl `loss_agg_mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AggMode {
-    /// `Σ ℓ·m / N_tokens · dp` (N_tokens local unless `batch_num_tokens` is given).
-    TokenMean,
-    /// Mean over sequences of per-sequence token means (`len + 1e-8`), rows with no token excluded.
-    SeqMeanTokenMean,
-    /// Mean over sequences of per-sequence token sums.
-    SeqMeanTokenSum,
-    /// Dr.GRPO: `Σ_i Σ_t ℓ·m / G / S` with a constant `S` (`loss_scale_factor`, else the padded T).
-    SeqMeanTokenSumNorm,
-    /// `Σ ℓ·m · dp`.
-    TokenSum,
-}
+use crate::loss::names::named_enum;
 
-impl AggMode {
-    /// verl's spelling of the mode.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::TokenMean => "token-mean",
-            Self::SeqMeanTokenMean => "seq-mean-token-mean",
-            Self::SeqMeanTokenSum => "seq-mean-token-sum",
-            Self::SeqMeanTokenSumNorm => "seq-mean-token-sum-norm",
-            Self::TokenSum => "token-sum",
-        }
-    }
-}
-
-impl FromStr for AggMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "token-mean" => Self::TokenMean,
-            "seq-mean-token-mean" => Self::SeqMeanTokenMean,
-            "seq-mean-token-sum" => Self::SeqMeanTokenSum,
-            "seq-mean-token-sum-norm" => Self::SeqMeanTokenSumNorm,
-            "token-sum" => Self::TokenSum,
-            other => return Err(format!("invalid loss_agg_mode: {other}")),
-        })
+named_enum! {
+    /// verl `loss_agg_mode`: how a `B x T` loss matrix becomes one scalar.
+    pub enum AggMode ("loss_agg_mode") {
+        /// `Σ ℓ·m / N_tokens · dp` (N_tokens local unless `batch_num_tokens` is given).
+        TokenMean = "token-mean",
+        /// Mean over sequences of per-sequence token means (`len + 1e-8`), rows with no token
+        /// excluded.
+        SeqMeanTokenMean = "seq-mean-token-mean",
+        /// Mean over sequences of per-sequence token sums.
+        SeqMeanTokenSum = "seq-mean-token-sum",
+        /// Dr.GRPO: `Σ_i Σ_t ℓ·m / G / S` with a constant `S` (`loss_scale_factor`, else the
+        /// padded T).
+        SeqMeanTokenSumNorm = "seq-mean-token-sum-norm",
+        /// `Σ ℓ·m · dp`.
+        TokenSum = "token-sum",
     }
 }
 

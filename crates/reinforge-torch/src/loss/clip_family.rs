@@ -164,6 +164,16 @@ pub fn dppo(
     )
 }
 
+/// verl `compute_policy_loss_dppo_tv`: [`dppo`] with the total-variation divergence.
+pub fn dppo_tv(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
+    dppo(x, mode, cfg, DppoDivergence::Tv)
+}
+
+/// verl `compute_policy_loss_dppo_kl`: [`dppo`] with the binary KL divergence.
+pub fn dppo_kl(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
+    dppo(x, mode, cfg, DppoDivergence::Kl)
+}
+
 /// verl `compute_policy_loss_geo_mean` (GMPO, Zhao et al. 2025, arXiv:2507.20673): token
 /// log-ratios clipped to `[-ε_low, ε_high]` on the side A favours (no ±20 clamp), the sequence
 /// ratio is their masked geometric mean, the advantage the masked mean of A; loss

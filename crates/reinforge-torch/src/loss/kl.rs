@@ -2,11 +2,10 @@
 //! `kl_penalty_forward`, `compute_entropy_loss`, `compute_rewards`; torch_functional.py:
 //! `entropy_from_logits`). See Schulman, "Approximating KL divergence" (2020).
 
-use std::str::FromStr;
-
 use tch::Tensor;
 
 use crate::loss::agg::{agg_loss, AggMode, GlobalBatchInfo};
+use crate::loss::names::named_enum;
 
 /// A per-token estimator of KL(π‖π_ref) from the two log-probs of the sampled token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,34 +20,44 @@ pub enum KlEstimator {
     K3,
 }
 
-/// An estimator plus verl's `+` suffix: forward value of the estimator, gradient of k2
-/// (straight-through), e.g. `k3+`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KlPenalty {
-    pub estimator: KlEstimator,
-    pub straight_through: bool,
+named_enum! {
+    /// verl's KL estimator names (`actor.kl_loss_type`, `algorithm.kl_penalty`), each also with
+    /// the `+` suffix: the forward value of the estimator with the gradient of k2
+    /// (straight-through). `full` is not accepted, as verl raises NotImplementedError for it.
+    /// Names are kept as written, so a config file round-trips unchanged.
+    pub enum KlPenalty ("KL estimator") {
+        Kl = "kl",
+        K1 = "k1",
+        Abs = "abs",
+        Mse = "mse",
+        K2 = "k2",
+        LowVarKl = "low_var_kl",
+        K3 = "k3",
+        KlPlus = "kl+",
+        K1Plus = "k1+",
+        AbsPlus = "abs+",
+        MsePlus = "mse+",
+        K2Plus = "k2+",
+        LowVarKlPlus = "low_var_kl+",
+        K3Plus = "k3+",
+    }
 }
 
-impl FromStr for KlPenalty {
-    type Err = String;
-    /// Accepts verl's names: kl, k1, abs, mse, k2, low_var_kl, k3, each optionally with `+`.
-    /// `full` is rejected, as verl raises NotImplementedError for it.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (base, straight_through) = match s.strip_suffix('+') {
-            Some(b) => (b, true),
-            None => (s, false),
-        };
-        let estimator = match base {
-            "kl" | "k1" => KlEstimator::K1,
-            "abs" => KlEstimator::Abs,
-            "mse" | "k2" => KlEstimator::K2,
-            "low_var_kl" | "k3" => KlEstimator::K3,
-            other => return Err(format!("unsupported kl_penalty: {other}")),
-        };
-        Ok(Self {
-            estimator,
-            straight_through,
-        })
+impl KlPenalty {
+    /// The estimator of the forward value.
+    pub fn estimator(self) -> KlEstimator {
+        use KlPenalty::*;
+        match self {
+            Kl | K1 | KlPlus | K1Plus => KlEstimator::K1,
+            Abs | AbsPlus => KlEstimator::Abs,
+            Mse | K2 | MsePlus | K2Plus => KlEstimator::K2,
+            LowVarKl | K3 | LowVarKlPlus | K3Plus => KlEstimator::K3,
+        }
+    }
+
+    /// Whether the gradient is k2's (the `+` suffix).
+    pub fn straight_through(self) -> bool {
+        self.name().ends_with('+')
     }
 }
 
@@ -68,8 +77,8 @@ pub fn kl_forward(logp: &Tensor, ref_logp: &Tensor, estimator: KlEstimator) -> T
 /// verl `kl_penalty`: [`kl_forward`], and with `straight_through` the value of the estimator
 /// carrying the gradient of k2, `k2 - sg(k2) + sg(value)` (k2 itself is unchanged by `+`).
 pub fn kl_penalty(logp: &Tensor, ref_logp: &Tensor, penalty: KlPenalty) -> Tensor {
-    let forward = kl_forward(logp, ref_logp, penalty.estimator);
-    if !penalty.straight_through || penalty.estimator == KlEstimator::K2 {
+    let forward = kl_forward(logp, ref_logp, penalty.estimator());
+    if !penalty.straight_through() || penalty.estimator() == KlEstimator::K2 {
         return forward;
     }
     let backward = (logp - ref_logp).square() * 0.5;
@@ -110,9 +119,18 @@ mod tests {
 
     #[test]
     fn names_and_straight_through_gradient() {
-        assert!("full".parse::<KlPenalty>().is_err());
+        let err = "full".parse::<KlPenalty>().unwrap_err();
+        assert!(err.contains("low_var_kl+") && err.contains("k1"), "{err}");
         let p: KlPenalty = "low_var_kl+".parse().unwrap();
-        assert!(p.straight_through && p.estimator == KlEstimator::K3);
+        assert!(p.straight_through() && p.estimator() == KlEstimator::K3);
+        assert!(!KlPenalty::Kl.straight_through() && KlPenalty::Kl.estimator() == KlEstimator::K1);
+        for name in KlPenalty::NAMES {
+            assert_eq!(
+                name.parse::<KlPenalty>().unwrap().name(),
+                *name,
+                "names round-trip"
+            );
+        }
         let lp = Tensor::from_slice(&[-1.0f64, -2.0]).set_requires_grad(true);
         let rf = Tensor::from_slice(&[-1.5f64, -1.0]);
         let kl = kl_penalty(&lp, &rf, p);
@@ -121,6 +139,25 @@ mod tests {
         kl.sum(Kind::Double).backward();
         let g = Vec::<f64>::try_from(lp.grad()).unwrap();
         assert_eq!(g, vec![0.5, -1.0], "d/dlogp of ½(logp-ref)² is logp - ref");
+    }
+
+    #[test]
+    fn k3_values_and_clamps() {
+        let t = |v: &[f64]| Tensor::from_slice(v);
+        let kl = kl_forward(
+            &t(&[0.0, -1.0, 0.0, 30.0, -100.0]),
+            &t(&[0.0, 0.0, -1.0, 0.0, 0.0]),
+            KlEstimator::K3,
+        );
+        let v = Vec::<f64>::try_from(kl).unwrap();
+        assert_eq!(v[0], 0.0);
+        assert!((v[1] - (1f64.exp() - 2.0)).abs() < 1e-12);
+        assert!((v[2] - (-1f64).exp()).abs() < 1e-12);
+        assert_eq!(
+            v[3], 10.0,
+            "log-ratio -30 clamps to -20, e^-20 + 19 clamps to 10"
+        );
+        assert_eq!(v[4], 10.0, "e^20 - 21 clamps to 10");
     }
 
     #[test]

@@ -68,6 +68,11 @@ impl VerlPolicyConfig {
     }
 }
 
+/// The `clip_ratio_c` that switches dual clip off: verl's vanilla loss always applies it, and
+/// with `c = ∞` its bound `-A·c` never binds (DPPO's ratio truncation `min(r, c)` is then off
+/// too). Zero advantages stay exact: their dual-clip branch is never selected.
+pub const NO_DUAL_CLIP: f64 = f64::INFINITY;
+
 /// The tensors a verl policy loss reads, all `B x T`.
 #[derive(Debug, Clone, Copy)]
 pub struct PolicyInputs<'a> {

@@ -7,6 +7,7 @@ mod verl;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use reinforge_torch::train::{UpdateConfig, ValueConfig};
 use serde_json::Value;
 use tch::{Kind, Tensor};
 
@@ -21,8 +22,40 @@ pub struct Stats {
 #[derive(Debug, Default)]
 pub struct Report {
     pub per_function: BTreeMap<String, Stats>,
+    /// Cases per function whose loss (and gradient) were replayed through the trainer's own
+    /// objective (`train::policy_objective`, `train::value_objective`).
+    pub through_trainer: BTreeMap<String, usize>,
     /// Pending function names that occurred (their cases were not checked).
     pub pending: Vec<String>,
+    /// With [`Options::keep_going`]: `(function, error)` of every failed case.
+    pub failures: Vec<(String, String)>,
+}
+
+/// A deliberate change to the trainer's configurations before each replay: the harness's
+/// self-test that it drives the trainer (a wrong setting must make the replay fail).
+#[derive(Clone, Copy)]
+pub struct Perturb {
+    pub policy: fn(&mut UpdateConfig),
+    pub value: fn(&mut ValueConfig),
+}
+
+impl Default for Perturb {
+    fn default() -> Self {
+        Self {
+            policy: |_| {},
+            value: |_| {},
+        }
+    }
+}
+
+/// How [`run_dir_with`] runs.
+#[derive(Clone, Copy, Default)]
+pub struct Options<'a> {
+    /// Functions to skip (reported as pending).
+    pub pending: &'a [&'a str],
+    pub perturb: Perturb,
+    /// Record failed cases in [`Report::failures`] instead of stopping at the first.
+    pub keep_going: bool,
 }
 
 /// Tolerance of one comparison.
@@ -42,6 +75,9 @@ pub struct Case<'a> {
     used: BTreeSet<String>,
     max_dev: f64,
     pub tol: Tol,
+    pub perturb: Perturb,
+    /// Set by a check that replayed the case through the trainer's objective.
+    pub through_trainer: bool,
 }
 
 pub type R<T> = Result<T, String>;
@@ -247,6 +283,19 @@ fn check_case(c: &mut Case, function: &str) -> R<()> {
 /// Runs every case of every `*.json` file of `dir`. Functions in `pending` are skipped and
 /// reported; any other unknown function, mismatch or unchecked expected field is an error.
 pub fn run_dir(dir: &Path, pending: &[&str]) -> R<Report> {
+    run_dir_with(
+        dir,
+        Options {
+            pending,
+            ..Options::default()
+        },
+    )
+}
+
+/// [`run_dir`] with a perturbation of the trainer's configuration and optionally collecting
+/// failures instead of stopping at the first.
+pub fn run_dir_with(dir: &Path, opts: Options) -> R<Report> {
+    let pending = opts.pending;
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(Result::ok)
@@ -294,9 +343,24 @@ pub fn run_dir(dir: &Path, pending: &[&str]) -> R<Report> {
                 used: BTreeSet::new(),
                 max_dev: 0.0,
                 tol,
+                perturb: opts.perturb,
+                through_trainer: false,
             };
-            check_case(&mut c, function)?;
-            c.finish()?;
+            let outcome = check_case(&mut c, function).and_then(|()| c.finish());
+            match outcome {
+                Ok(()) => {}
+                Err(e) if opts.keep_going => {
+                    report.failures.push((function.to_string(), e));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            if c.through_trainer {
+                *report
+                    .through_trainer
+                    .entry(function.to_string())
+                    .or_default() += 1;
+            }
             let s = report.per_function.entry(function.to_string()).or_default();
             s.cases += 1;
             s.max_dev = s.max_dev.max(c.max_dev);

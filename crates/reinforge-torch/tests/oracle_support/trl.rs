@@ -4,10 +4,17 @@ use reinforge_rl::overlong::{
     trl_soft_overlong_punishment, verl_dapo_overlong_penalty, verl_dapo_overlong_penalty_f32,
 };
 use reinforge_rl::trl::{trl_grpo_advantages, MultiObjective, ScaleRewards, TrlAdvantageConfig};
-use reinforge_torch::loss::trl::{trl_compute_loss, IsLevel, TrlLossConfig, TrlLossInputs};
+use reinforge_torch::loss::agg::GlobalBatchInfo;
+use reinforge_torch::loss::policy::NO_DUAL_CLIP;
+use reinforge_torch::loss::trl::{
+    trl_compute_loss, IsLevel, TrlLossConfig, TrlLossInputs, TrlLossType,
+};
+use reinforge_torch::loss::{AggMode, PolicyLossKind};
+use reinforge_torch::train::{policy_objective, MiniBatchInputs, UpdateConfig};
 use serde_json::Value;
+use tch::{Kind, Tensor};
 
-use super::{flat, matrix, tensor, Case, R};
+use super::{flat, matrix, tensor, Case, Tol, R};
 
 fn advantages(c: &mut Case) -> R<()> {
     let cfg = TrlAdvantageConfig {
@@ -107,7 +114,162 @@ fn loss(c: &mut Case) -> R<()> {
     }
     c.metrics("metrics", &out.metrics)?;
     out.loss.backward();
-    c.tensor("grad_per_token_logps", &lp.grad())
+    c.tensor("grad_per_token_logps", &lp.grad())?;
+    let lp = tensor(c.req("per_token_logps")?).set_requires_grad(true);
+    let x = TrlLossInputs {
+        per_token_logps: &lp,
+        ..x
+    };
+    if let Some((update, info)) = as_trainer(&x, &cfg) {
+        replay_through_trainer(c, &x, update, &info)?;
+    }
+    Ok(())
+}
+
+/// The largest `|v|` over the valid tokens.
+fn max_abs(v: &Tensor, mask: &Tensor) -> f64 {
+    (v.abs() * mask)
+        .max()
+        .to_kind(Kind::Double)
+        .double_value(&[])
+}
+
+/// The verl loss, aggregation and denominators that compute what TRL's `_compute_loss` does,
+/// or `None` where they cannot: a KL term (TRL's k3 has no clamp, verl's clamps at 10: used only
+/// where no valid token reaches the clamp), `delta` (TRL's two-sided clip), sequence-level
+/// ratios outside `grpo` (verl's GSPO always aggregates seq-mean-token-mean), and log-ratios
+/// beyond verl's ±20 clamp (GSPO: a sequence log-ratio above its clamp at 10).
+///
+/// The mapping: `grpo`/`sapo` = seq-mean-token-mean over `B·GA` rows; `bnpo` = token-mean over
+/// `GA·` the local tokens; `dr_grpo` = seq-mean-token-sum-norm over `B·GA` rows with
+/// `S = max_completion_length`; `dapo`/`cispo` = token-mean over `num_items_in_batch /
+/// num_processes` tokens; TRL's CISPO cap `min(r, ε_high)` = verl's `clip(r, 1 - 1,
+/// 1 + (ε_high - 1))`; sequence level = verl `gspo`.
+fn as_trainer(x: &TrlLossInputs, cfg: &TrlLossConfig) -> Option<(UpdateConfig, GlobalBatchInfo)> {
+    let (lp, mask) = (x.per_token_logps, x.completion_mask);
+    let old = x
+        .old_per_token_logps
+        .map_or_else(|| lp.detach(), Tensor::shallow_clone);
+    let log_ratio = lp.detach() - &old;
+    if cfg.delta.is_some() || max_abs(&log_ratio, mask) > 20.0 {
+        return None;
+    }
+    if cfg.beta != 0.0 {
+        let d = x.ref_per_token_logps? - lp.detach();
+        let k3 = d.exp() - &d - 1.0;
+        if max_abs(&d, mask) > 20.0 || max_abs(&k3, mask) > 10.0 {
+            return None;
+        }
+    }
+    let rows = lp.size()[0] as f64;
+    let ga = cfg.gradient_accumulation_steps as f64;
+    let tokens = mask.sum(Kind::Double).double_value(&[]);
+    let mut u = UpdateConfig::grpo(cfg.epsilon_low, cfg.epsilon_high, 1, 1, 0.0);
+    u.skip_zero_advantage = false;
+    u.beta = cfg.beta;
+    u.kl = reinforge_torch::loss::KlPenalty::K3;
+    u.loss.clip_ratio_c = NO_DUAL_CLIP;
+    u.loss.tau_pos = cfg.sapo_temperature_pos;
+    u.loss.tau_neg = cfg.sapo_temperature_neg;
+    let mut info = GlobalBatchInfo::default();
+    let per_row = || GlobalBatchInfo {
+        global_batch_size: Some(rows * ga),
+        ..GlobalBatchInfo::default()
+    };
+    match cfg.loss_type {
+        TrlLossType::Grpo => {
+            u.agg = AggMode::SeqMeanTokenMean;
+            info = per_row();
+        }
+        TrlLossType::Sapo => {
+            u.policy_loss = PolicyLossKind::Sapo;
+            u.agg = AggMode::SeqMeanTokenMean;
+            info = per_row();
+        }
+        TrlLossType::Bnpo => info.batch_num_tokens = Some(tokens.max(1.0) * ga),
+        TrlLossType::DrGrpo => {
+            u.agg = AggMode::SeqMeanTokenSumNorm;
+            info = per_row();
+            info.loss_scale_factor = Some(cfg.max_completion_length as f64);
+        }
+        TrlLossType::Dapo => {
+            info.batch_num_tokens = Some(x.num_items_in_batch? / cfg.num_processes as f64)
+        }
+        TrlLossType::Cispo => {
+            u.policy_loss = PolicyLossKind::Cispo;
+            u.loss.clip_ratio_low = Some(1.0);
+            u.loss.clip_ratio_high = Some(cfg.epsilon_high - 1.0);
+            info.batch_num_tokens = Some(x.num_items_in_batch? / cfg.num_processes as f64);
+        }
+    }
+    if cfg.importance_sampling_level == IsLevel::Sequence {
+        if cfg.loss_type != TrlLossType::Grpo {
+            return None;
+        }
+        let seq = (&log_ratio * mask).sum_dim_intlist(-1i64, false, Kind::Double)
+            / mask
+                .sum_dim_intlist(-1i64, false, Kind::Double)
+                .clamp_min(1.0);
+        if seq.max().double_value(&[]) > 10.0 {
+            return None;
+        }
+        u.policy_loss = PolicyLossKind::Gspo;
+    }
+    Some((u, info))
+}
+
+/// Replays a TRL loss case through the trainer's objective and compares the loss and its
+/// gradient (TRL's metrics are TRL's own, checked above).
+fn replay_through_trainer(
+    c: &mut Case,
+    x: &TrlLossInputs,
+    mut cfg: UpdateConfig,
+    info: &GlobalBatchInfo,
+) -> R<()> {
+    (c.perturb.policy)(&mut cfg);
+    let lp = x.per_token_logps;
+    let old = x
+        .old_per_token_logps
+        .map_or_else(|| lp.detach(), Tensor::shallow_clone);
+    let a = x.advantages.unsqueeze(1).expand_as(lp).contiguous();
+    let inputs = MiniBatchInputs {
+        old_logp: &old,
+        advantages: &a,
+        mask: x.completion_mask,
+        ref_logp: x.ref_per_token_logps,
+        is_weights: None,
+    };
+    let (loss, _) = policy_objective(lp, None, &inputs, &cfg, info);
+    let default_tol = c.tol;
+    if cfg.agg == AggMode::SeqMeanTokenMean
+        || matches!(cfg.policy_loss, PolicyLossKind::Gspo | PolicyLossKind::Sapo)
+    {
+        c.tol = seq_mean_tol(c, x.completion_mask, info)?;
+    }
+    c.scalar("loss", loss.double_value(&[]))?;
+    loss.backward();
+    c.tensor("grad_per_token_logps", &lp.grad())?;
+    c.tol = default_tol;
+    c.through_trainer = true;
+    Ok(())
+}
+
+/// The tolerance of a TRL per-sequence mean replayed through verl's seq-mean-token-mean: verl
+/// divides each row by `len + 1e-8` where TRL divides by `len`, so the loss moves by at most
+/// `1e-8·Σ_i |row mean_i| / G` and each gradient entry by a relative 1e-8. That bound, from
+/// TRL's own `per_token_loss`, is added to the fixture's tolerance.
+fn seq_mean_tol(c: &mut Case, mask: &Tensor, info: &GlobalBatchInfo) -> R<Tol> {
+    let per_token = tensor(c.consume("per_token_loss")?);
+    let rows = (per_token * mask).sum_dim_intlist(-1i64, false, Kind::Double)
+        / mask
+            .sum_dim_intlist(-1i64, false, Kind::Double)
+            .clamp_min(1.0);
+    let g = info.global_batch_size.unwrap_or(mask.size()[0] as f64);
+    let row_scale = rows.abs().sum(Kind::Double).double_value(&[]) / g;
+    Ok(Tol::Mixed {
+        rtol: 1e-9 + 1e-8,
+        atol: 1e-9 + 1e-8 * row_scale,
+    })
 }
 
 fn lengths(c: &Case, key: &str) -> R<Vec<usize>> {

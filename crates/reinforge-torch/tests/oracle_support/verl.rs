@@ -6,12 +6,14 @@ use reinforge_rl::advantage::{
 };
 use reinforge_rl::AdvantageConfig;
 use reinforge_torch::loss::agg::{agg_loss, agg_normalisation, AggMode, GlobalBatchInfo};
-use reinforge_torch::loss::clip_family::{self, DppoDivergence};
 use reinforge_torch::loss::kl::{
     compute_entropy_loss, compute_rewards, entropy_from_logits, kl_penalty, KlPenalty,
 };
-use reinforge_torch::loss::pg_family;
-use reinforge_torch::loss::policy::{PolicyInputs, PolicyLoss, VerlPolicyConfig};
+use reinforge_torch::loss::policy::VerlPolicyConfig;
+use reinforge_torch::loss::PolicyLossKind;
+use reinforge_torch::train::{
+    policy_objective, value_objective, MiniBatchInputs, UpdateConfig, ValueConfig, ValueInputs,
+};
 use serde_json::Value;
 use tch::Tensor;
 
@@ -195,33 +197,34 @@ fn policy_config(c: &Case) -> VerlPolicyConfig {
     }
 }
 
-type LossFn = fn(&PolicyInputs, AggMode, &VerlPolicyConfig) -> PolicyLoss;
-
-fn dppo_tv(x: &PolicyInputs, m: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
-    clip_family::dppo(x, m, cfg, DppoDivergence::Tv)
-}
-
-fn dppo_kl(x: &PolicyInputs, m: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
-    clip_family::dppo(x, m, cfg, DppoDivergence::Kl)
-}
-
-fn policy(c: &mut Case, function: &str) -> R<bool> {
-    let (f, default_mode): (LossFn, AggMode) = match function {
-        "compute_policy_loss_vanilla" => (clip_family::vanilla, AggMode::TokenMean),
-        "compute_policy_loss_gspo" => (clip_family::gspo, AggMode::SeqMeanTokenMean),
-        "compute_policy_loss_cispo" => (clip_family::cispo, AggMode::TokenMean),
-        "compute_policy_loss_sapo" => (clip_family::sapo, AggMode::SeqMeanTokenMean),
-        "compute_policy_loss_dppo_tv" => (dppo_tv, AggMode::TokenMean),
-        "compute_policy_loss_dppo_kl" => (dppo_kl, AggMode::TokenMean),
-        "compute_policy_loss_geo_mean" => (clip_family::geo_mean, AggMode::TokenMean),
-        "compute_policy_loss_gpg" => (pg_family::gpg, AggMode::TokenMean),
-        "compute_policy_loss_dro" => (pg_family::dro, AggMode::TokenMean),
-        "compute_policy_loss_kl_cov" => (pg_family::kl_cov, AggMode::TokenMean),
-        "compute_policy_loss_clip_cov" => (pg_family::clip_cov, AggMode::TokenMean),
-        "compute_policy_loss_reinforce" => (pg_family::reinforce, AggMode::SeqMeanTokenSum),
-        _ => return Ok(false),
+/// The trainer's update settings for a verl policy-loss case: the registered loss named by
+/// the function, the case's aggregation and loss config, no KL or entropy term.
+fn update_config(c: &Case, kind: PolicyLossKind) -> R<UpdateConfig> {
+    let default_mode = match kind {
+        PolicyLossKind::Reinforce => AggMode::SeqMeanTokenSum,
+        PolicyLossKind::Gspo | PolicyLossKind::Sapo => AggMode::SeqMeanTokenMean,
+        _ => AggMode::TokenMean,
     };
-    let old_key = if function == "compute_policy_loss_reinforce" {
+    let mut cfg = UpdateConfig::grpo(0.2, 0.2, 1, 1, 0.0);
+    cfg.policy_loss = kind;
+    cfg.agg = mode(c, default_mode)?;
+    cfg.loss = policy_config(c);
+    cfg.skip_zero_advantage = false;
+    (c.perturb.policy)(&mut cfg);
+    Ok(cfg)
+}
+
+/// A `compute_policy_loss_*` case, replayed through the trainer's objective
+/// (`train::policy_objective`, which calls the registered loss).
+fn policy(c: &mut Case, function: &str) -> R<bool> {
+    let Some(kind) = function
+        .strip_prefix("compute_policy_loss_")
+        .and_then(|name| name.parse::<PolicyLossKind>().ok())
+    else {
+        return Ok(false);
+    };
+    // verl's REINFORCE reads the rollout policy's log-probs where the others read the old ones.
+    let old_key = if kind == PolicyLossKind::Reinforce {
         "rollout_log_prob"
     } else {
         "old_log_prob"
@@ -231,36 +234,56 @@ fn policy(c: &mut Case, function: &str) -> R<bool> {
     let a = tensor(c.req("advantages")?);
     let m = tensor(c.req("response_mask")?);
     let w: Option<Tensor> = c.input("rollout_is_weights").map(tensor);
-    let x = PolicyInputs {
-        old_log_prob: &old,
-        log_prob: &lp,
+    let cfg = update_config(c, kind)?;
+    let inputs = MiniBatchInputs {
+        old_logp: &old,
         advantages: &a,
-        response_mask: &m,
-        rollout_is_weights: w.as_ref(),
+        mask: &m,
+        ref_logp: None,
+        is_weights: w.as_ref(),
     };
-    let out = f(&x, mode(c, default_mode)?, &policy_config(c));
-    c.scalar("pg_loss", out.loss.double_value(&[]))?;
-    c.metrics("metrics", &out.metrics)?;
-    out.loss.backward();
+    let info = batch_info(c.param("global_batch_info"));
+    let (loss, stats) = policy_objective(&lp, None, &inputs, &cfg, &info);
+    c.scalar("pg_loss", loss.double_value(&[]))?;
+    c.scalar("pg_loss", stats.pg_loss)?;
+    c.metrics("metrics", &stats.metrics)?;
+    loss.backward();
     c.tensor("grad_log_prob", &lp.grad())?;
+    c.through_trainer = true;
     Ok(true)
 }
 
+/// A `compute_value_loss` case, replayed through the critic's objective
+/// (`train::value_objective`).
 fn value(c: &mut Case) -> R<()> {
     let v = tensor(c.req("vpreds")?).set_requires_grad(true);
-    let (loss, frac) = pg_family::value_loss(
-        &v,
-        &tensor(c.req("returns")?),
-        &tensor(c.req("values")?),
-        &tensor(c.req("response_mask")?),
-        c.param_f64("cliprange_value", 0.5),
-        mode(c, AggMode::TokenMean)?,
-        &GlobalBatchInfo::default(),
+    let (returns, values_old, mask) = (
+        tensor(c.req("returns")?),
+        tensor(c.req("values")?),
+        tensor(c.req("response_mask")?),
     );
+    let mut cfg = ValueConfig {
+        epochs: 1,
+        mini_batches: 1,
+        lr: 0.0,
+        max_grad_norm: 1.0,
+        cliprange_value: c.param_f64("cliprange_value", 0.5),
+        agg: mode(c, AggMode::TokenMean)?,
+        loss_scale_factor: 1.0,
+    };
+    (c.perturb.value)(&mut cfg);
+    let x = ValueInputs {
+        returns: &returns,
+        values_old: &values_old,
+        mask: &mask,
+    };
+    let (loss, frac) = value_objective(&v, &x, &cfg, &GlobalBatchInfo::default());
     c.scalar("vf_loss", loss.double_value(&[]))?;
     c.scalar("vf_clipfrac", frac)?;
     loss.backward();
-    c.tensor("grad_vpreds", &v.grad())
+    c.tensor("grad_vpreds", &v.grad())?;
+    c.through_trainer = true;
+    Ok(())
 }
 
 /// Checks `c` if `function` is a verl function; `Ok(false)` when it is not one.
