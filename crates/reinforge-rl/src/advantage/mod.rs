@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::groups::Groups;
 use crate::masked::Matrix;
 
+pub mod estimator;
 pub mod gae;
 pub mod gpg;
 pub mod grpo;
