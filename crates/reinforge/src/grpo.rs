@@ -261,10 +261,18 @@ pub fn run_step_with_critic(
     let groups = Groups::contiguous(rollouts.len() / g, g);
     let stats = GroupStats::of(&rewards, &groups);
     let lens: Vec<usize> = rollouts.iter().map(|r| r.tokens.len()).collect();
-    let advantages = (!use_critic).then(|| {
-        let estimator = cfg.advantage_estimator.parse().expect("validated");
-        outcome_advantages(estimator, &rewards, &lens, &groups, &cfg.advantage)
-    });
+    let advantages = if use_critic {
+        None
+    } else {
+        let a = outcome_advantages(
+            cfg.advantage_estimator,
+            &rewards,
+            &lens,
+            &groups,
+            &cfg.advantage,
+        );
+        Some(a?)
+    };
 
     let update_start = Instant::now();
     let mut batch = pack(policy, reference, &rollouts, cfg);
@@ -284,7 +292,7 @@ pub fn run_step_with_critic(
     match (critic, &advantages) {
         (_, Some(a)) => set_advantages(&mut batch, a),
         (Some(c), None) => {
-            let scored = critic::score(c.state, &mut batch, &rollouts, &rewards, c.cfg);
+            let scored = critic::score(c.state, &mut batch, &rollouts, &rewards, c.cfg)?;
             let value_cfg = critic::value_config(cfg, c.cfg);
             let critic_orders = shuffles(value_cfg.epochs);
             let mask = match &batch.keep {
