@@ -249,6 +249,16 @@ impl Estimator {
         self.entry().token_level
     }
 
+    /// The names of the estimators that need nothing beyond outcome rewards, group index and
+    /// mask (every one but `gae`, `remax` and `optimal_token_baseline`).
+    pub fn outcome_names() -> Vec<&'static str> {
+        REGISTRY
+            .iter()
+            .filter(|e| e.extra.is_empty())
+            .map(|e| e.name)
+            .collect()
+    }
+
     /// Every name, for help text and error messages.
     pub fn names() -> Vec<&'static str> {
         REGISTRY.iter().map(|e| e.name).collect()
