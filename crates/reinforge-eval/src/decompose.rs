@@ -93,13 +93,15 @@ pub struct Decomposition {
     pub patterns: Vec<PatternChange>,
 }
 
+/// `[problem] -> [(pattern, weight of its samples, weight of its correct samples)]`.
+type Rows = Vec<Vec<(usize, f64, f64)>>;
+
 /// Per problem and pattern, the weight of its samples (`count/n`) and of its correct ones
 /// (`correct/n`); patterns are indices into a shared label list.
 struct Table {
     labels: Vec<String>,
-    /// `[problem] -> [(pattern, weight, correct weight)]`, before and after.
-    before: Vec<Vec<(usize, f64, f64)>>,
-    after: Vec<Vec<(usize, f64, f64)>>,
+    before: Rows,
+    after: Rows,
 }
 
 impl Table {
@@ -120,7 +122,7 @@ impl Table {
         for (i, id) in ids.values_mut().enumerate() {
             *id = i;
         }
-        let rows = |eval: &[Vec<Sample>], which| -> Result<Vec<Vec<(usize, f64, f64)>>, _> {
+        let rows = |eval: &[Vec<Sample>], which| -> Result<Rows, _> {
             eval.iter()
                 .enumerate()
                 .map(|(problem, samples)| {
@@ -147,7 +149,7 @@ impl Table {
 
     /// The decomposition over the problems `picks` (indices, repeats allowed).
     fn decompose(&self, picks: impl Iterator<Item = usize> + Clone) -> Decomposition {
-        let totals = |rows: &[Vec<(usize, f64, f64)>]| {
+        let totals = |rows: &Rows| {
             let mut t = vec![(0.0, 0.0); self.labels.len()];
             let mut problems = 0.0;
             for i in picks.clone() {
@@ -424,7 +426,7 @@ mod tests {
         assert!(e.to_string().contains("problem 0") && e.to_string().contains("after"));
         for level in [0.0, 1.0, 95.0, f64::NAN] {
             let e = bootstrap_decomposition(&one, &one, 10, level, 0).unwrap_err();
-            assert_eq!(e.to_string().contains("0.95"), true, "{level}: {e}");
+            assert!(e.to_string().contains("0.95"), "{level}: {e}");
         }
         assert_eq!(
             bootstrap_decomposition(&one, &one, 0, 0.9, 0),
