@@ -3,13 +3,15 @@
 //! Subcommand front ends live in [`cli`]; the numerical pieces are usable directly:
 //! [`bt`] (Bradley-Terry / Rao-Kupper fits), [`elo`] (online Elo), [`bootstrap`] (intervals and ranks),
 //! [`style`] (style control), [`leaderboard`] (the `rank` pipeline), [`passk`] (pass@k / maj@k),
-//! [`rliable`] (IQM, optimality gap, probability of improvement, performance profiles) and
+//! [`rliable`] (IQM, optimality gap, probability of improvement, performance profiles),
+//! [`decompose`] (a pass@1 change split into pattern selection and per-pattern improvement) and
 //! [`tournament`] (Swiss and single-elimination schedules).
 
 pub mod bench;
 pub mod bootstrap;
 pub mod bt;
 pub mod cli;
+pub mod decompose;
 pub mod elo;
 pub mod io;
 pub mod leaderboard;

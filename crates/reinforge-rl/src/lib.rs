@@ -7,8 +7,12 @@ pub mod advantage;
 pub mod groups;
 pub mod masked;
 pub mod overlong;
+pub mod stats;
 pub mod trl;
 
+pub use advantage::outcome::{
+    estimate, Estimator, EstimatorError, EstimatorInputs, EstimatorParams,
+};
 pub use advantage::{grpo_advantages, AdvantageConfig, AdvantageOutput};
 pub use groups::{GroupStats, Groups};
 pub use masked::Matrix;

@@ -93,7 +93,7 @@ pub fn trl_grpo_advantages(
     let g = cfg.num_generations;
     let b = rewards_per_func.len();
     assert!(
-        g > 0 && b % g == 0,
+        g > 0 && b.is_multiple_of(g),
         "batch {b} is not a multiple of num_generations {g}"
     );
     let eps = cfg.std_epsilon;

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use reinforge_rl::AdvantageConfig;
+use reinforge_rl::{AdvantageConfig, Estimator};
 use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
 use reinforge_torch::ModelConfig;
 use serde::{Deserialize, Serialize};
@@ -119,11 +119,10 @@ pub struct GrpoConfig {
     /// the run directory's `config.toml` records explicit values.
     #[serde(default = "grpo_name")]
     pub algorithm: String,
-    /// `grpo` (uses `advantage`), `dr_grpo` (no std), `rloo`, `reinforce_pp`,
-    /// `reinforce_pp_baseline`, `gae` (PPO with a critic, see `[ppo]`) (verl
-    /// `algorithm.adv_estimator`).
-    #[serde(default = "grpo_name")]
-    pub advantage_estimator: String,
+    /// verl `algorithm.adv_estimator` name ([`Estimator::names`]; `grpo` uses `advantage`,
+    /// `dr_grpo` drops its std, `gae` is PPO with a critic, see `[ppo]`).
+    #[serde(default)]
+    pub advantage_estimator: Estimator,
     /// The policy loss, by verl's registered name (`actor.policy_loss.loss_mode`): vanilla,
     /// gspo, cispo, sapo, dppo_tv, dppo_kl, geo_mean, gpg, dro, kl_cov, clip_cov, reinforce
     /// (docs/algorithms.md has their TRL/OpenRLHF names).
@@ -275,7 +274,7 @@ impl PpoConfig {
 }
 
 /// The advantage estimator that needs a critic (verl `gae`).
-pub const GAE: &str = "gae";
+pub const GAE: Estimator = Estimator::Gae;
 
 /// Held-out evaluation before and after RL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -355,7 +354,7 @@ impl Default for TrainConfig {
                 ignore_eos: false,
                 skip_zero_advantage: true,
                 algorithm: grpo_name(),
-                advantage_estimator: grpo_name(),
+                advantage_estimator: Estimator::Grpo,
                 policy_loss: vanilla(),
                 loss_agg_mode: token_mean(),
                 clip_ratio_c: 0.0,
@@ -475,20 +474,18 @@ impl TrainConfig {
 
     /// Checks the algorithm option names and their combinations.
     fn validate_algorithm(&self) -> Result<()> {
-        use reinforge_rl::advantage::outcome::Estimator;
         let g = &self.grpo;
         preset(&g.algorithm)?;
         let named = |key: &str, r: Result<(), String>| r.map_err(|e| anyhow!("grpo.{key}: {e}"));
         if g.advantage_estimator == GAE {
             self.validate_ppo()?;
-        } else {
-            named(
-                "advantage_estimator",
-                g.advantage_estimator
-                    .parse::<Estimator>()
-                    .map(drop)
-                    .map_err(|e| format!("{e}, or gae (PPO with a critic)")),
-            )?;
+        } else if let Some(input) = g.advantage_estimator.extra_inputs().first() {
+            bail!(
+                "grpo.advantage_estimator = {} needs `{}`, which the trainer does not produce; use gae (with a critic) or one of the outcome estimators: {}",
+                g.advantage_estimator,
+                input.name(),
+                Estimator::outcome_names().join(", ")
+            );
         }
         if !(g.clip_ratio_c == 0.0 || g.clip_ratio_c > 1.0) {
             bail!(
@@ -727,7 +724,7 @@ mod tests {
     #[test]
     fn each_preset_resolves_to_its_documented_values() {
         let g = with("dr_grpo", &[]);
-        assert_eq!(g.advantage_estimator, "dr_grpo");
+        assert_eq!(g.advantage_estimator, Estimator::DrGrpo);
         assert_eq!(g.loss_agg_mode, AggMode::SeqMeanTokenSumNorm);
         let d = with("dapo", &[]);
         assert_eq!((d.epsilon_low, d.epsilon_high, d.beta), (0.2, 0.28, 0.0));
@@ -742,15 +739,15 @@ mod tests {
         assert_eq!((s.epsilon_low, s.epsilon_high), (3e-4, 4e-4));
         let r = with("rloo", &[]);
         assert_eq!(
-            (r.advantage_estimator.as_str(), r.epsilon_high),
-            ("rloo", 0.2)
+            (r.advantage_estimator, r.epsilon_high),
+            (Estimator::Rloo, 0.2)
         );
         let p = with("reinforce_pp", &[]);
-        assert_eq!(p.advantage_estimator, "reinforce_pp_baseline");
+        assert_eq!(p.advantage_estimator, Estimator::ReinforcePlusPlusBaseline);
         let ppo = with("ppo", &[]);
         assert_eq!(
-            (ppo.advantage_estimator.as_str(), ppo.policy_loss),
-            ("gae", PolicyLossKind::Vanilla)
+            (ppo.advantage_estimator, ppo.policy_loss),
+            (GAE, PolicyLossKind::Vanilla)
         );
         assert_eq!((ppo.epsilon_low, ppo.epsilon_high), (0.2, 0.2));
         assert!(!ppo.dynamic_sampling && ppo.beta == 0.0);
@@ -806,7 +803,16 @@ mod tests {
         assert!(err(&["grpo.clip_cov_ratio=nan"]).contains("grpo.clip_cov_ratio"));
         assert!(err(&["grpo.clip_cov_lb=6"]).contains("grpo.clip_cov_ub"));
         assert!(err(&["grpo.dro_beta=-1"]).contains("grpo.dro_beta"));
-        assert!(err(&["grpo.advantage_estimator=ppo"]).contains("or gae"));
+        let unknown = err(&["grpo.advantage_estimator=ppo"]);
+        assert!(
+            unknown.contains("grpo.advantage_estimator") && unknown.contains("grpo_passk, gdpo"),
+            "{unknown}"
+        );
+        let remax = err(&["grpo.advantage_estimator=remax"]);
+        assert!(
+            remax.contains("reward_baselines") && remax.contains("rloo_vectorized"),
+            "{remax}"
+        );
     }
 
     #[test]

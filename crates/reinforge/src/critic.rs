@@ -9,8 +9,10 @@
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Result};
-use reinforge_rl::advantage::gae::gae;
+use reinforge_rl::advantage::ragged::{gae_targets, token_rewards};
 use reinforge_rl::masked::Matrix;
+use reinforge_rl::stats::{explained_variance, token_mean};
+use reinforge_rl::EstimatorParams;
 use reinforge_torch::pack::Packed;
 use reinforge_torch::train::ValueConfig;
 use reinforge_torch::value::CRITIC_WEIGHTS_FILE;
@@ -103,118 +105,6 @@ pub fn value_config(grpo: &GrpoConfig, ppo: &PpoConfig) -> ValueConfig {
     }
 }
 
-/// Token-level rewards: each outcome score on its row's last completion token (as verl's
-/// reward managers place it), minus `kl_coef · kl` at every token when KL is in the reward
-/// (verl `apply_kl_penalty`: `token_level_scores - β·kld`).
-pub fn token_rewards(scores: &[f64], lens: &[usize], kl: Option<(&Matrix, f64)>) -> Matrix {
-    scores
-        .iter()
-        .zip(lens)
-        .enumerate()
-        .map(|(i, (&s, &len))| {
-            let mut row = vec![0.0; len];
-            if let Some(last) = row.last_mut() {
-                *last = s;
-            }
-            if let Some((kl, coef)) = kl {
-                for (r, k) in row.iter_mut().zip(&kl[i]) {
-                    *r -= coef * k;
-                }
-            }
-            row
-        })
-        .collect()
-}
-
-/// GAE's outputs, one entry per completion token.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GaeTargets {
-    /// Advantages for the policy (whitened over the batch with `whiten_advantages`).
-    pub advantages: Matrix,
-    /// Returns for the critic: raw advantages plus values.
-    pub returns: Matrix,
-}
-
-/// GAE over rows of different lengths ([`reinforge_rl::advantage::gae::gae`], verl
-/// `compute_gae_advantage_return`): rows are padded to the longest with mask 0, which GAE
-/// carries through and whitening ignores. Without `whiten`, advantages are `returns - values`.
-pub fn gae_targets(
-    rewards: &Matrix,
-    values: &Matrix,
-    gamma: f64,
-    lam: f64,
-    whiten: bool,
-) -> GaeTargets {
-    let width = rewards.iter().map(Vec::len).max().unwrap_or(0);
-    let pad = |m: &Matrix| -> Matrix {
-        m.iter()
-            .map(|r| {
-                let mut r = r.clone();
-                r.resize(width, 0.0);
-                r
-            })
-            .collect()
-    };
-    let mask: Matrix = rewards
-        .iter()
-        .map(|r| {
-            (0..width)
-                .map(|t| f64::from(u8::from(t < r.len())))
-                .collect()
-        })
-        .collect();
-    let out = gae(&pad(rewards), &pad(values), &mask, gamma, lam);
-    let cut = |m: Matrix| -> Matrix {
-        m.into_iter()
-            .zip(rewards)
-            .map(|(mut row, r)| {
-                row.truncate(r.len());
-                row
-            })
-            .collect()
-    };
-    let returns = cut(out.returns);
-    let advantages = if whiten {
-        cut(out.advantages)
-    } else {
-        returns
-            .iter()
-            .zip(values)
-            .map(|(g, v)| g.iter().zip(v).map(|(g, v)| g - v).collect())
-            .collect()
-    };
-    GaeTargets {
-        advantages,
-        returns,
-    }
-}
-
-/// verl `critic/vf_explained_var` (`metric_utils.compute_data_metrics`): `1 - Var(R - V) /
-/// (Var(R) + 1e-5)` over all completion tokens, unbiased variances as `torch.var`.
-pub fn explained_variance(returns: &Matrix, values: &Matrix) -> f64 {
-    let r: Vec<f64> = returns.iter().flatten().copied().collect();
-    let d: Vec<f64> = returns
-        .iter()
-        .zip(values)
-        .flat_map(|(g, v)| g.iter().zip(v).map(|(g, v)| g - v))
-        .collect();
-    let var = |x: &[f64]| {
-        let n = x.len() as f64;
-        if n < 2.0 {
-            return 0.0;
-        }
-        let mean = x.iter().sum::<f64>() / n;
-        x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)
-    };
-    1.0 - var(&d) / (var(&r) + 1e-5)
-}
-
-/// Mean over every entry of a ragged matrix (0 when empty).
-pub fn token_mean(m: &Matrix) -> f64 {
-    let n: usize = m.iter().map(Vec::len).sum();
-    m.iter().flatten().sum::<f64>() / n.max(1) as f64
-}
-
 /// What scoring with the critic produced, besides the advantages it put into the batch.
 pub struct Scored {
     /// Values before this iteration's update, per completion token.
@@ -247,7 +137,13 @@ pub fn score(
         None
     };
     let rewards = token_rewards(scores, &lens, kl.as_ref().map(|k| (k, ppo.kl_coef)));
-    let targets = gae_targets(&rewards, &values, ppo.gamma, ppo.lam, ppo.whiten_advantages);
+    let params = EstimatorParams {
+        gamma: ppo.gamma,
+        lam: ppo.lam,
+        whiten_gae: ppo.whiten_advantages,
+        ..EstimatorParams::default()
+    };
+    let targets = gae_targets(&rewards, &values, &params)?;
     packed.set_token_advantages(&targets.advantages);
     Ok(Scored {
         values_mean: token_mean(&values),
@@ -257,59 +153,4 @@ pub fn score(
         values,
         returns: targets.returns,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rewards_sit_on_the_last_token_minus_the_kl_penalty() {
-        let r = token_rewards(&[1.0, 0.0], &[3, 1], None);
-        assert_eq!(r, vec![vec![0.0, 0.0, 1.0], vec![0.0]]);
-        let kl = vec![vec![0.5, -0.5, 1.0], vec![2.0]];
-        let r = token_rewards(&[1.0, 0.0], &[3, 1], Some((&kl, 0.1)));
-        assert_eq!(r, vec![vec![-0.05, 0.05, 0.9], vec![-0.2]]);
-    }
-
-    #[test]
-    fn gae_over_ragged_rows_matches_monte_carlo_at_gamma_lambda_one() {
-        let rewards = vec![vec![0.0, 0.0, 1.0], vec![0.0, 2.0]];
-        let values = vec![vec![0.5, 0.25, 0.75], vec![1.0, 1.5]];
-        let raw = gae_targets(&rewards, &values, 1.0, 1.0, false);
-        // γ = λ = 1: the return of every token is the reward-to-go, the advantage R - V.
-        assert_eq!(raw.returns, vec![vec![1.0, 1.0, 1.0], vec![2.0, 2.0]]);
-        assert_eq!(raw.advantages, vec![vec![0.5, 0.75, 0.25], vec![1.0, 0.5]]);
-        let w = gae_targets(&rewards, &values, 1.0, 1.0, true);
-        assert_eq!(w.returns, raw.returns, "whitening leaves the returns alone");
-        let flat: Vec<f64> = w.advantages.iter().flatten().copied().collect();
-        let mean = flat.iter().sum::<f64>() / 5.0;
-        let var = flat.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / 4.0;
-        assert!(
-            mean.abs() < 1e-6 && (var - 1.0).abs() < 1e-6,
-            "{mean} {var}"
-        );
-        // Mean 0 and variance 1 over the five real tokens: the padding of the short row stayed
-        // out of the statistics.
-    }
-
-    #[test]
-    fn lambda_below_one_bootstraps_from_the_next_value() {
-        // One row, rewards only at the end: A_0 = δ_0 + γλ δ_1 with δ_0 = V_1 - V_0.
-        let rewards = vec![vec![0.0, 1.0]];
-        let values = vec![vec![0.2, 0.6]];
-        let t = gae_targets(&rewards, &values, 1.0, 0.5, false);
-        let d1 = 1.0 - 0.6;
-        let d0 = 0.6 - 0.2;
-        assert!((t.advantages[0][1] - d1).abs() < 1e-12);
-        assert!((t.advantages[0][0] - (d0 + 0.5 * d1)).abs() < 1e-12);
-    }
-
-    #[test]
-    fn explained_variance_is_one_for_a_perfect_critic_and_zero_for_a_constant() {
-        let returns = vec![vec![1.0, 0.0], vec![0.5]];
-        assert!((explained_variance(&returns, &returns) - 1.0).abs() < 1e-12);
-        let constant = vec![vec![0.3, 0.3], vec![0.3]];
-        assert!(explained_variance(&returns, &constant).abs() < 1e-3);
-    }
 }

@@ -302,11 +302,13 @@ pub fn run_step(
     let mut critic_metrics = None;
     match t.critic.as_mut().filter(|_| use_critic) {
         None => {
-            let estimator = cfg
-                .advantage_estimator
-                .parse()
-                .map_err(|e| anyhow!("grpo.advantage_estimator: {e}"))?;
-            let a = outcome_advantages(estimator, &rewards, &lens, &groups, &cfg.advantage);
+            let a = outcome_advantages(
+                cfg.advantage_estimator,
+                &rewards,
+                &lens,
+                &groups,
+                &cfg.advantage,
+            )?;
             packed.set_advantages(&a.per_row, a.per_token.as_deref());
         }
         Some(c) => {

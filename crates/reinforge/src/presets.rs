@@ -55,7 +55,7 @@ pub fn preset(name: &str) -> Result<Vec<(&'static str, toml::Value)>> {
             0,
             false,
         ),
-        "ppo" => (GAE, "vanilla", "token-mean", 0.2, 0.2, false, 0, false),
+        "ppo" => (GAE.name(), "vanilla", "token-mean", 0.2, 0.2, false, 0, false),
         other => bail!(
             "grpo.algorithm = {other:?}: expected grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp or ppo"
         ),

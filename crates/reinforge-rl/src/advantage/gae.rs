@@ -3,10 +3,13 @@
 use crate::advantage::AdvantageOutput;
 use crate::masked::{masked_whiten, Matrix};
 
-/// verl `compute_gae_advantage_return` (core_algos.py @ 1dda039):
-/// `δ_t = r_t + γ·V_next - V_t`, `A_t = δ_t + γλ·A_next`; at a masked position (an observation
-/// hole or padding) `V_next` and `A_next` are carried through unchanged. Returns are the raw
-/// advantages plus values; the advantages are then whitened over the whole batch (not masked).
+/// verl `compute_gae_advantage_return` (core_algos.py @ 1dda039): [`gae_raw`] advantages, then
+/// whitened over the whole batch (`masked_whiten`: masked statistics, every position shifted);
+/// returns are the raw advantages plus values.
+///
+/// # Panics
+/// When fewer than two tokens are valid (verl raises); [`crate::advantage::outcome::estimate`]
+/// checks this and returns an error instead.
 pub fn gae(
     token_level_rewards: &Matrix,
     values: &Matrix,
@@ -14,7 +17,24 @@ pub fn gae(
     gamma: f64,
     lam: f64,
 ) -> AdvantageOutput {
-    let raw: Matrix = token_level_rewards
+    let raw = gae_raw(token_level_rewards, values, mask, gamma, lam);
+    let returns = returns_of(&raw, values);
+    AdvantageOutput {
+        advantages: masked_whiten(&raw, mask),
+        returns,
+    }
+}
+
+/// GAE before whitening: `δ_t = r_t + γ·V_next - V_t`, `A_t = δ_t + γλ·A_next`; at a masked
+/// position (an observation hole or padding) `V_next` and `A_next` are carried through unchanged.
+pub fn gae_raw(
+    token_level_rewards: &Matrix,
+    values: &Matrix,
+    mask: &Matrix,
+    gamma: f64,
+    lam: f64,
+) -> Matrix {
+    token_level_rewards
         .iter()
         .zip(values)
         .zip(mask)
@@ -30,16 +50,15 @@ pub fn gae(
             }
             adv
         })
-        .collect();
-    let returns = raw
-        .iter()
+        .collect()
+}
+
+/// The value targets: raw advantages plus values.
+pub fn returns_of(raw: &Matrix, values: &Matrix) -> Matrix {
+    raw.iter()
         .zip(values)
         .map(|(a, v)| a.iter().zip(v).map(|(x, y)| x + y).collect())
-        .collect();
-    AdvantageOutput {
-        advantages: masked_whiten(&raw, mask),
-        returns,
-    }
+        .collect()
 }
 
 #[cfg(test)]

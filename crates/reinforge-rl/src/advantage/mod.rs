@@ -1,18 +1,21 @@
-//! Advantage estimators. `grpo_advantages` is the per-row GRPO/Dr.GRPO estimator the trainer
-//! uses; the submodules reproduce verl's estimator catalogue (`core_algos.py` @ 1dda039) on
-//! `B x T` matrices, each returning verl's `(advantages, returns)` pair.
+//! Advantage estimators. The submodules reproduce verl's estimator catalogue (`core_algos.py` @
+//! 1dda039) on `B x T` matrices, each returning verl's `(advantages, returns)` pair;
+//! [`outcome`] is the registry that selects them by name and the one dispatch the trainer and the
+//! oracle tests call; [`ragged`] adapts the trainer's rows of different lengths (GAE).
 
 use serde::{Deserialize, Serialize};
 
 use crate::groups::Groups;
 use crate::masked::Matrix;
 
+pub mod estimator;
 pub mod gae;
 pub mod gpg;
 pub mod grpo;
 pub mod opo;
 pub mod optimal_baseline;
 pub mod outcome;
+pub mod ragged;
 pub mod reinforce_pp;
 pub mod remax;
 pub mod rloo;

@@ -1,10 +1,7 @@
 //! verl fixtures: advantage estimators (`reinforge_rl`), `agg_loss`, KL / entropy and the policy
 //! losses (`reinforge_torch::loss`). Gradients come from tch autograd on f64 tensors.
 
-use reinforge_rl::advantage::{
-    gae, gpg, grpo, opo, optimal_baseline, reinforce_pp, remax, rloo, AdvantageOutput,
-};
-use reinforge_rl::AdvantageConfig;
+use reinforge_rl::{estimate, AdvantageConfig, Estimator, EstimatorInputs, EstimatorParams};
 use reinforge_torch::loss::agg::{agg_loss, agg_normalisation, AggMode, GlobalBatchInfo};
 use reinforge_torch::loss::kl::{
     compute_entropy_loss, compute_rewards, entropy_from_logits, kl_penalty, KlPenalty,
@@ -32,68 +29,51 @@ fn flat_matrix(m: &[Vec<f64>]) -> Vec<f64> {
     m.iter().flatten().copied().collect()
 }
 
+/// The verl estimator cases through the registry's dispatch (`reinforge_rl::estimate`), the
+/// function the trainer calls; `function` picks the estimator whose `verl_function` it is.
 fn advantages(c: &mut Case, function: &str) -> R<bool> {
-    if !(function.ends_with("_advantage") || function == "compute_gae_advantage_return") {
+    let Some(estimator) = Estimator::ALL
+        .into_iter()
+        .find(|e| e.verl_function() == function)
+    else {
         return Ok(false);
-    }
-    let cfg = AdvantageConfig {
-        norm_by_std: c
-            .param("norm_adv_by_std_in_grpo")
-            .and_then(Value::as_bool)
-            .unwrap_or(true),
-        epsilon: c.param_f64("epsilon", 1e-6),
     };
-    let r = || -> R<Vec<Vec<f64>>> { Ok(matrix(c.req("token_level_rewards")?)) };
-    let m = matrix(c.req("response_mask")?);
-    let out: AdvantageOutput = match function {
-        "compute_grpo_outcome_advantage" => grpo::grpo_outcome(&r()?, &m, &index(c)?, &cfg),
-        "compute_grpo_vectorized_outcome_advantage" => {
-            grpo::grpo_vectorized_outcome(&r()?, &m, &index(c)?, &cfg)
-        }
-        "compute_gdpo_outcome_advantage" => {
-            grpo::gdpo_outcome(&[r()?], &[1.0], &m, &index(c)?, &cfg)
-        }
-        "compute_grpo_passk_outcome_advantage" => {
-            grpo::grpo_passk_outcome(&r()?, &m, &index(c)?, &cfg)
-        }
-        "compute_rloo_outcome_advantage" => rloo::rloo_outcome(&r()?, &m, &index(c)?),
-        "compute_rloo_vectorized_outcome_advantage" => {
-            rloo::rloo_vectorized_outcome(&r()?, &m, &index(c)?)
-        }
-        "compute_reinforce_plus_plus_outcome_advantage" => {
-            reinforce_pp::reinforce_pp_outcome(&r()?, &m, c.param_f64("gamma", 1.0))
-        }
-        "compute_reinforce_plus_plus_baseline_outcome_advantage" => {
-            reinforce_pp::reinforce_pp_baseline_outcome(&r()?, &m, &index(c)?)
-        }
-        "compute_gae_advantage_return" => gae::gae(
-            &r()?,
-            &matrix(c.req("values")?),
-            &m,
-            c.param_f64("gamma", 1.0),
-            c.param_f64("lam", 1.0),
-        ),
-        "compute_opo_outcome_advantage" => opo::opo_outcome(&r()?, &m, &index(c)?),
-        "compute_gpg_outcome_advantage" => {
-            gpg::gpg_outcome(&r()?, &m, &index(c)?, c.param_f64("f_norm", 1.0))
-        }
-        "compute_remax_outcome_advantage" => {
-            let b: Vec<f64> = super::flat(c.req("reward_baselines")?);
-            remax::remax_outcome(&r()?, &b, &m)
-        }
-        "compute_optimal_token_baseline_advantage" => optimal_baseline::optimal_token_baseline(
-            &r()?,
-            &m,
-            &index(c)?,
-            &matrix(c.req("old_log_probs")?),
-            &matrix(c.req("sum_pi_squared")?),
-            c.param("handle_zero_tail")
+    let d = EstimatorParams::default();
+    let params = EstimatorParams {
+        advantage: AdvantageConfig {
+            norm_by_std: c
+                .param("norm_adv_by_std_in_grpo")
                 .and_then(Value::as_bool)
                 .unwrap_or(true),
-            c.param_f64("epsilon", 1e-8),
-        ),
-        _ => return Ok(false),
+            epsilon: c.param_f64("epsilon", d.advantage.epsilon),
+        },
+        gamma: c.param_f64("gamma", d.gamma),
+        lam: c.param_f64("lam", d.lam),
+        f_norm: c.param_f64("f_norm", d.f_norm),
+        handle_zero_tail: c
+            .param("handle_zero_tail")
+            .and_then(Value::as_bool)
+            .unwrap_or(d.handle_zero_tail),
+        otb_epsilon: c.param_f64("epsilon", d.otb_epsilon),
+        ..d
     };
+    let r = matrix(c.req("token_level_rewards")?);
+    let m = matrix(c.req("response_mask")?);
+    let index = match c.input("index") {
+        Some(_) => index(c)?,
+        None => (0..r.len() as i64).collect(),
+    };
+    let opt = |k: &str| c.input(k).map(matrix);
+    let (values, old_lp, sum_pi2) = (opt("values"), opt("old_log_probs"), opt("sum_pi_squared"));
+    let baselines: Option<Vec<f64>> = c.input("reward_baselines").map(super::flat);
+    let inputs = EstimatorInputs {
+        values: values.as_ref(),
+        reward_baselines: baselines.as_deref(),
+        old_log_probs: old_lp.as_ref(),
+        sum_pi_squared: sum_pi2.as_ref(),
+        ..EstimatorInputs::new(&r, &m, &index)
+    };
+    let out = estimate(estimator, &inputs, &params).map_err(|e| format!("{}: {e}", c.id))?;
     c.array("advantages", &flat_matrix(&out.advantages))?;
     c.array("returns", &flat_matrix(&out.returns))?;
     Ok(true)
