@@ -224,10 +224,9 @@ pub fn needs_reference(cfg: &GrpoConfig, ppo: &PpoConfig) -> bool {
 }
 
 /// Optimizer steps of an update whose gradient norm was not finite.
-// TODO(lead): read `UpdateStats::nonfinite_grad_steps` once the optimizer counts the steps it
-// skips; until then a non-finite mean norm marks the iteration.
+/// Optimizer steps of the update that were skipped for a NaN or infinite gradient norm.
 fn nonfinite_steps(u: &UpdateStats) -> usize {
-    usize::from(!u.grad_norm.is_finite())
+    u.nonfinite_grad_steps
 }
 
 /// What sampling produced for one step, with the dynamic-sampling counts when on.
