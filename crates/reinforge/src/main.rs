@@ -17,6 +17,7 @@ mod rollout;
 mod run_dir;
 mod seeds;
 mod sft;
+mod tools;
 
 fn main() -> std::process::ExitCode {
     match cli::main() {
