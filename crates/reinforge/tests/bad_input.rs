@@ -121,7 +121,7 @@ fn train_rejects_bad_keys_values_and_files() {
         ("grpo.temperature=nan", &["grpo.temperature"][..]),
         (
             "grpo.temperature=0",
-            &["grpo.temperature = 0", "identical"][..],
+            &["grpo.temperature = 0", "is the same"][..],
         ),
         ("grpo.temperature=-1", &["grpo.temperature"][..]),
         ("grpo.lr=0", &["grpo.lr"][..]),
@@ -168,10 +168,13 @@ fn train_rejects_bad_keys_values_and_files() {
     rejects(&["train", "--resume", &f.path("nowhere")], &["nowhere"]);
 
     let model = fixture_model();
+    let case = std::cell::Cell::new(0);
     let data = |file: &str, extra: &[&str]| {
+        case.set(case.get() + 1);
+        let name = format!("name=case{}", case.get());
         let mut a = vec!["train", "--model", &model, "--data"];
         a.push(file);
-        a.extend(["--set", &runs, "--set", "grpo.steps=1"]);
+        a.extend(["--set", &runs, "--set", &name, "--set", "grpo.steps=1"]);
         a.extend(extra);
         a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
     };
@@ -205,7 +208,10 @@ fn eval_rejects_bad_flags_and_checkpoints() {
         ("--temperature", "-1"),
         ("--samples", "-3"),
     ] {
-        rejects(&["eval", "--checkpoint", &ckpt, flag, value], &[flag]);
+        rejects(
+            &["eval", "--checkpoint", &ckpt, &format!("{flag}={value}")],
+            &[flag],
+        );
     }
     rejects(&["eval", "--checkpoint", &ckpt], &["trainer_state.json"]);
     rejects(&["eval", "--checkpoint", &f.path("nope")], &["nope"]);
@@ -218,7 +224,7 @@ fn eval_rejects_bad_flags_and_checkpoints() {
 #[test]
 fn bench_rejects_bad_flags_and_keys() {
     rejects(&["bench", "--iterations", "0"], &["--iterations"]);
-    rejects(&["bench", "--iterations", "-1"], &["--iterations"]);
+    rejects(&["bench", "--iterations=-1"], &["--iterations"]);
     rejects(
         &["bench", "--set", "grpo.algorithm=ppo"],
         &["grpo.algorithm", "ppo"],
@@ -258,7 +264,14 @@ fn generate_rejects_bad_flags_and_inputs() {
         ("--dtype", "f64"),
     ] {
         rejects(
-            &["generate", "--model", m, "--prompt", "hi", flag, value],
+            &[
+                "generate",
+                "--model",
+                m,
+                "--prompt",
+                "hi",
+                &format!("{flag}={value}"),
+            ],
             &[flag],
         );
     }
@@ -430,7 +443,10 @@ fn rank_rejects_bad_flags_and_inputs() {
         ("--method", "glicko"),
         ("--rounds", "-1"),
     ] {
-        rejects(&["rank", "--input", &b, flag, value], &[flag]);
+        rejects(
+            &["rank", "--input", &b, &format!("{flag}={value}")],
+            &[flag],
+        );
     }
     rejects(&["rank", "--input", &b, "--base", "1"], &["--base"]);
     rejects(
@@ -459,7 +475,10 @@ fn passk_rejects_bad_flags_and_inputs() {
         ("--k", "0"),
         ("--k", "1,-2"),
     ] {
-        rejects(&["passk", "--input", &good, flag, value], &[flag]);
+        rejects(
+            &["passk", "--input", &good, &format!("{flag}={value}")],
+            &[flag],
+        );
     }
     rejects(&["passk", "--input", &good, "--k", "8"], &["samples.jsonl"]);
     rejects(
@@ -490,7 +509,10 @@ fn stats_rejects_bad_flags_and_inputs() {
         ("--gamma", "nan"),
         ("--taus", "0.1,nan"),
     ] {
-        rejects(&["stats", "--input", &good, flag, value], &[flag]);
+        rejects(
+            &["stats", "--input", &good, &format!("{flag}={value}")],
+            &[flag],
+        );
     }
     rejects(
         &["stats", "--input", &f.path("empty.jsonl")],
@@ -530,7 +552,10 @@ fn tournament_rejects_bad_flags_and_inputs() {
         ("--scheme", "ladder"),
         ("--dist", "uniform"),
     ] {
-        rejects(&["tournament", "--simulate", flag, value], &[flag]);
+        rejects(
+            &["tournament", "--simulate", &format!("{flag}={value}")],
+            &[flag],
+        );
     }
     rejects(
         &["tournament", "--simulate", "--models", "1"],
@@ -538,7 +563,7 @@ fn tournament_rejects_bad_flags_and_inputs() {
     );
     let b = battles();
     rejects(
-        &["tournament", "--input", &b, "--prior-games", "-1"],
+        &["tournament", "--input", &b, "--prior-games=-1"],
         &["--prior-games"],
     );
     rejects(
@@ -585,7 +610,10 @@ fn serve_rejects_bad_flags_at_once() {
         ("--sandbox-memory-mb", "0"),
         ("--sandbox-max-processes", "0"),
     ] {
-        rejects(&["serve", "--no-sandbox", flag, value], &[flag]);
+        rejects(
+            &["serve", "--no-sandbox", &format!("{flag}={value}")],
+            &[flag],
+        );
     }
     rejects(
         &["serve", "--no-sandbox", "--reward", &f.path("none.toml")],

@@ -59,7 +59,8 @@ pub fn run(args: &PassKArgs) -> Result<()> {
     } else {
         args.k.clone()
     };
-    let pass = samples::pass_table(&problems, &ks)?;
+    let pass =
+        samples::pass_table(&problems, &ks).with_context(|| format!("{}", args.input.display()))?;
     let pass_curve = samples::mean_with_intervals(&pass, &ks, args.rounds, args.seed, args.level);
     let maj_curve = if problems.iter().all(|p| !p.answers.is_empty()) {
         let t: Vec<Vec<f64>> = problems

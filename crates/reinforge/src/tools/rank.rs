@@ -92,6 +92,9 @@ pub fn run(args: &RankArgs) -> Result<()> {
         bail!("--base must be > 1, got {}", args.base);
     }
     let b = reinforge_eval::io::read_battles(&args.input, args.style_control)?;
+    if b.is_empty() {
+        bail!("{}: no battles", args.input.display());
+    }
     let cfg = RankConfig {
         method: args.method,
         rounds: args.rounds,

@@ -48,6 +48,9 @@ pub struct StatsArgs {
 /// Runs `stats`.
 pub fn run(args: &StatsArgs) -> Result<()> {
     let set = read_scores(&args.input)?;
+    if set.algorithms.is_empty() {
+        anyhow::bail!("{}: no scores", args.input.display());
+    }
     let report = compute(
         &set, args.reps, args.seed, args.level, args.gamma, &args.taus,
     );

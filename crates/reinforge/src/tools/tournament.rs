@@ -172,6 +172,9 @@ pub fn run(args: &TournamentArgs) -> Result<()> {
         bail!("oracle mode takes one --rounds and one --best-of value (grids are for --simulate)");
     }
     let b = reinforge_eval::io::read_battles(input, false)?;
+    if b.is_empty() {
+        bail!("{}: no battles", input.display());
+    }
     let n = b.models.len();
     let rounds = args
         .rounds
