@@ -10,7 +10,9 @@ use serde_json::Value;
 fn oracles_dir() -> PathBuf {
     std::env::var_os("REINFORGE_ORACLES_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/oracles"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/oracles")
+        })
 }
 
 fn matrix(v: &Value) -> Vec<Vec<f64>> {

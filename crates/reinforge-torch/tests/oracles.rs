@@ -18,7 +18,9 @@ const PENDING: &[&str] = &[];
 fn oracles_dir() -> PathBuf {
     std::env::var_os("REINFORGE_ORACLES_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/oracles"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/oracles")
+        })
 }
 
 fn print_report(dir: &Path, report: &Report) {

@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn level_must_be_a_fraction() {
         for bad in ["95", "0", "1", "nan", "-0.5"] {
-            let e = Cli::try_parse_from(["x", "--level", bad])
+            let e = Cli::try_parse_from(["x", &format!("--level={bad}")])
                 .err()
                 .unwrap()
                 .to_string();
