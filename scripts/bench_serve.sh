@@ -22,7 +22,7 @@ TARGET=${CARGO_TARGET_DIR:-target}
 OUT_DIR=${OUT_DIR:-runs/bench_serve}
 mkdir -p "$OUT_DIR"
 
-cargo build --release --locked -p reinforge-serve --bin reinforge-serve --example loadgen >&2
+cargo build --release --locked -p reinforge-serve --features cli --bin reinforge-serve --example loadgen >&2
 
 LOG="$OUT_DIR/server.log"
 "$TARGET/release/reinforge-serve" --port 0 --no-sandbox --workers "$WORKERS" 2>"$LOG" &

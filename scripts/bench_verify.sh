@@ -8,5 +8,5 @@ if [ ! -x .venv-bench/bin/python ]; then
   python3 -m venv .venv-bench
   .venv-bench/bin/pip install --quiet "math-verify==0.8.0" "latex2sympy2_extended==1.10.2"
 fi
-nice -n 19 cargo build --release -p reinforge-verify --bin reinforge-verify
+nice -n 19 cargo build --release -p reinforge-verify --features cli --bin reinforge-verify
 nice -n 19 .venv-bench/bin/python scripts/bench_verify.py "$CARGO_TARGET_DIR/release/reinforge-verify"

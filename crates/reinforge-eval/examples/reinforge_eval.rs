@@ -1,10 +1,9 @@
-//! Stand-alone driver for the evaluation subcommands (the `reinforge` binary wires the same `cli` functions)
-//! plus the benchmark helpers used by `scripts/bench_rank.sh`. Pure Rust, no libtorch:
-//! `cargo run --release -p reinforge-eval --example reinforge_eval -- rank --input battles.jsonl`.
+//! Benchmark driver for `scripts/bench_rank.sh` and `scripts/bench_stats.sh`, pure Rust (no
+//! libtorch): synthetic battles, timed `rank` fits, and `stats` as JSON. The user-facing commands
+//! are `reinforge rank|passk|stats|tournament`.
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use reinforge_eval::cli;
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -19,12 +18,21 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Leaderboard from pairwise battles.
-    Rank(cli::RankArgs),
-    /// pass@k / maj@k curves.
-    Passk(cli::PassKArgs),
-    /// rliable aggregate statistics.
-    Stats(cli::StatsArgs),
+    /// rliable aggregate statistics as JSON (what `reinforge stats --format json` prints).
+    Stats {
+        /// Scores JSONL.
+        #[arg(long)]
+        input: PathBuf,
+        /// Bootstrap replications.
+        #[arg(long, default_value_t = 2000)]
+        reps: usize,
+        /// Profile thresholds (comma separated).
+        #[arg(long, value_delimiter = ',')]
+        taus: Vec<f64>,
+        /// Output format: json only (accepted for command-line parity with `reinforge stats`).
+        #[arg(long, default_value = "json", value_parser = ["json"])]
+        format: String,
+    },
     /// Generate synthetic battles as JSONL (benchmark input).
     GenBattles {
         /// Output JSONL path.
@@ -56,9 +64,15 @@ enum Cmd {
 
 fn main() -> Result<()> {
     match Cli::parse().cmd {
-        Cmd::Rank(a) => cli::run_rank(&a),
-        Cmd::Passk(a) => cli::run_passk(&a),
-        Cmd::Stats(a) => cli::run_stats(&a),
+        Cmd::Stats {
+            input, reps, taus, ..
+        } => {
+            anyhow::ensure!(reps >= 1, "--reps must be at least 1");
+            let set = reinforge_eval::scores::read_scores(&input)?;
+            let report = reinforge_eval::scores::compute(&set, reps, 0, 0.95, 1.0, &taus);
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(())
+        }
         Cmd::GenBattles {
             output,
             models,

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 /// Rating method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// Bradley-Terry MLE, ties as half wins (FastChat `compute_bt`).
@@ -19,6 +19,11 @@ pub enum Method {
     RaoKupper,
     /// Online Elo in file order (FastChat `compute_elo`); intervals from `compute_bootstrap_elo`.
     Elo,
+}
+
+impl Method {
+    /// Every variant, in declaration order (front ends list them by their serde names).
+    pub const ALL: [Self; 3] = [Self::Bt, Self::RaoKupper, Self::Elo];
 }
 
 /// Everything `rank` needs besides the battles.

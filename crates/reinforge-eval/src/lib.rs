@@ -1,6 +1,6 @@
 //! Pass@k, maj@k, Bradley-Terry/Elo leaderboards, tournaments and rliable-style statistics. Pure Rust.
 //!
-//! Subcommand front ends live in [`cli`]; the numerical pieces are usable directly:
+//! The `reinforge` binary's `rank`, `passk`, `stats` and `tournament` commands are front ends to:
 //! [`bt`] (Bradley-Terry / Rao-Kupper fits), [`elo`] (online Elo), [`bootstrap`] (intervals and ranks),
 //! [`style`] (style control), [`leaderboard`] (the `rank` pipeline), [`passk`] (pass@k / maj@k),
 //! [`rliable`] (IQM, optimality gap, probability of improvement, performance profiles),
@@ -10,7 +10,6 @@
 pub mod bench;
 pub mod bootstrap;
 pub mod bt;
-pub mod cli;
 pub mod decompose;
 pub mod elo;
 pub mod io;

@@ -1,6 +1,5 @@
 //! `stats` inputs and report: per-algorithm `runs x tasks` matrices to rliable aggregates.
 
-use crate::cli::StatsArgs;
 use crate::rliable::{
     iqm, mean, median, optimality_gap, performance_profile, probability_of_improvement,
     stratified_interval, stratified_interval_pair, Estimate, ScoreMatrix,
@@ -30,7 +29,8 @@ pub struct ScoreSet {
     pub matrices: Vec<ScoreMatrix>,
 }
 
-/// Parses scores JSONL (see [`StatsArgs`] for the two layouts); errors name file, line and field.
+/// Parses scores JSONL, one cell per line (`{"algorithm", "run", "task", "score"}`) or one
+/// whole matrix per line (`{"algorithm", "scores": [[...], ...]}`); errors name file, line and field.
 pub fn parse_scores<R: BufRead>(reader: R, source: &str) -> Result<ScoreSet> {
     let mut algos: Vec<String> = vec![];
     let mut tasks: Vec<String> = vec![];
@@ -187,17 +187,10 @@ pub struct StatsReport {
     pub improvement: Vec<Improvement>,
 }
 
-/// Computes the report for `args.input`.
-pub fn stats_report(args: &StatsArgs) -> Result<StatsReport> {
-    let f = std::fs::File::open(&args.input)
-        .with_context(|| format!("opening {}", args.input.display()))?;
-    let set = parse_scores(
-        std::io::BufReader::new(f),
-        &args.input.display().to_string(),
-    )?;
-    Ok(compute(
-        &set, args.reps, args.seed, args.level, args.gamma, &args.taus,
-    ))
+/// Reads and parses the scores JSONL file at `path` (see [`parse_scores`]).
+pub fn read_scores(path: &std::path::Path) -> Result<ScoreSet> {
+    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    parse_scores(std::io::BufReader::new(f), &path.display().to_string())
 }
 
 /// Computes aggregates, intervals, improvement probabilities and profiles of a score set.

@@ -55,7 +55,7 @@ pub const TOURNAMENT_BT_PRIOR: f64 = 0.1;
 pub const SUDDEN_DEATH_GAMES: usize = 3;
 
 /// Tournament format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scheme {
     /// Swiss system: R rounds, score-group pairing without rematches, ranked by points then Buchholz.
@@ -68,6 +68,17 @@ pub enum Scheme {
     RoundRobin,
     /// Uniformly random pairs at a fixed budget, ranked by a Bradley-Terry fit (the adaptive-free baseline).
     RandomBt,
+}
+
+impl Scheme {
+    /// Every variant, in declaration order (front ends list them by their serde names).
+    pub const ALL: [Self; 5] = [
+        Self::Swiss,
+        Self::SwissBt,
+        Self::SingleElim,
+        Self::RoundRobin,
+        Self::RandomBt,
+    ];
 }
 
 impl Scheme {

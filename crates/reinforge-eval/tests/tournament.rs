@@ -2,11 +2,9 @@
 
 mod common;
 
-use clap::{CommandFactory, Parser};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use reinforge_eval::bt::{fit_bt, FitOptions, PairTable};
-use reinforge_eval::cli::{run_tournament, TournamentArgs};
 use reinforge_eval::io::{read_battles, Battles, Outcome};
 use reinforge_eval::tournament::oracle::{run_oracle, OracleConfig};
 use reinforge_eval::tournament::sim::{simulate, SimConfig};
@@ -15,12 +13,6 @@ use reinforge_eval::tournament::{
     DeterministicJudge, ElimConfig, ElimTiebreak, Judge, Scheme, SchemeParams, Seeding,
     SwissConfig,
 };
-
-#[derive(Parser)]
-struct TournamentCli {
-    #[command(flatten)]
-    a: TournamentArgs,
-}
 
 /// Whether some bye choice leaves a perfect matching of the others that avoids every pair in `met`.
 fn rematch_free_exists(players: &[usize], met: &[Vec<bool>]) -> bool {
@@ -379,79 +371,4 @@ fn llmfao_swiss_top5_lands_in_bt_top10() {
         rep.to_markdown()
     );
     assert!(rep.comparisons < 0.2 * b.len() as f64);
-}
-
-#[test]
-fn cli_simulation_and_oracle_modes() {
-    TournamentCli::command().debug_assert();
-    let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("sim.csv");
-    let png = dir.path().join("sim.png");
-    let args = TournamentCli::parse_from([
-        "x",
-        "--simulate",
-        "--models",
-        "12",
-        "--rounds",
-        "1,3,6",
-        "--best-of",
-        "1,3",
-        "--repeats",
-        "4",
-        "--format",
-        "csv",
-        "--output",
-        csv.to_str().unwrap(),
-        "--plot",
-        png.to_str().unwrap(),
-        "--threads",
-        "2",
-    ]);
-    run_tournament(&args.a).unwrap();
-    let text = std::fs::read_to_string(&csv).unwrap();
-    assert!(text.starts_with("scheme,rounds,best_of,comparisons,tau"));
-    assert!(
-        text.lines().any(|l| l.starts_with("single-elim,4,3,")),
-        "{text}"
-    );
-    assert!(std::fs::metadata(&png).unwrap().len() > 1000);
-
-    let input = common::rank_dir().join("llmfao-battles.jsonl");
-    let json = dir.path().join("oracle.json");
-    let args = TournamentCli::parse_from([
-        "x",
-        "--input",
-        input.to_str().unwrap(),
-        "--scheme",
-        "single-elim",
-        "--seeding",
-        "anchor",
-        "--repeats",
-        "6",
-        "--format",
-        "json",
-        "--output",
-        json.to_str().unwrap(),
-    ]);
-    run_tournament(&args.a).unwrap();
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["rows"].as_array().unwrap().len(), 59);
-    assert_eq!(v["scheme"], "single-elim");
-    // Anchor seeding (58 matches) plus the bracket (58 matches), at least one comparison each.
-    assert!(v["comparisons"].as_f64().unwrap() >= 116.0);
-
-    let bad = TournamentCli::try_parse_from(["x", "--input", "a.jsonl", "--simulate"]);
-    assert!(bad.is_err());
-    let args = TournamentCli::parse_from([
-        "x",
-        "--input",
-        input.to_str().unwrap(),
-        "--scheme",
-        "swiss,round-robin",
-    ]);
-    assert!(run_tournament(&args.a)
-        .unwrap_err()
-        .to_string()
-        .contains("one --scheme"));
 }

@@ -12,63 +12,80 @@ use reinforge_sandbox::Limits;
 /// (Prometheus text). Work requests beyond `--max-concurrency` wait in a queue of
 /// `--max-queue`; beyond that the server answers 503 with `Retry-After`. SIGINT/SIGTERM stop
 /// accepting connections and finish the requests in flight.
-#[derive(clap::Args, Debug, Clone)]
-#[command(after_help = "\
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(
+    feature = "cli",
+    command(after_help = "\
 EXAMPLES:
   reinforge serve                                   math rewards on 127.0.0.1:8000
   reinforge serve --reward crates/reinforge-reward/specs/math_format_overlong.toml --port 5000
   OpenRLHF: --remote_rm_url http://HOST:5000/get_reward
-  SandboxFusion clients: base URL http://HOST:8000 (POST /run_code)")]
+  SandboxFusion clients: base URL http://HOST:8000 (POST /run_code)")
+)]
 pub struct ServeArgs {
     /// Address to bind.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[cfg_attr(feature = "cli", arg(long, default_value = "127.0.0.1"))]
     pub host: String,
     /// Port to bind (0: any free port, printed at start).
-    #[arg(long, default_value_t = 8000)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 8000))]
     pub port: u16,
     /// Reward specification (TOML) for /get_reward. Default: math only (1 if the response's
     /// answer is equivalent to the label, else 0).
-    #[arg(long, value_name = "FILE")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub reward: Option<PathBuf>,
     /// Work requests processed at once (reward, verify, run_code); 0: 4 x CPU cores.
-    #[arg(long, default_value_t = 0)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
     pub max_concurrency: usize,
     /// Work requests waiting for a slot; more get 503 + Retry-After.
-    #[arg(long, default_value_t = 1024)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1024))]
     pub max_queue: usize,
     /// Largest request body, bytes (413 beyond).
-    #[arg(long, default_value_t = 64 << 20)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 64 << 20))]
     pub max_body_bytes: usize,
     /// Threads that score and verify in parallel; 0: the number of CPU cores.
-    #[arg(long, default_value_t = 0)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
     pub workers: usize,
     /// Disable code execution (/run_code answers 503; code_tests rewards are refused).
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub no_sandbox: bool,
     /// Sandbox cap: wall-clock seconds of one run (requests may ask for less).
-    #[arg(long, default_value_t = 60.0)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 60.0))]
     pub sandbox_wall_time_s: f64,
     /// Sandbox cap: memory of one run, MiB.
-    #[arg(long, default_value_t = 2048)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 2048))]
     pub sandbox_memory_mb: u64,
     /// Sandbox cap: processes/threads of one run.
-    #[arg(long, default_value_t = 64)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 64))]
     pub sandbox_max_processes: u32,
     /// Sandbox cap: bytes of stdout and of stderr kept (SandboxFusion keeps 1 MiB).
-    #[arg(long, default_value_t = 1 << 20)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1 << 20))]
     pub sandbox_max_output_bytes: usize,
 }
 
-impl ServeArgs {
-    /// Defaults, as the command line gives them (for tests and embedding).
-    pub fn defaults() -> Self {
-        use clap::Parser;
-        #[derive(clap::Parser)]
-        struct Wrap {
-            #[command(flatten)]
-            a: ServeArgs,
+impl Default for ServeArgs {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8000,
+            reward: None,
+            max_concurrency: 0,
+            max_queue: 1024,
+            max_body_bytes: 64 << 20,
+            workers: 0,
+            no_sandbox: false,
+            sandbox_wall_time_s: 60.0,
+            sandbox_memory_mb: 2048,
+            sandbox_max_processes: 64,
+            sandbox_max_output_bytes: 1 << 20,
         }
-        Wrap::parse_from(["serve"]).a
+    }
+}
+
+impl ServeArgs {
+    /// Defaults, the same as the command line's (for tests and embedding).
+    pub fn defaults() -> Self {
+        Self::default()
     }
 
     /// The number of scoring threads.
@@ -89,19 +106,66 @@ impl ServeArgs {
         }
     }
 
-    /// The sandbox's server-wide caps.
+    /// The sandbox's server-wide caps; an error names the flag out of range.
     pub fn sandbox_caps(&self) -> anyhow::Result<Limits> {
         let wall = self.sandbox_wall_time_s;
-        if !(wall.is_finite() && wall > 0.0) {
-            anyhow::bail!("--sandbox-wall-time-s must be a positive number of seconds");
+        // Duration::from_secs_f64 panics past ~u64::MAX seconds: a year is plenty.
+        if !(wall.is_finite() && wall > 0.0 && wall <= 365.0 * 86_400.0) {
+            anyhow::bail!(
+                "--sandbox-wall-time-s must be a positive number of seconds (at most a year), got {wall}"
+            );
+        }
+        let memory_bytes = self
+            .sandbox_memory_mb
+            .checked_mul(1 << 20)
+            .filter(|&b| b > 0)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--sandbox-memory-mb must be at least 1 and fit in 64 bits as bytes, got {}",
+                    self.sandbox_memory_mb
+                )
+            })?;
+        if self.sandbox_max_processes == 0 {
+            anyhow::bail!("--sandbox-max-processes must be at least 1, got 0");
         }
         Ok(Limits {
             wall_time: Duration::from_secs_f64(wall),
             cpu_time: Duration::from_secs_f64(wall),
-            memory_bytes: self.sandbox_memory_mb << 20,
+            memory_bytes,
             max_processes: self.sandbox_max_processes,
             max_file_bytes: 64 << 20,
             max_output_bytes: self.sandbox_max_output_bytes,
         })
+    }
+}
+
+#[cfg(all(test, feature = "cli"))]
+mod tests {
+    use super::ServeArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: ServeArgs,
+    }
+
+    #[test]
+    fn command_line_defaults_are_the_default() {
+        assert_eq!(Cli::parse_from(["serve"]).a, ServeArgs::default());
+    }
+
+    #[test]
+    fn out_of_range_caps_name_the_flag() {
+        let err = |f: fn(&mut ServeArgs)| {
+            let mut a = ServeArgs::default();
+            f(&mut a);
+            a.sandbox_caps().unwrap_err().to_string()
+        };
+        assert!(err(|a| a.sandbox_wall_time_s = f64::NAN).contains("--sandbox-wall-time-s"));
+        assert!(err(|a| a.sandbox_wall_time_s = 1e300).contains("--sandbox-wall-time-s"));
+        assert!(err(|a| a.sandbox_memory_mb = u64::MAX).contains("--sandbox-memory-mb"));
+        assert!(err(|a| a.sandbox_max_processes = 0).contains("--sandbox-max-processes"));
+        assert!(ServeArgs::default().sandbox_caps().is_ok());
     }
 }

@@ -65,13 +65,12 @@ impl AppState {
             Some(p) => RewardSpec::load(p)?,
             None => RewardSpec::default(),
         };
+        // Checked with --no-sandbox too: a bad flag is an error whichever flags accompany it.
+        let caps = args.sandbox_caps()?;
         let sandbox = if args.no_sandbox {
             None
         } else {
-            Some(
-                Sandbox::new(args.sandbox_caps()?)
-                    .context("starting the sandbox (--no-sandbox disables it)")?,
-            )
+            Some(Sandbox::new(caps).context("starting the sandbox (--no-sandbox disables it)")?)
         };
         let sandbox_problem = sandbox.as_ref().and_then(|s| s.self_test().err()).map(|e| {
             let e = format!("{e:#}");
@@ -201,7 +200,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         let addr = format!("{}:{}", args.host, args.port);
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
-            .with_context(|| format!("binding {addr}"))?;
+            .with_context(|| format!("binding {addr} (--host, --port)"))?;
         let local: SocketAddr = listener.local_addr()?;
         eprintln!(
             "reinforge serve: listening on http://{local} (reward components: {}; sandbox: {}; workers {}, concurrency {}, queue {})",

@@ -20,19 +20,20 @@ use std::time::Instant;
 /// (correct / incorrect / unparsable_pred / unparsable_gold), `reason` and `micros` (time spent
 /// on that line). The prediction may be a whole response: its final answer is taken from the
 /// last `\boxed{}` group, "final answer is", "Answer:", or the last math segment/number.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct VerifyArgs {
     /// Input JSONL file of cases (`-` for stdin).
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub input: PathBuf,
     /// Output JSONL file of verdicts (`-` for stdout).
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub output: PathBuf,
     /// Default options (JSON object) for lines that carry no `options`.
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub options: Option<String>,
     /// Do not print the summary to stderr.
-    #[arg(long, default_value_t = false)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = false))]
     pub quiet: bool,
 }
 
@@ -60,6 +61,8 @@ pub struct OutLine {
 pub struct Summary {
     pub lines: usize,
     pub bad_lines: usize,
+    /// 1-based number of the first malformed line.
+    pub first_bad_line: Option<usize>,
     pub correct: usize,
     pub incorrect: usize,
     pub unparsable_pred: usize,
@@ -121,6 +124,7 @@ pub fn run_batch(args: &VerifyArgs) -> Result<Summary> {
             Ok(c) => c,
             Err(e) => {
                 s.bad_lines += 1;
+                s.first_bad_line.get_or_insert(n + 1);
                 eprintln!("line {}: skipped: {e}", n + 1);
                 continue;
             }
@@ -163,9 +167,15 @@ pub fn run_batch(args: &VerifyArgs) -> Result<Summary> {
     Ok(s)
 }
 
-/// Entry point for the `reinforge verify` subcommand.
+/// Entry point for the `reinforge verify` subcommand. Malformed lines are skipped so the
+/// batch completes, but then the run fails (exit status non-zero) naming the first one; so
+/// does an input with no cases.
 pub fn run(args: &VerifyArgs) -> Result<()> {
     let s = run_batch(args)?;
+    let input = args.input.display();
+    if s.lines == 0 {
+        anyhow::bail!("{input}: no cases (the input is empty)");
+    }
     if !args.quiet {
         let checked = s.correct + s.incorrect + s.unparsable_pred + s.unparsable_gold;
         // /proc's CPU clock ticks every 10 ms: below ~0.1 s it is too coarse to divide by, so
@@ -186,6 +196,13 @@ pub fn run(args: &VerifyArgs) -> Result<()> {
         eprintln!(
             "verified {checked} ({} bad lines): correct {}, incorrect {}, unparsable_pred {}, unparsable_gold {}\nthroughput {throughput}; latency p50 {} us, p99 {} us, max {} us",
             s.bad_lines, s.correct, s.incorrect, s.unparsable_pred, s.unparsable_gold, s.p50_us, s.p99_us, s.max_us
+        );
+    }
+    if let Some(line) = s.first_bad_line {
+        anyhow::bail!(
+            "{input}: {} malformed line(s) skipped, the first at line {line}; the other verdicts are in {}",
+            s.bad_lines,
+            args.output.display()
         );
     }
     Ok(())

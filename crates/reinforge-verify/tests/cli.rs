@@ -44,12 +44,31 @@ fn batch_writes_one_verdict_per_good_line_and_skips_bad_lines() {
         serde_json::json!("unparsable_pred")
     );
     assert!(out.iter().all(|o| !o.reason.is_empty()));
-    // the public entry point runs too
-    run(&VerifyArgs {
+    assert_eq!(s.first_bad_line, Some(2));
+    // The public entry point writes the same verdicts, then fails naming the bad line.
+    let e = run(&VerifyArgs {
         quiet: false,
         ..args
     })
-    .unwrap();
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("line 2") && e.contains("cases.jsonl"), "{e}");
+    assert_eq!(std::fs::read_to_string(&output).unwrap().lines().count(), 4);
+}
+
+#[test]
+fn empty_input_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("empty.jsonl");
+    std::fs::write(&input, "\n").unwrap();
+    let args = VerifyArgs {
+        input,
+        output: dir.path().join("o.jsonl"),
+        options: None,
+        quiet: true,
+    };
+    let e = run(&args).unwrap_err().to_string();
+    assert!(e.contains("empty.jsonl") && e.contains("no cases"), "{e}");
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use reinforge_torch::runtime::{parse_device, set_threads};
 use reinforge_torch::Policy;
 
@@ -40,13 +40,13 @@ enum Command {
     /// Check math answers: jsonl of {id, gold, pred[, options]} to verdicts (exact, bounded).
     Verify(reinforge_verify::cli::VerifyArgs),
     /// Leaderboard from pairwise battles (Chatbot Arena format): Bradley-Terry, Elo, intervals.
-    Rank(reinforge_eval::cli::RankArgs),
+    Rank(crate::tools::rank::RankArgs),
     /// pass@k and maj@k curves with bootstrap intervals from per-problem samples.
-    Passk(reinforge_eval::cli::PassKArgs),
+    Passk(crate::tools::passk::PassKArgs),
     /// Swiss / single-elimination / round-robin tournaments, from battles or simulated.
-    Tournament(reinforge_eval::cli::TournamentArgs),
+    Tournament(crate::tools::tournament::TournamentArgs),
     /// rliable statistics over runs x tasks: IQM, mean, median, optimality gap, P(improvement).
-    Stats(reinforge_eval::cli::StatsArgs),
+    Stats(crate::tools::stats::StatsArgs),
     /// Sample completions from a Hugging Face checkpoint (one prompt or a jsonl/parquet file).
     Generate(crate::hf::generate::GenerateArgs),
     /// Per-token and total log-probs of completions given prompts, under a checkpoint.
@@ -66,28 +66,7 @@ EXAMPLES:
   reinforge train --resume runs/default-seed0      continue after Ctrl-C
   reinforge train --model Qwen2.5-0.5B-Instruct --data math.jsonl --reward crates/reinforge-reward/specs/math.toml \\
       --set grpo.algorithm=dr_grpo --set grpo.max_completion_length=512 --lora-r 16
-                                                   train a checkpoint (HF layout in runs/<name>/checkpoints/final)
-
-KEYS (see any run's config.toml for the full list with values):
-  seed, name, runs_dir, device (cpu|cuda|cuda:N), threads
-  task.digits, task.direct_share
-  model.*      HF config.json fields: hidden_size, num_hidden_layers, num_attention_heads, ...
-  sft.steps, sft.batch_size, sft.lr, sft.warmup_steps, sft.max_grad_norm, sft.weight_decay,
-  sft.checkpoint_every
-  grpo.algorithm (grpo | dr_grpo | dapo | gspo | rloo | reinforce_pp | ppo: a preset of the keys
-  below; keys you set win; see docs/algorithms.md), grpo.advantage_estimator, grpo.policy_loss,
-  grpo.loss_agg_mode, grpo.clip_ratio_c, grpo.kl_estimator, grpo.dynamic_sampling,
-  grpo.max_draws, grpo.overlong_buffer_len, grpo.overlong_penalty_factor, grpo.mask_truncated,
-  grpo.recompute_old_logprobs, grpo.tis, grpo.tis_cap,
-  grpo.steps, grpo.prompts_per_step, grpo.num_generations, grpo.epsilon_low, grpo.epsilon_high,
-  grpo.beta, grpo.entropy_coef, grpo.ppo_epochs, grpo.mini_batches, grpo.lr, grpo.max_grad_norm,
-  grpo.temperature, grpo.top_p, grpo.top_k, grpo.max_completion_length, grpo.checkpoint_every,
-  grpo.ignore_eos, grpo.skip_zero_advantage,
-  grpo.advantage.norm_by_std, grpo.advantage.epsilon
-  ppo.gamma, ppo.lam, ppo.whiten_advantages, ppo.kl_coef, ppo.kl_penalty, ppo.critic_lr,
-  ppo.critic_weight_decay, ppo.critic_max_grad_norm, ppo.cliprange_value, ppo.critic_warmup,
-  ppo.critic_epochs, ppo.critic_mini_batches (the critic and GAE of grpo.algorithm=ppo)
-  eval.problems, eval.samples, eval.temperature, eval.batch_size")]
+                                                   train a checkpoint (HF layout in runs/<name>/checkpoints/final)")]
 struct TrainArgs {
     /// TOML config to start from (defaults fill every key it leaves out).
     #[arg(long, value_name = "FILE")]
@@ -124,10 +103,10 @@ struct TrainArgs {
     system: Option<String>,
     /// Train LoRA adapters of this rank instead of every weight (--model runs); the adapter
     /// is also saved in the PEFT layout (checkpoints/final-adapter).
-    #[arg(long, value_name = "R", requires = "model")]
+    #[arg(long, value_name = "R", requires = "model", value_parser = crate::tools::count)]
     lora_r: Option<usize>,
-    /// LoRA scale numerator: updates are scaled by alpha / r (default 2r).
-    #[arg(long, value_name = "ALPHA", requires = "lora_r")]
+    /// LoRA scale numerator, > 0: updates are scaled by alpha / r (default 2r).
+    #[arg(long, value_name = "ALPHA", requires = "lora_r", value_parser = crate::tools::positive)]
     lora_alpha: Option<f64>,
     /// Projections that get adapters.
     #[arg(
@@ -141,8 +120,8 @@ struct TrainArgs {
 
 #[derive(Args)]
 struct BenchArgs {
-    /// Timed iterations.
-    #[arg(long, default_value_t = 10)]
+    /// Timed iterations (at least 1).
+    #[arg(long, default_value_t = 10, value_parser = crate::tools::count)]
     iterations: usize,
     /// Untimed iterations first (allocator and kernel warm-up).
     #[arg(long, default_value_t = 2)]
@@ -164,13 +143,13 @@ struct EvalArgs {
     #[arg(long, value_name = "DIR")]
     checkpoint: PathBuf,
     /// Held-out problems to evaluate on (default: the run's eval.problems).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::tools::count)]
     problems: Option<usize>,
     /// Samples per problem, pass@k is reported up to k = samples (default: eval.samples).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::tools::count)]
     samples: Option<usize>,
-    /// Sampling temperature (default: eval.temperature).
-    #[arg(long)]
+    /// Sampling temperature, >= 0, 0 is greedy (default: eval.temperature).
+    #[arg(long, value_parser = crate::tools::non_negative)]
     temperature: Option<f64>,
     /// Seed of the problem draw and sampling (default: the run's seed, i.e. the problems its
     /// own evaluation used).
@@ -184,13 +163,35 @@ struct EvalArgs {
     output: Option<PathBuf>,
 }
 
+/// The `KEYS` section of `reinforge train --help`, generated from the config schema.
+fn train_keys_help() -> String {
+    format!(
+        "KEYS (`--set KEY=VALUE`; the value is read as the key's type; default and type shown):\n{}",
+        crate::overrides::keys_help()
+    )
+}
+
 pub fn main() -> Result<ExitCode> {
-    let cli = Cli::parse();
+    let command = Cli::command().mut_subcommand("train", |c| {
+        let help = format!(
+            "{}\n\n{}",
+            c.get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default(),
+            train_keys_help()
+        );
+        c.after_long_help(help)
+    });
+    let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::Train(args) => train(args),
         Command::Eval(args) => eval(args),
         Command::Bench(args) => {
             let cfg = TrainConfig::resolve(None, &args.set)?;
+            cfg.validate_arith()?;
+            if cfg.grpo.advantage_estimator == crate::config::GAE {
+                anyhow::bail!("bench times critic-free iterations: grpo.algorithm = ppo (a critic) is not supported; pick another --set grpo.algorithm");
+            }
             let report = crate::bench::run(
                 &cfg,
                 args.iterations,
@@ -201,12 +202,12 @@ pub fn main() -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Verify(args) => reinforge_verify::cli::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::Rank(args) => reinforge_eval::cli::run_rank(&args).map(|()| ExitCode::SUCCESS),
-        Command::Passk(args) => reinforge_eval::cli::run_passk(&args).map(|()| ExitCode::SUCCESS),
+        Command::Rank(args) => crate::tools::rank::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Passk(args) => crate::tools::passk::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Tournament(args) => {
-            reinforge_eval::cli::run_tournament(&args).map(|()| ExitCode::SUCCESS)
+            crate::tools::tournament::run(&args).map(|()| ExitCode::SUCCESS)
         }
-        Command::Stats(args) => reinforge_eval::cli::run_stats(&args).map(|()| ExitCode::SUCCESS),
+        Command::Stats(args) => crate::tools::stats::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Generate(args) => crate::hf::generate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Score(args) => crate::hf::score::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => reinforge_serve::run(&args).map(|()| ExitCode::SUCCESS),
@@ -223,10 +224,13 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
             if crate::hf::train::is_data_run(&run) {
                 return resume_data_run(&run, &cfg);
             }
+            cfg.validate_arith()
+                .with_context(|| format!("{}", run.path("config.toml").display()))?;
             (run, cfg)
         }
         None => {
             let cfg = TrainConfig::resolve(args.config.as_deref(), &args.set)?;
+            cfg.validate_arith()?;
             (RunDir::create(&cfg)?, cfg)
         }
     };
@@ -339,15 +343,6 @@ fn eval(args: EvalArgs) -> Result<ExitCode> {
         temperature: args.temperature.unwrap_or(run_cfg.eval.temperature),
         batch_size: run_cfg.eval.batch_size,
     };
-    if cfg.problems == 0 || cfg.samples == 0 {
-        bail!("--problems and --samples must be at least 1");
-    }
-    if !(cfg.temperature.is_finite() && cfg.temperature > 0.0) {
-        bail!(
-            "--temperature must be a number > 0, got {}",
-            cfg.temperature
-        );
-    }
     let seed = args.seed.unwrap_or(run_cfg.seed);
     let policy = Policy::load(&args.checkpoint, device)?;
     let report = evaluate_checkpoint(&policy, &run_cfg, &cfg, seed);

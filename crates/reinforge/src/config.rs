@@ -10,9 +10,8 @@ use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
 use reinforge_torch::ModelConfig;
 use serde::{Deserialize, Serialize};
 
-use crate::overrides::{apply_override, merge};
-pub use crate::presets::preset;
-use crate::presets::{apply_preset, explicit_grpo_keys};
+use crate::overrides::{apply_override, merge, schema};
+use crate::presets::{apply_preset, explicit_grpo_keys, Preset};
 
 /// Everything `reinforge train` needs. Unknown keys are errors, so a typo never goes unnoticed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,10 +114,10 @@ pub struct GrpoConfig {
     #[serde(default = "yes")]
     pub skip_zero_advantage: bool,
     /// Named preset (`grpo`, `dr_grpo`, `dapo`, `gspo`, `rloo`, `reinforce_pp`, `ppo`): at config
-    /// resolution it fills every option of [`preset`] that the file or `--set` leaves unset, so
+    /// resolution it fills every option of [`Preset::options`] that the file or `--set` leaves unset, so
     /// the run directory's `config.toml` records explicit values.
-    #[serde(default = "grpo_name")]
-    pub algorithm: String,
+    #[serde(default)]
+    pub algorithm: Preset,
     /// verl `algorithm.adv_estimator` name ([`Estimator::names`]; `grpo` uses `advantage`,
     /// `dr_grpo` drops its std, `gae` is PPO with a critic, see `[ppo]`).
     #[serde(default)]
@@ -353,7 +352,7 @@ impl Default for TrainConfig {
                 checkpoint_every: 10,
                 ignore_eos: false,
                 skip_zero_advantage: true,
-                algorithm: grpo_name(),
+                algorithm: Preset::Grpo,
                 advantage_estimator: Estimator::Grpo,
                 policy_loss: vanilla(),
                 loss_agg_mode: token_mean(),
@@ -390,7 +389,7 @@ impl Default for TrainConfig {
 impl TrainConfig {
     /// The default config with the file at `path` (if any) and the `key=value` overrides on top.
     pub fn resolve(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
-        let mut value = toml::Value::try_from(Self::default()).expect("defaults serialise");
+        let mut value = toml::Value::try_from(Self::default())?;
         let mut file = None;
         if let Some(path) = path {
             let text = std::fs::read_to_string(path)
@@ -401,8 +400,9 @@ impl TrainConfig {
             merge(&mut value, parsed.clone());
             file = Some(parsed);
         }
+        let schema = schema()?;
         for o in overrides {
-            apply_override(&mut value, o)?;
+            apply_override(&mut value, &schema, o)?;
         }
         apply_preset(&mut value, &explicit_grpo_keys(file.as_ref(), overrides))?;
         let source = path.map_or_else(|| "the defaults".to_string(), |p| p.display().to_string());
@@ -419,8 +419,42 @@ impl TrainConfig {
         Ok(cfg)
     }
 
-    /// Cross-field checks that serde cannot express, naming the key at fault.
+    /// Range and cross-field checks that serde cannot express, naming the key at fault: every
+    /// number finite and in its range, every count that 0 makes meaningless at least 1, the
+    /// option names and their combinations. Task-neutral: [`Self::validate_arith`] adds the
+    /// checks of the built-in arithmetic model.
     pub fn validate(&self) -> Result<()> {
+        self.validate_counts()?;
+        self.validate_floats()?;
+        if !(1..=9).contains(&self.task.digits) {
+            bail!(
+                "task.digits must be between 1 and 9, got {}",
+                self.task.digits
+            );
+        }
+        if self.grpo.top_k < 0 {
+            bail!("grpo.top_k must be >= 0 (0 = off), got {}", self.grpo.top_k);
+        }
+        if self.grpo.temperature == 0.0 {
+            bail!(
+                "grpo.temperature = 0 samples greedily, so every completion of a group is the same, every group-relative advantage is 0 and RL learns nothing; use a temperature > 0 (e.g. 1.0)"
+            );
+        }
+        self.validate_algorithm()?;
+        let rollouts = self.grpo.prompts_per_step * self.grpo.num_generations;
+        if self.grpo.mini_batches > rollouts {
+            bail!(
+                "grpo.mini_batches = {} exceeds the rollouts per step (grpo.prompts_per_step x grpo.num_generations = {rollouts})",
+                self.grpo.mini_batches
+            );
+        }
+        Ok(())
+    }
+
+    /// The checks of the built-in arithmetic task's model (`[model]`, `[task]`): its vocabulary
+    /// holds the task's tokens and its positions hold `<bos>`, the longest prompt and
+    /// `grpo.max_completion_length`. Runs on a Hugging Face checkpoint check their own model.
+    pub fn validate_arith(&self) -> Result<()> {
         let need = reinforge_tasks::ArithTask::tokenizer().vocab_size();
         if self.model.vocab_size < need {
             bail!(
@@ -429,7 +463,27 @@ impl TrainConfig {
             );
         }
         self.model.validate().context("in [model]")?;
-        let positive = [
+        for (key, v) in [
+            ("model.rms_norm_eps", self.model.rms_norm_eps),
+            ("model.rope_theta", self.model.rope_theta),
+        ] {
+            check(key, v, Range::Positive)?;
+        }
+        // `<bos>` + `a+b=` with two operands of `task.digits` digits.
+        let longest_prompt = 1 + 2 * self.task.digits as usize + 2;
+        if longest_prompt + self.grpo.max_completion_length > self.model.max_position_embeddings {
+            bail!(
+                "model.max_position_embeddings = {} is shorter than a prompt ({longest_prompt} tokens with <bos>) plus grpo.max_completion_length ({})",
+                self.model.max_position_embeddings,
+                self.grpo.max_completion_length
+            );
+        }
+        Ok(())
+    }
+
+    /// Counts for which 0 means nothing.
+    fn validate_counts(&self) -> Result<()> {
+        let at_least_one = [
             ("sft.batch_size", self.sft.batch_size),
             ("grpo.prompts_per_step", self.grpo.prompts_per_step),
             ("grpo.num_generations", self.grpo.num_generations),
@@ -439,35 +493,67 @@ impl TrainConfig {
                 "grpo.max_completion_length",
                 self.grpo.max_completion_length,
             ),
+            ("grpo.max_draws", self.grpo.max_draws),
             ("eval.problems", self.eval.problems),
             ("eval.samples", self.eval.samples),
             ("eval.batch_size", self.eval.batch_size),
         ];
-        for (key, v) in positive {
+        for (key, v) in at_least_one {
             if v == 0 {
                 bail!("{key} must be at least 1, got 0");
             }
         }
-        if !(1..=9).contains(&self.task.digits) {
-            bail!(
-                "task.digits must be between 1 and 9, got {}",
-                self.task.digits
-            );
-        }
-        if !(0.0..=1.0).contains(&self.task.direct_share) {
-            bail!(
-                "task.direct_share must be between 0 and 1, got {}",
-                self.task.direct_share
-            );
-        }
-        // Whether prompts plus completions fit the model's positions depends on the model a
-        // run loads and on its prompts: the trainer checks it before training starts.
-        self.validate_algorithm()?;
-        if self.grpo.mini_batches > self.grpo.prompts_per_step * self.grpo.num_generations {
-            bail!(
-                "grpo.mini_batches = {} exceeds the rollouts per step",
-                self.grpo.mini_batches
-            );
+        Ok(())
+    }
+
+    /// Every float option finite and in its range.
+    fn validate_floats(&self) -> Result<()> {
+        let (t, s, g, p, e) = (&self.task, &self.sft, &self.grpo, &self.ppo, &self.eval);
+        let checks = [
+            ("task.direct_share", t.direct_share, Range::Probability),
+            ("sft.lr", s.lr, Range::Positive),
+            ("sft.max_grad_norm", s.max_grad_norm, Range::Positive),
+            ("sft.weight_decay", s.weight_decay, Range::NonNegative),
+            ("grpo.epsilon_low", g.epsilon_low, Range::Probability),
+            ("grpo.epsilon_high", g.epsilon_high, Range::NonNegative),
+            ("grpo.beta", g.beta, Range::NonNegative),
+            ("grpo.entropy_coef", g.entropy_coef, Range::Finite),
+            ("grpo.lr", g.lr, Range::Positive),
+            ("grpo.max_grad_norm", g.max_grad_norm, Range::Positive),
+            ("grpo.weight_decay", g.weight_decay, Range::NonNegative),
+            ("grpo.temperature", g.temperature, Range::NonNegative),
+            ("grpo.top_p", g.top_p, Range::TopP),
+            (
+                "grpo.advantage.epsilon",
+                g.advantage.epsilon,
+                Range::Positive,
+            ),
+            ("grpo.clip_ratio_c", g.clip_ratio_c, Range::NonNegative),
+            (
+                "grpo.overlong_penalty_factor",
+                g.overlong_penalty_factor,
+                Range::NonNegative,
+            ),
+            ("grpo.tis_cap", g.tis_cap, Range::Finite),
+            ("ppo.gamma", p.gamma, Range::Probability),
+            ("ppo.lam", p.lam, Range::Probability),
+            ("ppo.kl_coef", p.kl_coef, Range::NonNegative),
+            ("ppo.critic_lr", p.critic_lr, Range::Positive),
+            (
+                "ppo.critic_weight_decay",
+                p.critic_weight_decay,
+                Range::NonNegative,
+            ),
+            (
+                "ppo.critic_max_grad_norm",
+                p.critic_max_grad_norm,
+                Range::Positive,
+            ),
+            ("ppo.cliprange_value", p.cliprange_value, Range::Positive),
+            ("eval.temperature", e.temperature, Range::NonNegative),
+        ];
+        for (key, v, range) in checks {
+            check(key, v, range)?;
         }
         Ok(())
     }
@@ -475,7 +561,6 @@ impl TrainConfig {
     /// Checks the algorithm option names and their combinations.
     fn validate_algorithm(&self) -> Result<()> {
         let g = &self.grpo;
-        preset(&g.algorithm)?;
         let named = |key: &str, r: Result<(), String>| r.map_err(|e| anyhow!("grpo.{key}: {e}"));
         if g.advantage_estimator == GAE {
             self.validate_ppo()?;
@@ -503,7 +588,11 @@ impl TrainConfig {
             bail!("grpo.tis_cap must be > 1, got {}", g.tis_cap);
         }
         if g.overlong_buffer_len > g.max_completion_length {
-            bail!("grpo.overlong_buffer_len exceeds grpo.max_completion_length");
+            bail!(
+                "grpo.overlong_buffer_len = {} exceeds grpo.max_completion_length = {}",
+                g.overlong_buffer_len,
+                g.max_completion_length
+            );
         }
         self.validate_loss_knobs()
     }
@@ -548,22 +637,6 @@ impl TrainConfig {
     /// Checks `[ppo]` when the critic is in use.
     fn validate_ppo(&self) -> Result<()> {
         let p = &self.ppo;
-        for (key, v) in [("ppo.gamma", p.gamma), ("ppo.lam", p.lam)] {
-            if !(0.0..=1.0).contains(&v) {
-                bail!("{key} must be between 0 and 1, got {v}");
-            }
-        }
-        for (key, v) in [
-            ("ppo.critic_lr", p.critic_lr),
-            ("ppo.cliprange_value", p.cliprange_value),
-        ] {
-            if v.is_nan() || v <= 0.0 {
-                bail!("{key} must be > 0, got {v}");
-            }
-        }
-        if p.kl_coef < 0.0 {
-            bail!("ppo.kl_coef must be >= 0, got {}", p.kl_coef);
-        }
         let rollouts = self.grpo.prompts_per_step * self.grpo.num_generations;
         if rollouts < 2 {
             bail!("grpo.advantage_estimator = gae whitens over the batch: grpo.prompts_per_step x grpo.num_generations must be at least 2");
@@ -587,6 +660,38 @@ impl TrainConfig {
     /// The resolved config as TOML (what `config.toml` in a run directory holds).
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("config serialises")
+    }
+}
+
+/// The range a float option must lie in.
+#[derive(Debug, Clone, Copy)]
+enum Range {
+    /// Any finite number.
+    Finite,
+    /// Finite and >= 0.
+    NonNegative,
+    /// Finite and > 0.
+    Positive,
+    /// In [0, 1].
+    Probability,
+    /// In (0, 1] (nucleus sampling keeps at least the top token).
+    TopP,
+}
+
+/// Checks that option `key` = `v` lies in `range`; the error names the key, the range and
+/// the value.
+fn check(key: &str, v: f64, range: Range) -> Result<()> {
+    let (ok, want) = match range {
+        Range::Finite => (v.is_finite(), "a finite number"),
+        Range::NonNegative => (v.is_finite() && v >= 0.0, "finite and >= 0"),
+        Range::Positive => (v.is_finite() && v > 0.0, "finite and > 0"),
+        Range::Probability => ((0.0..=1.0).contains(&v), "between 0 and 1"),
+        Range::TopP => (v > 0.0 && v <= 1.0, "in (0, 1]"),
+    };
+    if ok {
+        Ok(())
+    } else {
+        bail!("{key} must be {want}, got {v}")
     }
 }
 
@@ -679,7 +784,7 @@ mod tests {
             "lists the known keys"
         );
         assert!(
-            err("grpo.steps=fast").contains("expected a integer"),
+            err("grpo.steps=fast").contains("`grpo.steps` is of type integer"),
             "{}",
             err("grpo.steps=fast")
         );
@@ -706,7 +811,7 @@ mod tests {
     fn default_resolution_is_the_grpo_preset_and_the_old_defaults() {
         let cfg = TrainConfig::resolve(None, &[]).unwrap();
         assert_eq!(cfg, TrainConfig::default());
-        assert_eq!(cfg.grpo.algorithm, "grpo");
+        assert_eq!(cfg.grpo.algorithm, Preset::Grpo);
         assert_eq!(
             (cfg.grpo.epsilon_low, cfg.grpo.epsilon_high, cfg.grpo.beta),
             (0.2, 0.28, 0.0)

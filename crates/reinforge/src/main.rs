@@ -15,6 +15,7 @@ mod progress;
 mod run_dir;
 mod seeds;
 mod sft;
+mod tools;
 mod trainer;
 
 fn main() -> std::process::ExitCode {

@@ -1,83 +1,157 @@
 //! `grpo.algorithm` presets: a named algorithm expands into explicit `[grpo]` options (the
 //! catalogue and its sources are in docs/algorithms.md); keys the user sets win.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
+use serde::{Deserialize, Serialize};
+
+use reinforge_rl::Estimator;
+use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
 
 use crate::config::GAE;
 
-/// The options a named preset sets, as `(key under [grpo], value)`. Every preset names every
-/// key, so switching presets never inherits another preset's choice.
-///
-/// - `grpo`: verl GRPO as the trainer ran it before presets (clip 0.2/0.28, token-mean).
-/// - `dr_grpo`: Dr.GRPO (Liu et al. 2025): no std normalisation, seq-mean-token-sum-norm
-///   (verl `norm_adv_by_std_in_grpo=False`, TRL `loss_type="dr_grpo"`).
-/// - `dapo`: DAPO (Yu et al. 2025): clip-higher 0.2/0.28, token-mean, no KL, dynamic sampling,
-///   soft overlong punishment (buffer 4, factor 1), truncated completions masked.
-/// - `gspo`: GSPO (Zheng et al. 2025): sequence ratio, clip 3e-4/4e-4, seq-mean-token-mean.
-/// - `rloo`: RLOO leave-one-out baseline, PPO-clip 0.2/0.2, token-mean.
-/// - `reinforce_pp`: REINFORCE++-baseline (group mean, whitened over the batch), clip 0.2/0.2.
-/// - `ppo`: PPO with a learned critic (`[ppo]`): GAE advantages, PPO-clip 0.2/0.2 (verl
-///   `clip_ratio` 0.2, OpenRLHF `--eps_clip` 0.2), token-mean.
-pub fn preset(name: &str) -> Result<Vec<(&'static str, toml::Value)>> {
-    use toml::Value::{Boolean as B, Float as F, Integer as I, String as S};
-    let s = |v: &str| S(v.to_string());
-    let (est, loss, agg, lo, hi, dynamic, buffer, mask) = match name {
-        "grpo" => ("grpo", "vanilla", "token-mean", 0.2, 0.28, false, 0, false),
-        "dr_grpo" => (
-            "dr_grpo",
-            "vanilla",
-            "seq-mean-token-sum-norm",
-            0.2,
-            0.28,
-            false,
-            0,
-            false,
-        ),
-        "dapo" => ("grpo", "vanilla", "token-mean", 0.2, 0.28, true, 4, true),
-        "gspo" => (
-            "grpo",
-            "gspo",
-            "seq-mean-token-mean",
-            3e-4,
-            4e-4,
-            false,
-            0,
-            false,
-        ),
-        "rloo" => ("rloo", "vanilla", "token-mean", 0.2, 0.2, false, 0, false),
-        "reinforce_pp" => (
-            "reinforce_pp_baseline",
-            "vanilla",
-            "token-mean",
-            0.2,
-            0.2,
-            false,
-            0,
-            false,
-        ),
-        "ppo" => (GAE.name(), "vanilla", "token-mean", 0.2, 0.2, false, 0, false),
-        other => bail!(
-            "grpo.algorithm = {other:?}: expected grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp or ppo"
-        ),
-    };
-    Ok(vec![
-        ("advantage_estimator", s(est)),
-        ("policy_loss", s(loss)),
-        ("loss_agg_mode", s(agg)),
-        ("epsilon_low", F(lo)),
-        ("epsilon_high", F(hi)),
-        ("clip_ratio_c", F(0.0)),
-        ("beta", F(0.0)),
-        ("kl_estimator", s("k3")),
-        ("dynamic_sampling", B(dynamic)),
-        ("max_draws", I(4)),
-        ("overlong_buffer_len", I(buffer)),
-        ("overlong_penalty_factor", F(1.0)),
-        ("mask_truncated", B(mask)),
-        ("recompute_old_logprobs", B(false)),
-        ("tis", s("none")),
-        ("tis_cap", F(2.0)),
-    ])
+/// A named algorithm, the value of `grpo.algorithm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// verl GRPO as the trainer ran it before presets (clip 0.2/0.28, token-mean).
+    #[default]
+    Grpo,
+    /// Dr.GRPO (Liu et al. 2025): no std normalisation, seq-mean-token-sum-norm (verl
+    /// `norm_adv_by_std_in_grpo=False`, TRL `loss_type="dr_grpo"`).
+    DrGrpo,
+    /// DAPO (Yu et al. 2025): clip-higher 0.2/0.28, token-mean, no KL, dynamic sampling, soft
+    /// overlong punishment (buffer 4, factor 1), truncated completions masked.
+    Dapo,
+    /// GSPO (Zheng et al. 2025): sequence ratio, clip 3e-4/4e-4, seq-mean-token-mean.
+    Gspo,
+    /// RLOO leave-one-out baseline, PPO-clip 0.2/0.2, token-mean.
+    Rloo,
+    /// REINFORCE++-baseline (group mean, whitened over the batch), clip 0.2/0.2.
+    ReinforcePp,
+    /// PPO with a learned critic (`[ppo]`): GAE advantages, PPO-clip 0.2/0.2 (verl `clip_ratio`
+    /// 0.2, OpenRLHF `--eps_clip` 0.2), token-mean.
+    Ppo,
+}
+
+/// The `[grpo]` options a preset sets. Every preset sets every one of them, so switching
+/// presets never inherits another preset's choice. Serialised, the field names are the
+/// `[grpo]` keys. (The estimator, loss, aggregation, KL and TIS options are the registries' own
+/// types, serialised by their registered names.)
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PresetOptions {
+    pub advantage_estimator: Estimator,
+    pub policy_loss: PolicyLossKind,
+    pub loss_agg_mode: AggMode,
+    pub epsilon_low: f64,
+    pub epsilon_high: f64,
+    pub clip_ratio_c: f64,
+    pub beta: f64,
+    pub kl_estimator: KlPenalty,
+    pub dynamic_sampling: bool,
+    pub max_draws: usize,
+    pub overlong_buffer_len: usize,
+    pub overlong_penalty_factor: f64,
+    pub mask_truncated: bool,
+    pub recompute_old_logprobs: bool,
+    pub tis: Tis,
+    pub tis_cap: f64,
+}
+
+/// The `grpo` preset; the others change a few of its options.
+const GRPO: PresetOptions = PresetOptions {
+    advantage_estimator: Estimator::Grpo,
+    policy_loss: PolicyLossKind::Vanilla,
+    loss_agg_mode: AggMode::TokenMean,
+    epsilon_low: 0.2,
+    epsilon_high: 0.28,
+    clip_ratio_c: 0.0,
+    beta: 0.0,
+    kl_estimator: KlPenalty::K3,
+    dynamic_sampling: false,
+    max_draws: 4,
+    overlong_buffer_len: 0,
+    overlong_penalty_factor: 1.0,
+    mask_truncated: false,
+    recompute_old_logprobs: false,
+    tis: Tis::None,
+    tis_cap: 2.0,
+};
+
+impl Preset {
+    /// Every preset, in the order `--help` and the docs list them.
+    pub const ALL: [Self; 7] = [
+        Self::Grpo,
+        Self::DrGrpo,
+        Self::Dapo,
+        Self::Gspo,
+        Self::Rloo,
+        Self::ReinforcePp,
+        Self::Ppo,
+    ];
+
+    /// The name `grpo.algorithm` takes.
+    pub fn name(self) -> String {
+        toml::Value::try_from(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// The explicit options this preset sets.
+    pub fn options(self) -> PresetOptions {
+        match self {
+            Self::Grpo => GRPO,
+            Self::DrGrpo => PresetOptions {
+                advantage_estimator: Estimator::DrGrpo,
+                loss_agg_mode: AggMode::SeqMeanTokenSumNorm,
+                ..GRPO
+            },
+            Self::Dapo => PresetOptions {
+                dynamic_sampling: true,
+                overlong_buffer_len: 4,
+                mask_truncated: true,
+                ..GRPO
+            },
+            Self::Gspo => PresetOptions {
+                policy_loss: PolicyLossKind::Gspo,
+                loss_agg_mode: AggMode::SeqMeanTokenMean,
+                epsilon_low: 3e-4,
+                epsilon_high: 4e-4,
+                ..GRPO
+            },
+            Self::Rloo => PresetOptions {
+                advantage_estimator: Estimator::Rloo,
+                epsilon_high: 0.2,
+                ..GRPO
+            },
+            Self::ReinforcePp => PresetOptions {
+                advantage_estimator: Estimator::ReinforcePlusPlusBaseline,
+                epsilon_high: 0.2,
+                ..GRPO
+            },
+            Self::Ppo => PresetOptions {
+                advantage_estimator: GAE,
+                epsilon_high: 0.2,
+                ..GRPO
+            },
+        }
+    }
+
+    /// The options as `[grpo]` keys and TOML values.
+    fn table(self) -> Result<toml::Table> {
+        match toml::Value::try_from(self.options())? {
+            toml::Value::Table(t) => Ok(t),
+            other => Err(anyhow!(
+                "preset options serialise to a {}",
+                other.type_str()
+            )),
+        }
+    }
+}
+
+/// The names of every preset, for error messages and `--help`: `grpo, dr_grpo, ...`.
+pub fn preset_names() -> String {
+    Preset::ALL.map(Preset::name).join(", ")
 }
 
 /// `[grpo]` keys set by the config file or by `--set grpo.KEY=...`: presets leave them alone.
@@ -102,15 +176,42 @@ pub(crate) fn apply_preset(root: &mut toml::Value, explicit: &[String]) -> Resul
         .get_mut("grpo")
         .and_then(toml::Value::as_table_mut)
         .ok_or_else(|| anyhow!("config has no [grpo] section"))?;
-    let name = grpo
-        .get("algorithm")
-        .and_then(toml::Value::as_str)
-        .unwrap_or("grpo")
-        .to_string();
-    for (key, value) in preset(&name)? {
-        if !explicit.iter().any(|k| k == key) {
-            grpo.insert(key.to_string(), value);
+    let preset = match grpo.get("algorithm") {
+        None => Preset::default(),
+        Some(v) => Preset::deserialize(v.clone())
+            .map_err(|_| anyhow!("grpo.algorithm = {v}: expected one of {}", preset_names()))?,
+    };
+    for (key, value) in preset.table()? {
+        if !explicit.iter().any(|k| *k == key) {
+            grpo.insert(key, value);
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_documented_ones() {
+        assert_eq!(
+            preset_names(),
+            "grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp, ppo"
+        );
+    }
+
+    #[test]
+    fn every_preset_sets_every_key_of_the_grpo_table() {
+        let grpo = toml::Value::try_from(crate::config::TrainConfig::default().grpo).unwrap();
+        for p in Preset::ALL {
+            for key in p.table().unwrap().keys() {
+                assert!(
+                    grpo.get(key).is_some(),
+                    "{}: {key} is no [grpo] key",
+                    p.name()
+                );
+            }
+        }
+    }
 }

@@ -22,7 +22,7 @@ pub enum Seeding {
 }
 
 /// Order among players eliminated in the same round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ElimTiebreak {
     /// Bradley-Terry fit of all comparisons played (the bracket is a connected tree, so every player is
@@ -30,6 +30,11 @@ pub enum ElimTiebreak {
     Bt,
     /// Better seed first.
     Seed,
+}
+
+impl ElimTiebreak {
+    /// Every variant, in declaration order (front ends list them by their serde names).
+    pub const ALL: [Self; 2] = [Self::Bt, Self::Seed];
 }
 
 /// Single-elimination settings.

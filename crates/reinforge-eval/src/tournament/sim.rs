@@ -25,7 +25,7 @@ use serde::Serialize;
 use std::path::Path;
 
 /// How the known log-strengths are laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StrengthDist {
     /// Evenly spaced over `[-spread/2, spread/2]` (every neighbour gap equal: a clean difficulty knob).
@@ -34,14 +34,24 @@ pub enum StrengthDist {
     Normal,
 }
 
+impl StrengthDist {
+    /// Every variant, in declaration order (front ends list them by their serde names).
+    pub const ALL: [Self; 2] = [Self::Even, Self::Normal];
+}
+
 /// Knockout seeding used in simulations (random, or ArenaRL's anchor with a random anchor player).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SeedMode {
     /// Random bracket.
     Random,
     /// Seed by one match against an anchor player (ArenaRL); costs `n - 1` extra matches.
     Anchor,
+}
+
+impl SeedMode {
+    /// Every variant, in declaration order (front ends list them by their serde names).
+    pub const ALL: [Self; 2] = [Self::Random, Self::Anchor];
 }
 
 /// Simulation settings. Random-bt runs at the (rounded) mean comparison counts of the other schemes'

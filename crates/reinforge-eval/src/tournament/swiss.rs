@@ -26,7 +26,7 @@ const TOP_DOWN_BUDGET: usize = 2_000;
 const MRV_BUDGET: usize = 100_000;
 
 /// How the final Swiss standings are ordered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SwissRanking {
     /// Match points, then Buchholz (classical Swiss).

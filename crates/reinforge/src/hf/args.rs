@@ -23,7 +23,7 @@ pub struct ModelArgs {
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// Compute dtype: f32, bf16 or f16 (default: f32 on CPU, bf16 on CUDA).
-    #[arg(long)]
+    #[arg(long, value_parser = ["f32", "float32", "float", "bf16", "bfloat16", "f16", "float16", "half"])]
     pub dtype: Option<String>,
 }
 
@@ -51,6 +51,36 @@ pub fn parse_dtype(s: &str) -> Result<Kind> {
         "f16" | "float16" | "half" => Kind::Half,
         _ => bail!("dtype must be f32, bf16 or f16, got {s:?}"),
     })
+}
+
+/// `--batch-size`, `--num-samples`, `--max-new-tokens`: a count of at least 1.
+pub fn count(s: &str) -> Result<usize, String> {
+    crate::tools::count(s)
+}
+
+/// `--temperature`: finite and >= 0 (0 is greedy).
+pub fn temperature(s: &str) -> Result<f64, String> {
+    crate::tools::non_negative(s)
+}
+
+/// `--top-p`: in (0, 1].
+pub fn top_p(s: &str) -> Result<f64, String> {
+    let v = crate::tools::finite(s)?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("must be in (0, 1], got {v}"))
+    }
+}
+
+/// `--top-k`: >= 0 (0 = off).
+pub fn top_k(s: &str) -> Result<i64, String> {
+    let v: i64 = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if v >= 0 {
+        Ok(v)
+    } else {
+        Err(format!("must be >= 0 (0 = off), got {v}"))
+    }
 }
 
 /// Which columns of a jsonl/parquet file hold the prompt, and how it is rendered.

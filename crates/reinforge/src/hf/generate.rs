@@ -8,7 +8,7 @@ use reinforge_tasks::{read_records, Prompt};
 use reinforge_torch::{generate, SamplingParams};
 use serde::Serialize;
 
-use super::args::{ModelArgs, PromptArgs};
+use super::args::{count, temperature, top_k, top_p, ModelArgs, PromptArgs};
 use super::output::Output;
 use crate::progress;
 
@@ -45,25 +45,26 @@ pub struct GenerateArgs {
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Completions per prompt.
-    #[arg(long, short = 'n', default_value_t = 1)]
+    #[arg(long, short = 'n', default_value_t = 1, value_parser = count)]
     pub num_samples: usize,
-    /// Most new tokens per completion (default: generation_config's max_new_tokens, else 256).
-    #[arg(long)]
+    /// Most new tokens per completion (default: generation_config's max_new_tokens, else 256,
+    /// capped by the positions left after the prompt).
+    #[arg(long, value_parser = count)]
     pub max_new_tokens: Option<usize>,
     /// Sampling temperature; 0 is greedy (default: from generation_config).
-    #[arg(long)]
+    #[arg(long, value_parser = temperature)]
     pub temperature: Option<f64>,
-    /// Nucleus sampling threshold (default: from generation_config).
-    #[arg(long)]
+    /// Nucleus sampling threshold, in (0, 1] (default: from generation_config).
+    #[arg(long, value_parser = top_p)]
     pub top_p: Option<f64>,
     /// Top-k filter, 0 = off (default: from generation_config).
-    #[arg(long)]
+    #[arg(long, value_parser = top_k)]
     pub top_k: Option<i64>,
     /// Seed of the sampler (a CPU run is reproducible with the same seed).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Sequences decoded together.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = count)]
     pub batch_size: usize,
 }
 
@@ -80,9 +81,6 @@ struct Line<'a> {
 
 /// Runs `reinforge generate`.
 pub fn run(args: &GenerateArgs) -> Result<()> {
-    if args.num_samples == 0 || args.batch_size == 0 {
-        bail!("--num-samples and --batch-size must be at least 1");
-    }
     let prompts = match (&args.prompt, &args.input) {
         (Some(p), _) => vec![Prompt::Text(p.clone())],
         (None, Some(path)) => read_records(path, &args.prompts.columns())?
@@ -91,6 +89,9 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
             .collect(),
         (None, None) => bail!("give --prompt or --input"),
     };
+    if let (true, Some(path)) = (prompts.is_empty(), &args.input) {
+        bail!("{}: no prompts (the file has no records)", path.display());
+    }
     let m = args.model.load()?;
     let params = sampling_params(args, &m)?;
     let style = args.prompts.style();
@@ -98,6 +99,20 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         .iter()
         .map(|p| m.encode_prompt(p, &style))
         .collect::<Result<Vec<_>>>()?;
+    let source = args
+        .input
+        .as_ref()
+        .map_or_else(|| "--prompt".to_string(), |p| p.display().to_string());
+    for (i, (_, ids)) in encoded.iter().enumerate() {
+        check_room(
+            &source,
+            i,
+            ids.len(),
+            &params,
+            args.max_new_tokens,
+            m.max_positions(),
+        )?;
+    }
     let jobs: Vec<(usize, usize)> = (0..encoded.len())
         .flat_map(|i| (0..args.num_samples).map(move |s| (i, s)))
         .collect();
@@ -106,6 +121,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let bar = progress::bar(jobs.len() as u64, "generate");
     for chunk in jobs.chunks(args.batch_size) {
         let ids: Vec<Vec<i64>> = chunk.iter().map(|&(i, _)| encoded[i].1.clone()).collect();
+        let params = fit_positions(&params, &ids, m.max_positions());
         let completions = generate(&m.policy.model, &ids, &params, m.pad_id(), m.device);
         for (&(index, sample), c) in chunk.iter().zip(completions) {
             out.write(&Line {
@@ -131,8 +147,8 @@ fn sampling_params(args: &GenerateArgs, m: &super::LoadedModel) -> Result<Sampli
     let temperature = args
         .temperature
         .unwrap_or(if g.do_sample { g.temperature } else { 0.0 });
-    if temperature < 0.0 {
-        bail!("--temperature must be >= 0, got {temperature}");
+    if !(temperature.is_finite() && temperature >= 0.0) {
+        bail!("temperature {temperature} from generation_config.json must be finite and >= 0");
     }
     let params = SamplingParams {
         temperature,
@@ -144,4 +160,47 @@ fn sampling_params(args: &GenerateArgs, m: &super::LoadedModel) -> Result<Sampli
         stop_tokens: m.stop_ids(),
     };
     Ok(params)
+}
+
+/// Checks that prompt `i` of `source` leaves room for a completion within the model's
+/// positions: the prompt alone must be shorter than `max_positions`, and an explicit
+/// `--max-new-tokens` must fit after it. The error names the row and the lengths.
+fn check_room(
+    source: &str,
+    i: usize,
+    prompt_len: usize,
+    params: &SamplingParams,
+    explicit_max_new: Option<usize>,
+    max_positions: usize,
+) -> Result<()> {
+    let row = i + 1;
+    if prompt_len >= max_positions {
+        bail!(
+            "{source}: prompt {row} has {prompt_len} tokens, which leaves no room for a completion in the model's max_position_embeddings = {max_positions}"
+        );
+    }
+    if explicit_max_new.is_some() && prompt_len + params.max_new_tokens > max_positions {
+        bail!(
+            "{source}: prompt {row} has {prompt_len} tokens; with --max-new-tokens {} that exceeds the model's max_position_embeddings = {max_positions} (at most {} new tokens fit)",
+            params.max_new_tokens,
+            max_positions - prompt_len
+        );
+    }
+    Ok(())
+}
+
+/// `params` with `max_new_tokens` capped so the longest prompt of `batch` stays within the
+/// model's positions (a default from generation_config may be larger than what fits).
+fn fit_positions(
+    params: &SamplingParams,
+    batch: &[Vec<i64>],
+    max_positions: usize,
+) -> SamplingParams {
+    let longest = batch.iter().map(Vec::len).max().unwrap_or(0);
+    SamplingParams {
+        max_new_tokens: params
+            .max_new_tokens
+            .min(max_positions.saturating_sub(longest)),
+        ..params.clone()
+    }
 }

@@ -56,6 +56,11 @@ impl LoadedModel {
             .unwrap_or(0) as i64
     }
 
+    /// The longest sequence (prompt plus completion) the model has positions for.
+    pub fn max_positions(&self) -> usize {
+        self.policy.model.config().max_position_embeddings
+    }
+
     /// Ids that end a completion: generation_config's EOS ids and the tokenizer's EOS.
     pub fn stop_ids(&self) -> Vec<i64> {
         self.tokenizer

@@ -47,7 +47,7 @@ pub struct ScoreArgs {
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Sequences per forward pass.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = super::args::count)]
     pub batch_size: usize,
 }
 
@@ -70,12 +70,12 @@ struct Pair {
 
 /// Runs `reinforge score`.
 pub fn run(args: &ScoreArgs) -> Result<()> {
-    if args.batch_size == 0 {
-        bail!("--batch-size must be at least 1");
-    }
     let mut columns = args.prompts.columns();
     columns.answer = Some(args.completion_column.clone());
     let records = read_records(&args.input, &columns)?;
+    if records.is_empty() {
+        bail!("{}: no records to score", args.input.display());
+    }
     let m = args.model.load()?;
     let style = args.prompts.style();
     let eos = m.tokenizer.eos_token_id().map(i64::from);
@@ -87,7 +87,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
     }
     let pairs = records
         .iter()
-        .map(|r| {
+        .map(|r| -> Result<Pair> {
             let (_, prompt) = m.encode_prompt(&r.prompt, &style)?;
             let text = r.answer.as_deref().unwrap_or_default();
             let mut completion: Vec<i64> = m
@@ -99,11 +99,24 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
             completion.extend(eos.filter(|_| args.append_eos));
             Ok(Pair { prompt, completion })
         })
+        .enumerate()
+        .map(|(i, pair): (usize, Result<Pair>)| {
+            let pair = pair?;
+            let (p, c, max) = (pair.prompt.len(), pair.completion.len(), m.max_positions());
+            if p + c > max {
+                bail!(
+                    "{}: row {}: prompt ({p} tokens) plus completion ({c} tokens) is longer than the model's max_position_embeddings = {max}",
+                    args.input.display(),
+                    i + 1
+                );
+            }
+            Ok(pair)
+        })
         .collect::<Result<Vec<_>>>()?;
     let mut out = Output::open(args.output.as_deref())?;
     let bar = progress::bar(pairs.len() as u64, "score");
     for (c, chunk) in pairs.chunks(args.batch_size).enumerate() {
-        for (j, logps) in score_batch(&m, chunk).into_iter().enumerate() {
+        for (j, logps) in score_batch(&m, chunk)?.into_iter().enumerate() {
             let pair = &chunk[j];
             out.write(&line(&m, c * args.batch_size + j, pair, logps))?;
         }
@@ -114,7 +127,7 @@ pub fn run(args: &ScoreArgs) -> Result<()> {
 }
 
 /// Log-probs of each completion token of each pair, from one forward pass.
-fn score_batch(m: &LoadedModel, pairs: &[Pair]) -> Vec<Vec<f32>> {
+fn score_batch(m: &LoadedModel, pairs: &[Pair]) -> Result<Vec<Vec<f32>>> {
     let _guard = tch::no_grad_guard();
     let prompts: Vec<&[i64]> = pairs.iter().map(|p| p.prompt.as_slice()).collect();
     let completions: Vec<&[i64]> = pairs.iter().map(|p| p.completion.as_slice()).collect();
@@ -131,7 +144,7 @@ fn score_batch(m: &LoadedModel, pairs: &[Pair]) -> Vec<Vec<f32>> {
             let row = logp
                 .get(i as i64)
                 .narrow(0, start, p.completion.len() as i64);
-            Vec::<f32>::try_from(&row).expect("float row")
+            Ok(Vec::<f32>::try_from(&row)?)
         })
         .collect()
 }

@@ -13,6 +13,15 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// `fixtures/data/rank` (battles and reference leaderboards), overridable with
+/// `REINFORGE_RANK_DATA_DIR`.
+pub fn rank_dir() -> PathBuf {
+    match std::env::var_os("REINFORGE_RANK_DATA_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => root().join("fixtures/data/rank"),
+    }
+}
+
 /// Runs the `reinforge` binary with `args`.
 pub fn reinforge(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reinforge"))

@@ -1,34 +1,37 @@
-//! The `run_*` front ends end to end: files in, tables and PNGs out.
+//! The tool commands (`rank`, `passk`, `stats`, `tournament`) of the binary end to end: files
+//! in, tables and PNGs out, bad inputs named.
 
 mod common;
 
-use clap::Parser;
-use reinforge_eval::cli::{run_passk, run_rank, run_stats, PassKArgs, RankArgs, StatsArgs};
+use common::{rank_dir, reinforge};
 
-#[derive(Parser)]
-struct RankCli {
-    #[command(flatten)]
-    a: RankArgs,
+/// Runs `reinforge ARGS` and asserts success.
+fn ok(args: &[&str]) {
+    let out = reinforge(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
-#[derive(Parser)]
-struct PassKCli {
-    #[command(flatten)]
-    a: PassKArgs,
-}
-#[derive(Parser)]
-struct StatsCli {
-    #[command(flatten)]
-    a: StatsArgs,
+
+/// Runs `reinforge ARGS`, asserts failure without a panic, returns stderr.
+fn fails(args: &[&str]) -> String {
+    let out = reinforge(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    err
 }
 
 #[test]
 fn rank_llmfao_json_and_plot() {
     let dir = tempfile::tempdir().unwrap();
-    let input = common::rank_dir().join("llmfao-battles.jsonl");
+    let input = rank_dir().join("llmfao-battles.jsonl");
     let out = dir.path().join("lb.json");
     let png = dir.path().join("lb.png");
-    let args = RankCli::parse_from([
-        "x",
+    ok(&[
+        "rank",
         "--input",
         input.to_str().unwrap(),
         "--rounds",
@@ -41,9 +44,7 @@ fn rank_llmfao_json_and_plot() {
         png.to_str().unwrap(),
         "--anchor",
         "GPT 4=1200",
-    ])
-    .a;
-    run_rank(&args).unwrap();
+    ]);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let rows = v["rows"].as_array().unwrap();
@@ -80,11 +81,11 @@ fn rank_llmfao_json_and_plot() {
 #[test]
 fn rank_methods_and_formats() {
     let dir = tempfile::tempdir().unwrap();
-    let input = common::rank_dir().join("llmfao-battles.jsonl");
+    let input = rank_dir().join("llmfao-battles.jsonl");
     for (method, fmt) in [("elo", "markdown"), ("rao-kupper", "csv")] {
         let out = dir.path().join(format!("{method}.txt"));
-        let a = RankCli::parse_from([
-            "x",
+        ok(&[
+            "rank",
             "--input",
             input.to_str().unwrap(),
             "--method",
@@ -95,9 +96,7 @@ fn rank_methods_and_formats() {
             fmt,
             "--output",
             out.to_str().unwrap(),
-        ])
-        .a;
-        run_rank(&a).unwrap();
+        ]);
         let text = std::fs::read_to_string(&out).unwrap();
         assert!(text.contains("GPT 4"), "{method}");
         if fmt == "csv" {
@@ -114,8 +113,7 @@ fn rank_reports_bad_lines() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("bad.jsonl");
     std::fs::write(&p, "{\"model_a\":\"a\",\"model_b\":\"b\",\"winner\":\"model_a\"}\n{\"model_a\":\"a\",\"model_b\":\"b\",\"winner\":\"A\"}\n").unwrap();
-    let a = RankCli::parse_from(["x", "--input", p.to_str().unwrap(), "--rounds", "0"]).a;
-    let e = format!("{:#}", run_rank(&a).unwrap_err());
+    let e = fails(&["rank", "--input", p.to_str().unwrap(), "--rounds", "0"]);
     assert!(e.contains("bad.jsonl:2") && e.contains("`winner`"), "{e}");
 }
 
@@ -142,8 +140,8 @@ fn passk_end_to_end() {
     std::fs::write(&p, text).unwrap();
     let out = dir.path().join("o.json");
     let png = dir.path().join("o.png");
-    let a = PassKCli::parse_from([
-        "x",
+    ok(&[
+        "passk",
         "--input",
         p.to_str().unwrap(),
         "--format",
@@ -154,9 +152,7 @@ fn passk_end_to_end() {
         out.to_str().unwrap(),
         "--plot",
         png.to_str().unwrap(),
-    ])
-    .a;
-    run_passk(&a).unwrap();
+    ]);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let pass = v["pass_at_k"].as_array().unwrap();
@@ -189,8 +185,8 @@ fn stats_end_to_end() {
     }
     std::fs::write(&p, text).unwrap();
     let out = dir.path().join("o.json");
-    let a = StatsCli::parse_from([
-        "x",
+    ok(&[
+        "stats",
         "--input",
         p.to_str().unwrap(),
         "--format",
@@ -201,9 +197,7 @@ fn stats_end_to_end() {
         out.to_str().unwrap(),
         "--plot-dir",
         dir.path().join("plots").to_str().unwrap(),
-    ])
-    .a;
-    run_stats(&a).unwrap();
+    ]);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let algos = v["algorithms"].as_array().unwrap();
@@ -221,8 +215,75 @@ fn stats_end_to_end() {
     }
     // Missing cell -> error naming the algorithm, run and task.
     std::fs::write(&p, "{\"algorithm\":\"a\",\"run\":0,\"task\":\"x\",\"score\":1}\n{\"algorithm\":\"a\",\"run\":1,\"task\":\"y\",\"score\":1}\n").unwrap();
-    let e = run_stats(&StatsCli::parse_from(["x", "--input", p.to_str().unwrap()]).a)
-        .unwrap_err()
-        .to_string();
+    let e = fails(&["stats", "--input", p.to_str().unwrap()]);
     assert!(e.contains("no score for run"), "{e}");
+}
+
+#[test]
+fn tournament_simulation_and_oracle_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("sim.csv");
+    let png = dir.path().join("sim.png");
+    ok(&[
+        "tournament",
+        "--simulate",
+        "--models",
+        "12",
+        "--rounds",
+        "1,3,6",
+        "--best-of",
+        "1,3",
+        "--repeats",
+        "4",
+        "--format",
+        "csv",
+        "--output",
+        csv.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+        "--threads",
+        "2",
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("scheme,rounds,best_of,comparisons,tau"));
+    assert!(
+        text.lines().any(|l| l.starts_with("single-elim,4,3,")),
+        "{text}"
+    );
+    assert!(std::fs::metadata(&png).unwrap().len() > 1000);
+
+    let input = rank_dir().join("llmfao-battles.jsonl");
+    let json = dir.path().join("oracle.json");
+    ok(&[
+        "tournament",
+        "--input",
+        input.to_str().unwrap(),
+        "--scheme",
+        "single-elim",
+        "--seeding",
+        "anchor",
+        "--repeats",
+        "6",
+        "--format",
+        "json",
+        "--output",
+        json.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 59);
+    assert_eq!(v["scheme"], "single-elim");
+    // Anchor seeding (58 matches) plus the bracket (58 matches), at least one comparison each.
+    assert!(v["comparisons"].as_f64().unwrap() >= 116.0);
+
+    let e = fails(&["tournament", "--input", "a.jsonl", "--simulate"]);
+    assert!(e.contains("--simulate"), "{e}");
+    let e = fails(&[
+        "tournament",
+        "--input",
+        input.to_str().unwrap(),
+        "--scheme",
+        "swiss,round-robin",
+    ]);
+    assert!(e.contains("one --scheme"), "{e}");
 }
