@@ -165,7 +165,7 @@ pub struct GrpoConfig {
     #[serde(default = "one")]
     pub clip_cov_lb: f64,
     /// Clip-Cov: upper bound of that window (verl `policy_loss.clip_cov_ub`).
-    #[serde(default = "five")]
+    #[serde(default = "five_f")]
     pub clip_cov_ub: f64,
     /// DAPO dynamic sampling (verl `algorithm.filter_groups`): drop groups whose rewards all
     /// agree and draw more prompts until `prompts_per_step` groups are kept.
@@ -365,7 +365,7 @@ impl Default for TrainConfig {
                 ppo_kl_coef: one(),
                 clip_cov_ratio: cov_ratio(),
                 clip_cov_lb: one(),
-                clip_cov_ub: five(),
+                clip_cov_ub: five_f(),
                 dynamic_sampling: false,
                 max_draws: four(),
                 overlong_buffer_len: 0,
@@ -561,7 +561,6 @@ impl TrainConfig {
     /// Checks the algorithm option names and their combinations.
     fn validate_algorithm(&self) -> Result<()> {
         let g = &self.grpo;
-        let named = |key: &str, r: Result<(), String>| r.map_err(|e| anyhow!("grpo.{key}: {e}"));
         if g.advantage_estimator == GAE {
             self.validate_ppo()?;
         } else if let Some(input) = g.advantage_estimator.extra_inputs().first() {
@@ -699,9 +698,6 @@ fn yes() -> bool {
     true
 }
 
-fn grpo_name() -> String {
-    "grpo".into()
-}
 fn vanilla() -> PolicyLossKind {
     PolicyLossKind::Vanilla
 }
@@ -722,7 +718,7 @@ fn tau_neg() -> f64 {
 fn cov_ratio() -> f64 {
     0.0002
 }
-fn five() -> f64 {
+fn five_f() -> f64 {
     5.0
 }
 fn one() -> f64 {
