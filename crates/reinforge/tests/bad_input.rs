@@ -198,9 +198,11 @@ fn train_rejects_bad_keys_values_and_files() {
 #[test]
 fn eval_rejects_bad_flags_and_checkpoints() {
     let f = Files::new();
-    let ckpt = f.path("ckpt");
+    // A run directory (eval reads the run's config.toml two levels above the checkpoint) whose
+    // checkpoint holds no model.
+    let ckpt = f.path("run/checkpoints/final");
     std::fs::create_dir_all(&ckpt).unwrap();
-    std::fs::write(Path::new(&ckpt).join("trainer_state.json"), "{\"step\": ").unwrap();
+    std::fs::write(f.path("run/config.toml"), "seed = 0\n").unwrap();
     for (flag, value) in [
         ("--samples", "0"),
         ("--problems", "0"),
@@ -213,12 +215,17 @@ fn eval_rejects_bad_flags_and_checkpoints() {
             &[flag],
         );
     }
-    rejects(&["eval", "--checkpoint", &ckpt], &["trainer_state.json"]);
-    rejects(&["eval", "--checkpoint", &f.path("nope")], &["nope"]);
+    rejects(&["eval", "--checkpoint", &ckpt], &["config.json"]);
+    rejects(&["eval", "--checkpoint", &f.path("nope")], &["nope", "config.toml"]);
     rejects(
         &["eval", "--checkpoint", &ckpt, "--device", "tpu"],
         &["tpu"],
     );
+    // A malformed run config names its file.
+    let bad = f.path("bad/checkpoints/final");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(f.path("bad/config.toml"), "[grpo\n").unwrap();
+    rejects(&["eval", "--checkpoint", &bad], &["config.toml"]);
 }
 
 #[test]

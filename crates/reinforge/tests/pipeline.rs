@@ -126,6 +126,26 @@ fn short_run_raises_reward_and_writes_every_file() {
             .unwrap_or_else(|| panic!("summary.json lacks {k}"));
         assert!((0.0..=1.0).contains(&v), "{k} = {v}");
     }
+    // The claim is measured: selection + improvement is the pass@1 change, each with an
+    // interval around its estimate, and the report writes the sentence the numbers support.
+    let d = &summary["decomposition"];
+    let num = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
+    let gain = num(&summary["pass_at_1_gain"]);
+    assert!((num(&d["delta"]) - gain).abs() < 1e-12, "{d}");
+    assert!(
+        (num(&d["selection"]) + num(&d["improvement"]) - gain).abs() < 1e-12,
+        "selection + improvement must equal the pass@1 change: {d}"
+    );
+    for part in ["delta", "selection", "improvement"] {
+        let (lo, hi) = (
+            num(&d["intervals"][part]["lower"]),
+            num(&d["intervals"][part]["upper"]),
+        );
+        assert!(lo <= num(&d[part]) && num(&d[part]) <= hi, "{part}: {d}");
+    }
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    let sentence = d["sentence"].as_str().unwrap();
+    assert!(!sentence.is_empty() && report.contains(sentence));
     // The resolved config repeats the run.
     let again = reinforge(&[
         "train".into(),

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use reinforge_eval::decompose::Sample;
 use reinforge_tasks::{ArithTask, Pattern, Problem, Split};
 use reinforge_torch::Policy;
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,11 @@ pub struct EvalReport {
     pub patterns: BTreeMap<String, PatternStats>,
     pub mean_completion_tokens: f64,
     pub seconds: f64,
+    /// Every sample, per problem in draw order: its pattern and whether it was correct. The
+    /// report's selection/improvement split resamples problems from these (absent from
+    /// evaluations written before it existed).
+    #[serde(default)]
+    pub samples: Vec<Vec<Sample>>,
 }
 
 /// k = 1, 2, 4, ... up to n, with n itself always included.
@@ -66,11 +72,13 @@ pub fn evaluate(
     });
     bar.finish_and_clear();
     let mut correct = vec![0u64; problems.len()];
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::with_capacity(n); problems.len()];
     let mut by_pattern: BTreeMap<Pattern, (usize, usize)> =
         Pattern::ALL.iter().map(|&p| (p, (0, 0))).collect();
     for r in &rollouts {
         let entry = by_pattern.entry(r.pattern).or_insert((0, 0));
         entry.0 += 1;
+        samples[r.problem].push(Sample::new(r.pattern.name(), r.rollout.score > 0.0));
         if r.rollout.score > 0.0 {
             correct[r.problem] += 1;
             entry.1 += 1;
@@ -105,6 +113,7 @@ pub fn evaluate(
             .sum::<usize>() as f64
             / total,
         seconds: start.elapsed().as_secs_f64(),
+        samples,
     }
 }
 
