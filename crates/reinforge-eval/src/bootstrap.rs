@@ -71,9 +71,9 @@ pub fn bootstrap_bt(
                 let mut rng = round_rng(seed, r as u64);
                 multinomial(&mut rng, n, &pair_totals, pc);
                 let mut split = [0.0; 3];
-                for p in 0..np {
+                for (p, &count) in pc.iter().enumerate() {
                     let probs = [full.win_lo[p], full.tie[p], full.win_hi[p]];
-                    multinomial(&mut rng, pc[p] as u64, &probs, &mut split);
+                    multinomial(&mut rng, count as u64, &probs, &mut split);
                     table.win_lo[p] = split[0];
                     table.tie[p] = split[1];
                     table.win_hi[p] = split[2];

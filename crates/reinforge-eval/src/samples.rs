@@ -36,12 +36,15 @@ struct RawSample {
     answers: Option<Vec<serde_json::Value>>,
 }
 
+/// A problem being read: its counts, its answers (count, correct) and whether it came as counts.
+type ProblemEntry = (Problem, HashMap<String, (u64, bool)>, bool);
+
 /// Parses samples JSONL. Each line has `problem` (string or number) and one of:
 /// `n` + `c` (counts); `correct` (+ optional `answer`) for one sample, aggregated per problem; or
 /// `verdicts` (+ optional parallel `answers`) for all samples of a problem.
 pub fn parse_samples<R: BufRead>(reader: R, source: &str) -> Result<Vec<Problem>> {
     let mut order: Vec<String> = vec![];
-    let mut map: HashMap<String, (Problem, HashMap<String, (u64, bool)>, bool)> = HashMap::new();
+    let mut map: HashMap<String, ProblemEntry> = HashMap::new();
     for (i, line) in reader.lines().enumerate() {
         let lineno = i + 1;
         let line = line.map_err(|e| anyhow::anyhow!("{source}:{lineno}: read error: {e}"))?;
@@ -195,8 +198,7 @@ pub fn maj_at_k(p: &Problem, k: u64) -> Option<f64> {
             for &m in &others {
                 let mut nd = vec![vec![0.0f64; ng + 1]; rest + 1];
                 for s in 0..=rest {
-                    for t in 0..=ng {
-                        let v = dp[s][t];
+                    for (t, &v) in dp[s].iter().enumerate() {
                         if v == 0.0 {
                             continue;
                         }
@@ -314,7 +316,7 @@ mod tests {
     fn brute(groups: &[(u64, bool)], k: usize) -> f64 {
         let mut labels = vec![];
         for (g, &(m, _)) in groups.iter().enumerate() {
-            labels.extend(std::iter::repeat(g).take(m as usize));
+            labels.extend(std::iter::repeat_n(g, m as usize));
         }
         let n = labels.len();
         let (mut num, mut den) = (0.0, 0.0);

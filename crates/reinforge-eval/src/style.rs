@@ -4,8 +4,8 @@
 //!
 //! Features: for each of FastChat's four style elements (answer tokens, headers, lists, bold),
 //! `(x_a - x_b) / (x_a + x_b + 1)` (`apply_ratio = [1,1,1,1]`, `add_one=True`), then standardised over the
-//! battles with the population standard deviation (`np.std`). Model: `logit P(a wins) = ln(10) (r_a - r_b)
-//! + f . w` with outcomes 1 / 0.5 / 0 per battle, and an L2 penalty `reg/2 * |params|^2 / 2` with
+//! battles with the population standard deviation (`np.std`). Model:
+//! `logit P(a wins) = ln(10) (r_a - r_b) + f . w` with outcomes 1 / 0.5 / 0 per battle, and an L2 penalty `reg/2 * |params|^2 / 2` with
 //! `reg = 0.5` on ratings and coefficients together (FastChat's `half_reg = reg / 2`, loss term
 //! `half_reg * <params, params>`). Ratings are `1000 + 400 r`. We minimise the same penalised loss by
 //! Newton's method (strictly convex thanks to the penalty) instead of L-BFGS-B.
@@ -178,8 +178,10 @@ mod tests {
     #[test]
     fn detects_length_bias() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
-        let mut b = Battles::default();
-        b.models = vec!["p".into(), "q".into(), "r".into()];
+        let mut b = Battles {
+            models: vec!["p".into(), "q".into(), "r".into()],
+            ..Battles::default()
+        };
         let mut st = vec![];
         for _ in 0..4000 {
             let i = rng.gen_range(0..3u32);

@@ -105,8 +105,8 @@ fn fastchat_resamples_refit_round_by_round() {
         rows.a.push(r[0].as_u64().unwrap() as u32);
         rows.b.push(r[1].as_u64().unwrap() as u32);
         rows.outcome.push(match r[2].as_f64().unwrap() {
-            x if x == 1.0 => Outcome::AWins,
-            x if x == 0.5 => Outcome::Tie,
+            1.0 => Outcome::AWins,
+            0.5 => Outcome::Tie,
             _ => Outcome::BWins,
         });
         rows.count.push(r[3].as_f64().unwrap());

@@ -141,7 +141,7 @@ impl ArithTask {
     }
 
     fn is_heldout(&self, p: &Problem) -> bool {
-        splitmix64(p.a * self.bound() + p.b) % HELDOUT_ONE_IN == 0
+        splitmix64(p.a * self.bound() + p.b).is_multiple_of(HELDOUT_ONE_IN)
     }
 
     /// Draws one problem of `split` uniformly.

@@ -297,14 +297,14 @@ impl ModelConfig {
                 bail!("config field `{name}` must be positive, got 0");
             }
         }
-        if self.num_attention_heads % self.kv_heads() != 0 {
+        if !self.num_attention_heads.is_multiple_of(self.kv_heads()) {
             bail!(
                 "config field `num_key_value_heads` ({}) must divide `num_attention_heads` ({})",
                 self.kv_heads(),
                 self.num_attention_heads
             );
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             bail!(
                 "head dimension must be even for rotary embeddings, got {}",
                 self.head_dim()
@@ -388,7 +388,7 @@ impl RopeScaling {
                 "config field `rope_scaling.rope_type` = {other:?} is not supported (supported: linear, llama3)"
             ),
         }
-        if !(self.factor > 0.0) {
+        if self.factor.is_nan() || self.factor <= 0.0 {
             bail!(
                 "config field `rope_scaling.factor` must be positive, got {}",
                 self.factor

@@ -195,15 +195,9 @@ pub fn left_pad(prompts: &[Vec<i64>], pad_id: i64, device: Device) -> (Tensor, T
     let mut ids = Vec::with_capacity(prompts.len() * l);
     let mut mask = Vec::with_capacity(prompts.len() * l);
     for p in prompts {
-        ids.extend(
-            std::iter::repeat(pad_id)
-                .take(l - p.len())
-                .chain(p.iter().copied()),
-        );
+        ids.extend(std::iter::repeat_n(pad_id, l - p.len()).chain(p.iter().copied()));
         mask.extend(
-            std::iter::repeat(false)
-                .take(l - p.len())
-                .chain(std::iter::repeat(true).take(p.len())),
+            std::iter::repeat_n(false, l - p.len()).chain(std::iter::repeat_n(true, p.len())),
         );
     }
     let shape = [prompts.len() as i64, l as i64];

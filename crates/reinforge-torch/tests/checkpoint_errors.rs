@@ -160,7 +160,8 @@ fn unknown_config_key_is_an_error_unless_allowed() {
 
 #[test]
 fn unsupported_architecture_and_math_changing_values() {
-    let cases: [(&str, Box<dyn Fn(&mut Value)>, &[&str]); 6] = [
+    type Case<'a> = (&'a str, Box<dyn Fn(&mut Value)>, &'a [&'a str]);
+    let cases: [Case; 6] = [
         (
             "llama",
             Box::new(|c| {

@@ -147,7 +147,8 @@ fn kv_cache_decoding_matches_full_forward_with_window() {
 /// Qwen3's q/k norms from the config moves the logits far beyond the tolerance.
 #[test]
 fn architecture_switches_change_the_logits() {
-    let edits: [(&str, &dyn Fn(&mut serde_json::Value)); 3] = [
+    type Edit<'a> = (&'a str, &'a dyn Fn(&mut serde_json::Value));
+    let edits: [Edit; 3] = [
         ("llama_rope3", &|c| {
             c["rope_scaling"] = serde_json::Value::Null
         }),

@@ -583,7 +583,7 @@ impl TrainConfig {
                 g.tis
             );
         }
-        if !(g.tis_cap > 1.0) {
+        if g.tis_cap.is_nan() || g.tis_cap <= 1.0 {
             bail!("grpo.tis_cap must be > 1, got {}", g.tis_cap);
         }
         if g.overlong_buffer_len > g.max_completion_length {

@@ -229,13 +229,12 @@ fn nonfinite_steps(u: &UpdateStats) -> usize {
     u.nonfinite_grad_steps
 }
 
+/// A step's rollouts, their shaped rewards, and (with dynamic sampling) the draws made and the
+/// groups kept.
+type Draw = (Vec<Rollout>, Vec<f64>, Option<(usize, usize)>);
+
 /// What sampling produced for one step, with the dynamic-sampling counts when on.
-fn sample(
-    t: &Trainer,
-    env: &dyn Environment,
-    cfg: &GrpoConfig,
-    s: u64,
-) -> Result<(Vec<Rollout>, Vec<f64>, Option<(usize, usize)>)> {
+fn sample(t: &Trainer, env: &dyn Environment, cfg: &GrpoConfig, s: u64) -> Result<Draw> {
     if cfg.dynamic_sampling {
         let d = sample_dynamic(
             |k| {

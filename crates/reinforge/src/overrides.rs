@@ -28,8 +28,10 @@ pub(crate) fn merge(base: &mut toml::Value, top: toml::Value) {
 /// Every settable key with a value of its type: the defaults plus the keys that default to
 /// absent (`name`, the optional `model.*` fields), which serialise to nothing.
 pub(crate) fn schema() -> Result<toml::Value> {
-    let mut example = TrainConfig::default();
-    example.name = Some(String::new());
+    let mut example = TrainConfig {
+        name: Some(String::new()),
+        ..TrainConfig::default()
+    };
     let m = &mut example.model;
     for field in [
         &mut m.num_key_value_heads,

@@ -182,7 +182,7 @@ pub(crate) fn apply_preset(root: &mut toml::Value, explicit: &[String]) -> Resul
             .map_err(|_| anyhow!("grpo.algorithm = {v}: expected one of {}", preset_names()))?,
     };
     for (key, value) in preset.table()? {
-        if !explicit.iter().any(|k| *k == key) {
+        if !explicit.contains(&key) {
             grpo.insert(key, value);
         }
     }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -216,7 +216,10 @@ fn eval_rejects_bad_flags_and_checkpoints() {
         );
     }
     rejects(&["eval", "--checkpoint", &ckpt], &["config.json"]);
-    rejects(&["eval", "--checkpoint", &f.path("nope")], &["nope", "config.toml"]);
+    rejects(
+        &["eval", "--checkpoint", &f.path("nope")],
+        &["nope", "config.toml"],
+    );
     rejects(
         &["eval", "--checkpoint", &ckpt, "--device", "tpu"],
         &["tpu"],

@@ -100,7 +100,7 @@ pub fn load_into(dir: &Path, params: &HashMap<String, Tensor>, tied: bool) -> Re
             .map_err(|e| anyhow!("reading safetensors {}: {e:?}", path.display()))?;
         let mut tensors = st.tensors();
         // Deterministic order, so the first error reported is always the same one.
-        tensors.sort_by(|a, b| natural_key(&a.0).cmp(&natural_key(&b.0)));
+        tensors.sort_by_key(|a| natural_key(&a.0));
         for (name, view) in tensors {
             let Some(param) = params.get(&name) else {
                 if ignorable(&name) || tied && name == "lm_head.weight" {

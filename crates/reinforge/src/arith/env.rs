@@ -78,7 +78,7 @@ pub fn sample_and_score(
     let jobs: Vec<(usize, Vec<i64>)> = problems
         .iter()
         .enumerate()
-        .flat_map(|(i, p)| std::iter::repeat((i, encode_prompt(task, p))).take(n))
+        .flat_map(|(i, p)| std::iter::repeat_n((i, encode_prompt(task, p)), n))
         .collect();
     let mut out = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(batch_size.max(1)) {

@@ -174,7 +174,7 @@ impl<'a> Trainer<'a> {
                 );
             }
             if plan.checkpoint_every > 0
-                && self.state.step % plan.checkpoint_every == 0
+                && self.state.step.is_multiple_of(plan.checkpoint_every)
                 && self.state.step < plan.steps
             {
                 clock(self);
@@ -230,8 +230,10 @@ mod tests {
         resume_at: usize,
     ) -> (Result<PhaseEnd>, usize, RunDir, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = TrainConfig::default();
-        cfg.runs_dir = dir.path().display().to_string();
+        let mut cfg = TrainConfig {
+            runs_dir: dir.path().display().to_string(),
+            ..TrainConfig::default()
+        };
         cfg.model.num_hidden_layers = 1;
         let run = RunDir::create(&cfg).unwrap();
         let policy = Policy::new(&cfg.model, reinforge_torch::Device::Cpu, 0).unwrap();
