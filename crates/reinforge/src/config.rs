@@ -452,8 +452,8 @@ impl TrainConfig {
     }
 
     /// The checks of the built-in arithmetic task's model (`[model]`, `[task]`): its vocabulary
-    /// holds the task's tokens and its positions hold `<bos>`, the longest prompt and
-    /// `grpo.max_completion_length`. Runs on a Hugging Face checkpoint check their own model.
+    /// holds the task's tokens and its shape is valid. Positions are checked against the loaded
+    /// model by the trainer; runs on a Hugging Face checkpoint check their own model.
     pub fn validate_arith(&self) -> Result<()> {
         let need = reinforge_tasks::ArithTask::tokenizer().vocab_size();
         if self.model.vocab_size < need {
@@ -469,15 +469,8 @@ impl TrainConfig {
         ] {
             check(key, v, Range::Positive)?;
         }
-        // `<bos>` + `a+b=` with two operands of `task.digits` digits.
-        let longest_prompt = 1 + 2 * self.task.digits as usize + 2;
-        if longest_prompt + self.grpo.max_completion_length > self.model.max_position_embeddings {
-            bail!(
-                "model.max_position_embeddings = {} is shorter than a prompt ({longest_prompt} tokens with <bos>) plus grpo.max_completion_length ({})",
-                self.model.max_position_embeddings,
-                self.grpo.max_completion_length
-            );
-        }
+        // Prompt (with `<bos>`) plus completion against the positions is checked against the
+        // model actually loaded, before training starts (`trainer::check_positions`).
         Ok(())
     }
 

@@ -351,7 +351,7 @@ fn bad_config_names_the_key() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("grpo.num_generations") && err.contains("expected a integer"),
+        err.contains("grpo.num_generations") && err.contains("of type integer"),
         "{err}"
     );
     let bad_file: PathBuf = dir.path().join("bad.toml");
