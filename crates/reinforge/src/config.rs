@@ -2,16 +2,13 @@
 //! command line with `--set section.key=value`. The resolved config is written into each run
 //! directory, so `--config runs/NAME/config.toml` repeats a run.
 
-use std::path::Path;
-
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use reinforge_rl::{AdvantageConfig, Estimator};
 use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
 use reinforge_torch::ModelConfig;
 use serde::{Deserialize, Serialize};
 
-use crate::overrides::{apply_override, merge, schema};
-use crate::presets::{apply_preset, explicit_grpo_keys, Preset};
+use crate::presets::Preset;
 
 /// Everything `reinforge train` needs. Unknown keys are errors, so a typo never goes unnoticed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -387,38 +384,6 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
-    /// The default config with the file at `path` (if any) and the `key=value` overrides on top.
-    pub fn resolve(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
-        let mut value = toml::Value::try_from(Self::default())?;
-        let mut file = None;
-        if let Some(path) = path {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading config {}", path.display()))?;
-            let parsed: toml::Value = text
-                .parse()
-                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-            merge(&mut value, parsed.clone());
-            file = Some(parsed);
-        }
-        let schema = schema()?;
-        for o in overrides {
-            apply_override(&mut value, &schema, o)?;
-        }
-        apply_preset(&mut value, &explicit_grpo_keys(file.as_ref(), overrides))?;
-        let source = path.map_or_else(|| "the defaults".to_string(), |p| p.display().to_string());
-        // serde_path_to_error names the key at fault (`sft.steps`), which toml's value
-        // deserialiser does not.
-        let cfg: Self = serde_path_to_error::deserialize(value).map_err(|e| {
-            anyhow!(
-                "invalid config (from {source} and --set): key `{}`: {}",
-                e.path(),
-                e.inner().message()
-            )
-        })?;
-        cfg.validate()?;
-        Ok(cfg)
-    }
-
     /// Range and cross-field checks that serde cannot express, naming the key at fault: every
     /// number finite and in its range, every count that 0 makes meaningless at least 1, the
     /// option names and their combinations. Task-neutral: [`Self::validate_arith`] adds the
@@ -730,6 +695,20 @@ fn five() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_preset_sets_every_key_of_the_grpo_table() {
+        let grpo = toml::Value::try_from(TrainConfig::default().grpo).unwrap();
+        for p in Preset::ALL {
+            for key in p.table().unwrap().keys() {
+                assert!(
+                    grpo.get(key).is_some(),
+                    "{}: {key} is no [grpo] key",
+                    p.name()
+                );
+            }
+        }
+    }
 
     #[test]
     fn defaults_round_trip_through_toml() {

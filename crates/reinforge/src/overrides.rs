@@ -3,10 +3,12 @@
 //! serialised with its optional keys filled in; a `--set` value is read as the type of its
 //! key, and `reinforge train --help` lists the keys from the same schema.
 
-use anyhow::{anyhow, bail, Result};
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
 
 use crate::config::TrainConfig;
-use crate::presets::preset_names;
+use crate::presets::{apply_preset, explicit_grpo_keys, preset_names};
 
 /// Overlays `top` onto `base`, table by table.
 pub(crate) fn merge(base: &mut toml::Value, top: toml::Value) {
@@ -175,6 +177,42 @@ fn leaf_lines(
             line += &format!(": one of {}, a preset of the [grpo] keys", preset_names());
         }
         out.push(line);
+    }
+}
+
+/// Resolution lives here, beside the layering it uses, so `config` (the schema) imports
+/// neither this module nor the presets' expansion.
+impl TrainConfig {
+    /// The default config with the file at `path` (if any) and the `key=value` overrides on top.
+    pub fn resolve(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
+        let mut value = toml::Value::try_from(Self::default())?;
+        let mut file = None;
+        if let Some(path) = path {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading config {}", path.display()))?;
+            let parsed: toml::Value = text
+                .parse()
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            merge(&mut value, parsed.clone());
+            file = Some(parsed);
+        }
+        let schema = schema()?;
+        for o in overrides {
+            apply_override(&mut value, &schema, o)?;
+        }
+        apply_preset(&mut value, &explicit_grpo_keys(file.as_ref(), overrides))?;
+        let source = path.map_or_else(|| "the defaults".to_string(), |p| p.display().to_string());
+        // serde_path_to_error names the key at fault (`sft.steps`), which toml's value
+        // deserialiser does not.
+        let cfg: Self = serde_path_to_error::deserialize(value).map_err(|e| {
+            anyhow!(
+                "invalid config (from {source} and --set): key `{}`: {}",
+                e.path(),
+                e.inner().message()
+            )
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
     }
 }
 
