@@ -4,6 +4,7 @@
 //! (in reinforge-torch) and update the policy with the clipped surrogate against the
 //! sampler's log-probs (the stored "old" policy).
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
@@ -17,11 +18,12 @@ use reinforge_torch::pack::{pack, PackOptions, Packed, RolloutRef};
 use reinforge_torch::train::{policy_update, UpdateConfig, UpdateStats};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{GrpoConfig, PpoConfig, GAE};
-use crate::critic;
+use crate::config::{GrpoConfig, PpoConfig, TrainConfig, GAE};
+use crate::critic::{self, CriticState};
 use crate::env::{EnvMetrics, Environment, Rollout};
+use crate::run_dir::RunDir;
 use crate::seeds::{seed_torch, step_seed, PHASE_GRPO};
-use crate::trainer::{StepLog, Trainer};
+use crate::trainer::{PhaseEnd, PhasePlan, StepLog, Trainer};
 
 /// One line of `metrics.jsonl`. Keys under `timing/` measure wall time and so differ between
 /// runs; every other key is a deterministic function of the seed on CPU.
@@ -254,6 +256,39 @@ fn sample(t: &Trainer, env: &dyn Environment, cfg: &GrpoConfig, s: u64) -> Resul
         let rewards: Vec<f64> = rollouts.iter().map(|r| shaped_reward(r, cfg)).collect();
         Ok((rollouts, rewards, None))
     }
+}
+
+/// The RL phase of a run, whatever the environment: opens PPO's critic from `latest` when the
+/// preset uses one, runs `grpo.steps` iterations of [`run_step`] through the trainer's loop
+/// (Ctrl-C, metrics, checkpoints) and saves `checkpoints/latest` when the phase finishes.
+pub fn run_phase(
+    trainer: &mut Trainer,
+    run: &RunDir,
+    env: &dyn Environment,
+    cfg: &TrainConfig,
+    latest: &Path,
+) -> Result<PhaseEnd> {
+    if cfg.grpo.advantage_estimator == GAE {
+        trainer.critic = Some(CriticState::open(
+            latest,
+            trainer.policy,
+            &cfg.ppo,
+            cfg.seed,
+            trainer.state.step,
+        )?);
+    }
+    let plan = PhasePlan {
+        steps: cfg.grpo.steps,
+        checkpoint_every: cfg.grpo.checkpoint_every,
+        metrics_file: "metrics.jsonl",
+    };
+    let end = trainer.run_phase(run, &plan, |t| {
+        run_step(t, env, &cfg.grpo, &cfg.ppo, cfg.seed)
+    })?;
+    if end == PhaseEnd::Finished {
+        trainer.save(run, "latest", true)?;
+    }
+    Ok(end)
 }
 
 /// Runs policy iteration `trainer.state.step`. With a critic (`grpo.advantage_estimator =

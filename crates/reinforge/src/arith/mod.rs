@@ -19,8 +19,7 @@ use reinforge_torch::Policy;
 use self::env::ArithEnv;
 use self::evaluate::{evaluate, EvalReport};
 use self::report::{write_report, Summary};
-use crate::config::{TrainConfig, GAE};
-use crate::critic::CriticState;
+use crate::config::TrainConfig;
 use crate::env::Environment;
 use crate::run_dir::{read_json, write_json, RunDir};
 use crate::seeds::{seed_torch, step_seed, PHASE_EVAL};
@@ -159,27 +158,9 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     }
     trainer.opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
     trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
-    if cfg.grpo.advantage_estimator == GAE {
-        trainer.critic = Some(CriticState::open(
-            &latest,
-            &policy,
-            &cfg.ppo,
-            cfg.seed,
-            trainer.state.step,
-        )?);
-    }
-    let plan = PhasePlan {
-        steps: cfg.grpo.steps,
-        checkpoint_every: cfg.grpo.checkpoint_every,
-        metrics_file: "metrics.jsonl",
-    };
-    let end = trainer.run_phase(run, &plan, |t| {
-        grpo::run_step(t, &env, &cfg.grpo, &cfg.ppo, cfg.seed)
-    })?;
-    if end == PhaseEnd::Interrupted {
+    if grpo::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {
         return Ok(Outcome::Interrupted);
     }
-    trainer.save(run, "latest", true)?;
     trainer.save(run, "final", false)?;
 
     // Stage 4: evaluate after RL, then report.

@@ -18,13 +18,12 @@ use reinforge_torch::{copy_aux_files, generate, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
 
 use super::{LoadedModel, PromptStyle};
-use crate::config::{GrpoConfig, TrainConfig, GAE};
-use crate::critic::CriticState;
+use crate::config::{GrpoConfig, TrainConfig};
 use crate::env::{sampling_params, Environment, Rollout};
 use crate::grpo;
 use crate::run_dir::{read_json, write_json, RunDir};
 use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
-use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Trainer, TrainerState};
+use crate::trainer::{optimizer, Phase, PhaseEnd, Trainer, TrainerState};
 
 /// Where a data run's inputs come from (the `reinforge train --model/--data` flags).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -263,27 +262,9 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
             trainer.state.step
         );
     }
-    if cfg.grpo.advantage_estimator == GAE {
-        trainer.critic = Some(CriticState::open(
-            &latest,
-            &model.policy,
-            &cfg.ppo,
-            cfg.seed,
-            trainer.state.step,
-        )?);
-    }
-    let plan = PhasePlan {
-        steps: cfg.grpo.steps,
-        checkpoint_every: cfg.grpo.checkpoint_every,
-        metrics_file: "metrics.jsonl",
-    };
-    let end = trainer.run_phase(run, &plan, |t| {
-        grpo::run_step(t, &env, &cfg.grpo, &cfg.ppo, cfg.seed)
-    })?;
-    if end == PhaseEnd::Interrupted {
+    if grpo::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {
         return Ok(DataOutcome::Interrupted);
     }
-    trainer.save(run, "latest", true)?;
     let out = trainer.save(run, "final", false)?;
     if data.lora.is_some() {
         let adapter = run.checkpoint("final-adapter");
