@@ -84,4 +84,15 @@ for p in presets:
         m, h = interval([r[key] for r in rows])
         cells.append(f"{m:.3f} ± {h:.3f}" if key != "grpo_seconds" else f"{m:.1f} ± {h:.1f}")
     print(f"| {p} | " + " | ".join(cells) + " |")
+if len(presets) > 1:
+    base = presets[0]
+    print()
+    print(f"Paired by seed (same SFT model), pass@1 after RL minus `{base}`'s, mean ± 95% t half-width:")
+    print()
+    print(f"| preset | pass@1 RL − {base} | seeds where higher |")
+    print("|---|---|---|")
+    for p in presets[1:]:
+        diffs = [load(p, s)["pass_at_1_rl"] - load(base, s)["pass_at_1_rl"] for s in seeds]
+        m, h = interval(diffs)
+        print(f"| {p} | {m:+.3f} ± {h:.3f} | {sum(d > 0 for d in diffs)}/{len(diffs)} |")
 PY
