@@ -17,6 +17,7 @@ mod seeds;
 mod sft;
 mod tools;
 mod trainer;
+mod validate;
 
 fn main() -> std::process::ExitCode {
     match cli::main() {

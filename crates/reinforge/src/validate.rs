@@ -1,0 +1,266 @@
+//! Validation of a resolved [`TrainConfig`]: every number finite and in its range, every count
+//! that 0 makes meaningless at least 1, the option names and their combinations, each error
+//! naming the key at fault. The arithmetic model's own checks are [`TrainConfig::validate_arith`].
+
+use anyhow::{bail, Context, Result};
+use reinforge_rl::Estimator;
+use reinforge_torch::loss::Tis;
+
+use crate::config::{TrainConfig, GAE};
+
+impl TrainConfig {
+    /// Range and cross-field checks that serde cannot express, naming the key at fault: every
+    /// number finite and in its range, every count that 0 makes meaningless at least 1, the
+    /// option names and their combinations. Task-neutral: [`Self::validate_arith`] adds the
+    /// checks of the built-in arithmetic model.
+    pub fn validate(&self) -> Result<()> {
+        self.validate_counts()?;
+        self.validate_floats()?;
+        if !(1..=9).contains(&self.task.digits) {
+            bail!(
+                "task.digits must be between 1 and 9, got {}",
+                self.task.digits
+            );
+        }
+        if self.grpo.top_k < 0 {
+            bail!("grpo.top_k must be >= 0 (0 = off), got {}", self.grpo.top_k);
+        }
+        if self.grpo.temperature == 0.0 {
+            bail!(
+                "grpo.temperature = 0 samples greedily, so every completion of a group is the same, every group-relative advantage is 0 and RL learns nothing; use a temperature > 0 (e.g. 1.0)"
+            );
+        }
+        self.validate_algorithm()?;
+        let rollouts = self.grpo.prompts_per_step * self.grpo.num_generations;
+        if self.grpo.mini_batches > rollouts {
+            bail!(
+                "grpo.mini_batches = {} exceeds the rollouts per step (grpo.prompts_per_step x grpo.num_generations = {rollouts})",
+                self.grpo.mini_batches
+            );
+        }
+        Ok(())
+    }
+
+    /// The checks of the built-in arithmetic task's model (`[model]`, `[task]`): its vocabulary
+    /// holds the task's tokens and its shape is valid. Positions are checked against the loaded
+    /// model by the trainer; runs on a Hugging Face checkpoint check their own model.
+    pub fn validate_arith(&self) -> Result<()> {
+        let need = reinforge_tasks::ArithTask::tokenizer().vocab_size();
+        if self.model.vocab_size < need {
+            bail!(
+                "model.vocab_size = {} is smaller than the task tokenizer's {need} ids",
+                self.model.vocab_size
+            );
+        }
+        self.model.validate().context("in [model]")?;
+        for (key, v) in [
+            ("model.rms_norm_eps", self.model.rms_norm_eps),
+            ("model.rope_theta", self.model.rope_theta),
+        ] {
+            check(key, v, Range::Positive)?;
+        }
+        // Prompt (with `<bos>`) plus completion against the positions is checked against the
+        // model actually loaded, before training starts (`trainer::check_positions`).
+        Ok(())
+    }
+
+    /// Counts for which 0 means nothing.
+    fn validate_counts(&self) -> Result<()> {
+        let at_least_one = [
+            ("sft.batch_size", self.sft.batch_size),
+            ("grpo.prompts_per_step", self.grpo.prompts_per_step),
+            ("grpo.num_generations", self.grpo.num_generations),
+            ("grpo.ppo_epochs", self.grpo.ppo_epochs),
+            ("grpo.mini_batches", self.grpo.mini_batches),
+            (
+                "grpo.max_completion_length",
+                self.grpo.max_completion_length,
+            ),
+            ("grpo.max_draws", self.grpo.max_draws),
+            ("eval.problems", self.eval.problems),
+            ("eval.samples", self.eval.samples),
+            ("eval.batch_size", self.eval.batch_size),
+        ];
+        for (key, v) in at_least_one {
+            if v == 0 {
+                bail!("{key} must be at least 1, got 0");
+            }
+        }
+        Ok(())
+    }
+
+    /// Every float option finite and in its range.
+    fn validate_floats(&self) -> Result<()> {
+        let (t, s, g, p, e) = (&self.task, &self.sft, &self.grpo, &self.ppo, &self.eval);
+        let checks = [
+            ("task.direct_share", t.direct_share, Range::Probability),
+            ("sft.lr", s.lr, Range::Positive),
+            ("sft.max_grad_norm", s.max_grad_norm, Range::Positive),
+            ("sft.weight_decay", s.weight_decay, Range::NonNegative),
+            ("grpo.epsilon_low", g.epsilon_low, Range::Probability),
+            ("grpo.epsilon_high", g.epsilon_high, Range::NonNegative),
+            ("grpo.beta", g.beta, Range::NonNegative),
+            ("grpo.entropy_coef", g.entropy_coef, Range::Finite),
+            ("grpo.lr", g.lr, Range::Positive),
+            ("grpo.max_grad_norm", g.max_grad_norm, Range::Positive),
+            ("grpo.weight_decay", g.weight_decay, Range::NonNegative),
+            ("grpo.temperature", g.temperature, Range::NonNegative),
+            ("grpo.top_p", g.top_p, Range::TopP),
+            (
+                "grpo.advantage.epsilon",
+                g.advantage.epsilon,
+                Range::Positive,
+            ),
+            ("grpo.clip_ratio_c", g.clip_ratio_c, Range::NonNegative),
+            (
+                "grpo.overlong_penalty_factor",
+                g.overlong_penalty_factor,
+                Range::NonNegative,
+            ),
+            ("grpo.tis_cap", g.tis_cap, Range::Finite),
+            ("ppo.gamma", p.gamma, Range::Probability),
+            ("ppo.lam", p.lam, Range::Probability),
+            ("ppo.kl_coef", p.kl_coef, Range::NonNegative),
+            ("ppo.critic_lr", p.critic_lr, Range::Positive),
+            (
+                "ppo.critic_weight_decay",
+                p.critic_weight_decay,
+                Range::NonNegative,
+            ),
+            (
+                "ppo.critic_max_grad_norm",
+                p.critic_max_grad_norm,
+                Range::Positive,
+            ),
+            ("ppo.cliprange_value", p.cliprange_value, Range::Positive),
+            ("eval.temperature", e.temperature, Range::NonNegative),
+        ];
+        for (key, v, range) in checks {
+            check(key, v, range)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the algorithm option names and their combinations.
+    fn validate_algorithm(&self) -> Result<()> {
+        let g = &self.grpo;
+        if g.advantage_estimator == GAE {
+            self.validate_ppo()?;
+        } else if let Some(input) = g.advantage_estimator.extra_inputs().first() {
+            bail!(
+                "grpo.advantage_estimator = {} needs `{}`, which the trainer does not produce; use gae (with a critic) or one of the outcome estimators: {}",
+                g.advantage_estimator,
+                input.name(),
+                Estimator::outcome_names().join(", ")
+            );
+        }
+        if !(g.clip_ratio_c == 0.0 || g.clip_ratio_c > 1.0) {
+            bail!(
+                "grpo.clip_ratio_c must be 0 (off) or > 1, got {}",
+                g.clip_ratio_c
+            );
+        }
+        if g.tis != Tis::None && !g.recompute_old_logprobs {
+            bail!(
+                "grpo.tis = {} needs grpo.recompute_old_logprobs = true",
+                g.tis
+            );
+        }
+        if g.tis_cap.is_nan() || g.tis_cap <= 1.0 {
+            bail!("grpo.tis_cap must be > 1, got {}", g.tis_cap);
+        }
+        if g.overlong_buffer_len > g.max_completion_length {
+            bail!(
+                "grpo.overlong_buffer_len = {} exceeds grpo.max_completion_length = {}",
+                g.overlong_buffer_len,
+                g.max_completion_length
+            );
+        }
+        self.validate_loss_knobs()
+    }
+
+    /// Checks the per-loss knobs of `[grpo]` (read by their losses only, checked always).
+    fn validate_loss_knobs(&self) -> Result<()> {
+        let g = &self.grpo;
+        for (key, v) in [("grpo.tau_pos", g.tau_pos), ("grpo.tau_neg", g.tau_neg)] {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("{key} must be a finite number > 0, got {v}");
+            }
+        }
+        for (key, v) in [
+            ("grpo.dro_beta", g.dro_beta),
+            ("grpo.ppo_kl_coef", g.ppo_kl_coef),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("{key} must be a finite number >= 0, got {v}");
+            }
+        }
+        for (key, v) in [
+            ("grpo.kl_cov_ratio", g.kl_cov_ratio),
+            ("grpo.clip_cov_ratio", g.clip_cov_ratio),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                bail!("{key} must be in (0, 1], got {v}");
+            }
+        }
+        if !(g.clip_cov_lb.is_finite()
+            && g.clip_cov_ub.is_finite()
+            && g.clip_cov_lb < g.clip_cov_ub)
+        {
+            bail!(
+                "grpo.clip_cov_lb ({}) must be finite and below grpo.clip_cov_ub ({})",
+                g.clip_cov_lb,
+                g.clip_cov_ub
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks `[ppo]` when the critic is in use.
+    fn validate_ppo(&self) -> Result<()> {
+        let p = &self.ppo;
+        let rollouts = self.grpo.prompts_per_step * self.grpo.num_generations;
+        if rollouts < 2 {
+            bail!("grpo.advantage_estimator = gae whitens over the batch: grpo.prompts_per_step x grpo.num_generations must be at least 2");
+        }
+        if p.mini_batches(&self.grpo) > rollouts {
+            bail!(
+                "ppo.critic_mini_batches = {} exceeds the rollouts per step",
+                p.critic_mini_batches
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The range a float option must lie in.
+#[derive(Debug, Clone, Copy)]
+enum Range {
+    /// Any finite number.
+    Finite,
+    /// Finite and >= 0.
+    NonNegative,
+    /// Finite and > 0.
+    Positive,
+    /// In [0, 1].
+    Probability,
+    /// In (0, 1] (nucleus sampling keeps at least the top token).
+    TopP,
+}
+
+/// Checks that option `key` = `v` lies in `range`; the error names the key, the range and
+/// the value.
+fn check(key: &str, v: f64, range: Range) -> Result<()> {
+    let (ok, want) = match range {
+        Range::Finite => (v.is_finite(), "a finite number"),
+        Range::NonNegative => (v.is_finite() && v >= 0.0, "finite and >= 0"),
+        Range::Positive => (v.is_finite() && v > 0.0, "finite and > 0"),
+        Range::Probability => ((0.0..=1.0).contains(&v), "between 0 and 1"),
+        Range::TopP => (v > 0.0 && v <= 1.0, "in (0, 1]"),
+    };
+    if ok {
+        Ok(())
+    } else {
+        bail!("{key} must be {want}, got {v}")
+    }
+}
