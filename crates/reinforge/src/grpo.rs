@@ -225,12 +225,6 @@ pub fn needs_reference(cfg: &GrpoConfig, ppo: &PpoConfig) -> bool {
     cfg.beta > 0.0 || (cfg.advantage_estimator == GAE && ppo.kl_coef > 0.0)
 }
 
-/// Optimizer steps of an update whose gradient norm was not finite.
-/// Optimizer steps of the update that were skipped for a NaN or infinite gradient norm.
-fn nonfinite_steps(u: &UpdateStats) -> usize {
-    u.nonfinite_grad_steps
-}
-
 /// A step's rollouts, their shaped rewards, and (with dynamic sampling) the draws made and the
 /// groups kept.
 type Draw = (Vec<Rollout>, Vec<f64>, Option<(usize, usize)>);
@@ -409,7 +403,7 @@ pub fn run_step(
         dynamic_draws: dynamic.map(|(d, _)| d as f64),
         dynamic_kept_groups: dynamic.map(|(_, k)| k as f64),
         critic: critic_metrics,
-        nonfinite_grad_steps: nonfinite_steps(&u),
+        nonfinite_grad_steps: u.nonfinite_grad_steps,
         step_seconds,
         sample_seconds,
         update_seconds,

@@ -16,6 +16,10 @@ pub struct SftLine {
     pub grad_norm: f64,
     pub lr: f64,
     pub tokens: f64,
+    /// 1 when the optimizer skipped the step for a NaN or infinite gradient norm (the
+    /// `grad_norm` column shows it; the run loop counts it).
+    #[serde(skip)]
+    pub nonfinite_grad_steps: usize,
 }
 
 impl StepLog for SftLine {
@@ -24,7 +28,7 @@ impl StepLog for SftLine {
     }
 
     fn nonfinite_grad_steps(&self) -> usize {
-        usize::from(!self.grad_norm.is_finite())
+        self.nonfinite_grad_steps
     }
 }
 
@@ -46,7 +50,7 @@ pub fn run_step(trainer: &mut Trainer, cfg: &SftConfig, batch: &SequenceBatch) -
         loss,
         grad_norm,
         tokens,
-        ..
+        nonfinite_grad_steps,
     } = sft_step(
         trainer.policy,
         &mut trainer.opt,
@@ -60,6 +64,7 @@ pub fn run_step(trainer: &mut Trainer, cfg: &SftConfig, batch: &SequenceBatch) -
         grad_norm,
         lr,
         tokens,
+        nonfinite_grad_steps,
     }
 }
 
