@@ -4,7 +4,7 @@ Usage: reference_generate_score.py MODEL_DIR PAIRS.jsonl MAX_NEW_TOKENS
 Reads {"prompt": text | messages, "completion": text} lines, renders each prompt with the
 tokenizer's chat template (add_generation_prompt=True; a text prompt becomes one user message),
 tokenizes prompt and completion separately (no special tokens added to the completion), and
-prints one JSON line per pair: {"token_logprobs": [...], "greedy_ids": [...]}, where
+prints one JSON line per pair: {"prompt_text": ..., "token_logprobs": [...], "greedy_ids": [...]}, where
 greedy_ids are the first MAX_NEW_TOKENS greedy tokens (argmax of full forward passes).
 The crates/reinforge test hf_commands compares the Rust commands with this output.
 """
@@ -43,6 +43,7 @@ def main():
             lp = logp.gather(-1, targets[:, None])[:, 0][len(p_ids) - 1:]
             greedy = greedy_ids(model, p_ids, max_new)
         print(json.dumps({
+            "prompt_text": text,
             "token_logprobs": lp.tolist(),
             "greedy_ids": greedy,
         }))

@@ -347,7 +347,7 @@ impl ModelConfig {
             }
         }
         if let Some(rs) = &self.rope_scaling {
-            rs.validate()?;
+            rs.validate("rope_scaling")?;
         }
         Ok(())
     }
@@ -367,30 +367,31 @@ impl ModelConfig {
 }
 
 impl RopeScaling {
-    /// Checks the type and the parameters it needs, naming the key.
-    pub fn validate(&self) -> Result<()> {
+    /// Checks the type and the parameters it needs, naming them under `key`: the config key
+    /// the file used (`rope_scaling` in 4.x layout, `rope_parameters` in 5.x).
+    pub fn validate(&self, key: &str) -> Result<()> {
         match self.rope_type.as_str() {
             "linear" => {}
             "llama3" => {
-                for (key, v) in [
+                for (field, v) in [
                     ("low_freq_factor", self.low_freq_factor),
                     ("high_freq_factor", self.high_freq_factor),
                 ] {
                     if v.is_none() {
-                        bail!("config field `rope_scaling.{key}` is required for rope_type llama3");
+                        bail!("config field `{key}.{field}` is required for rope_type llama3");
                     }
                 }
                 if self.low_freq_factor == self.high_freq_factor {
-                    bail!("config fields `rope_scaling.low_freq_factor` and `high_freq_factor` must differ");
+                    bail!("config fields `{key}.low_freq_factor` and `high_freq_factor` must differ");
                 }
             }
             other => bail!(
-                "config field `rope_scaling.rope_type` = {other:?} is not supported (supported: linear, llama3)"
+                "config field `{key}.rope_type` = {other:?} is not supported (supported: default, linear, llama3)"
             ),
         }
         if self.factor.is_nan() || self.factor <= 0.0 {
             bail!(
-                "config field `rope_scaling.factor` must be positive, got {}",
+                "config field `{key}.factor` must be positive, got {}",
                 self.factor
             );
         }

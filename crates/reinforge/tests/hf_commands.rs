@@ -7,6 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::real_model::real_model;
 use common::{floats, json_lines, max_abs_diff, reference, reinforge, root};
 
 const ARCHS: &[&str] = &["llama", "qwen2", "qwen3", "mistral"];
@@ -32,73 +33,127 @@ fn score_and_greedy_generate_match_transformers() {
     let pairs = pairs_file(tmp.path());
     for arch in ARCHS {
         let model = root().join("fixtures/hf/models").join(arch);
-        let expected = reference(&model, &pairs, MAX_NEW);
-        let m = model.to_str().unwrap();
-        let p = pairs.to_str().unwrap();
-
-        let out = reinforge(&["score", "--model", m, "--input", p]);
-        assert!(
-            out.status.success(),
-            "{arch}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let parity = check_parity(arch, &model, &pairs, MAX_NEW);
+        assert!(parity.max_logprob_diff < 1e-4, "{arch}: {parity:?}");
+        assert_eq!(
+            parity.greedy_agree, parity.greedy_total,
+            "{arch}: {parity:?}"
         );
-        let scored = json_lines(&out.stdout);
-        assert_eq!(scored.len(), expected.len());
-        for (got, want) in scored.iter().zip(&expected) {
-            let (g, w) = (
-                floats(&got["token_logprobs"]),
-                floats(&want["token_logprobs"]),
-            );
-            assert_eq!(g.len(), w.len(), "{arch}: completion tokenized differently");
-            let diff = max_abs_diff(&g, &w);
-            assert!(diff < 1e-4, "{arch}: log-prob max abs diff {diff}");
-            let total: f64 = g.iter().sum();
-            assert!((got["total_logprob"].as_f64().unwrap() - total).abs() < 1e-6);
-        }
+    }
+}
 
-        let out = reinforge(&[
-            "generate",
-            "--model",
-            m,
-            "--input",
-            p,
-            "--temperature",
-            "0",
-            "--max-new-tokens",
-            &MAX_NEW.to_string(),
-        ]);
-        assert!(
-            out.status.success(),
-            "{arch}: {}",
-            String::from_utf8_lossy(&out.stderr)
+/// The real model (SmolLM2-135M-Instruct, scripts/real_model.sh) on real prompts: the chat
+/// template renders the same text, completion log-probs agree within 1e-4 (f32, CPU) and
+/// greedy decoding picks the same tokens as transformers' argmax over full forwards.
+#[test]
+fn real_model_scores_and_generates_like_transformers() {
+    let Some(model) = real_model(&root()) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let pairs = tmp.path().join("pairs.jsonl");
+    std::fs::write(
+        &pairs,
+        concat!(
+            "{\"prompt\": \"Calculate 7 + -2.\", \"completion\": \"7 + (-2) = 5. The answer is 5.\"}\n",
+            "{\"prompt\": \"Your task is to count how many legs there are in total when given a list of animals.\\n\\nNow, how many legs are there in total if you have 3 lions?\\n\", ",
+            "\"completion\": \"Each lion has 4 legs, so 3 lions have 12 legs.\"}\n",
+            "{\"prompt\": [{\"role\": \"system\", \"content\": \"Answer with a number.\"}, ",
+            "{\"role\": \"user\", \"content\": \"What is 6 * 7?\"}], \"completion\": \"42\"}\n",
+        ),
+    )
+    .unwrap();
+    let parity = check_parity("SmolLM2", &model, &pairs, 24);
+    println!("SmolLM2 parity: {parity:?}");
+    assert!(parity.max_logprob_diff < 1e-4, "{parity:?}");
+    assert_eq!(parity.greedy_agree, parity.greedy_total, "{parity:?}");
+}
+
+/// What [`check_parity`] measured.
+#[derive(Debug)]
+struct Parity {
+    max_logprob_diff: f64,
+    /// Greedy tokens equal to transformers' (up to reinforge's stop), out of those compared.
+    greedy_agree: usize,
+    greedy_total: usize,
+}
+
+/// Runs `reinforge score` and greedy `reinforge generate` on `pairs` and compares them with
+/// transformers (the rendered prompt text must be equal: the chat template's parity).
+fn check_parity(label: &str, model: &Path, pairs: &Path, max_new: usize) -> Parity {
+    let expected = reference(model, pairs, max_new);
+    let (m, p) = (model.to_str().unwrap(), pairs.to_str().unwrap());
+    let out = reinforge(&["score", "--model", m, "--input", p]);
+    assert!(
+        out.status.success(),
+        "{label}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scored = json_lines(&out.stdout);
+    assert_eq!(scored.len(), expected.len());
+    let mut max_logprob_diff: f64 = 0.0;
+    for (got, want) in scored.iter().zip(&expected) {
+        let (g, w) = (
+            floats(&got["token_logprobs"]),
+            floats(&want["token_logprobs"]),
         );
-        let generated = json_lines(&out.stdout);
-        assert_eq!(generated.len(), expected.len());
-        for (got, want) in generated.iter().zip(&expected) {
-            let g: Vec<i64> = got["completion_ids"]
-                .as_array()
+        assert_eq!(
+            g.len(),
+            w.len(),
+            "{label}: completion tokenized differently"
+        );
+        max_logprob_diff = max_logprob_diff.max(max_abs_diff(&g, &w));
+        let total: f64 = g.iter().sum();
+        assert!((got["total_logprob"].as_f64().unwrap() - total).abs() < 1e-6);
+    }
+    let max = max_new.to_string();
+    let out = reinforge(&[
+        "generate",
+        "--model",
+        m,
+        "--input",
+        p,
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        &max,
+    ]);
+    assert!(
+        out.status.success(),
+        "{label}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let generated = json_lines(&out.stdout);
+    assert_eq!(generated.len(), expected.len());
+    let (mut greedy_agree, mut greedy_total) = (0, 0);
+    for (got, want) in generated.iter().zip(&expected) {
+        assert_eq!(
+            got["prompt"], want["prompt_text"],
+            "{label}: chat template rendering"
+        );
+        let ids = |v: &serde_json::Value| -> Vec<i64> {
+            v.as_array()
                 .unwrap()
                 .iter()
                 .map(|x| x.as_i64().unwrap())
-                .collect();
-            let w: Vec<i64> = want["greedy_ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_i64().unwrap())
-                .collect();
-            // reinforge stops at a stop token; transformers was run without one.
-            assert!(
-                !g.is_empty() && w.starts_with(&g),
-                "{arch}: greedy {g:?} vs transformers {w:?}"
-            );
-            let stopped = got["finish_reason"] == "stop";
-            assert_eq!(
-                stopped,
-                g.len() < MAX_NEW,
-                "{arch}: finish_reason vs length"
-            );
-        }
+                .collect()
+        };
+        let (g, w) = (ids(&got["completion_ids"]), ids(&want["greedy_ids"]));
+        // reinforge stops at a stop token; transformers was run without one.
+        assert!(!g.is_empty(), "{label}: empty completion");
+        greedy_total += g.len();
+        greedy_agree += g.iter().zip(&w).take_while(|(a, b)| a == b).count();
+        let stopped = got["finish_reason"] == "stop";
+        assert_eq!(
+            stopped,
+            g.len() < max_new,
+            "{label}: finish_reason vs length"
+        );
+    }
+    Parity {
+        max_logprob_diff,
+        greedy_agree,
+        greedy_total,
     }
 }
 

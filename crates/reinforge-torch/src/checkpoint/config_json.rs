@@ -46,33 +46,81 @@ const FIELDS: &[&str] = &[
     "pad_token_id",
 ];
 
-/// Keys that do not change the forward pass (metadata, generation defaults, init scale,
-/// training-only switches at their inference value). Kept and written back verbatim.
+/// Keys that do not change the forward pass (metadata, tokenizer ids, generation defaults, init
+/// scale, training-only switches at their inference value). Kept and written back verbatim.
+/// The list is every attribute that transformers' `PretrainedConfig` (4.46 and 5.23) and the
+/// Llama/Qwen2/Qwen3/Mistral configuration classes write (`to_json_string(use_diff=False)`;
+/// the fixtures in `fixtures/hf/configs`), plus keys GGUF conversion and original
+/// SmolLM2/nanotron exports add. Values that would change the math are checked in
+/// [`check_harmless`].
 pub const HARMLESS: &[&str] = &[
+    // Metadata and bookkeeping.
     "_name_or_path",
+    "_model_name_or_path",
+    "_attn_implementation_autoset",
+    "_attn_implementation",
+    "attn_implementation",
     "transformers_version",
-    "use_cache",
-    "initializer_range",
-    "pretraining_tp",
-    "attention_dropout",
-    "partial_rotary_factor",
+    "auto_map",
     "tokenizer_class",
     "id2label",
     "label2id",
+    "finetuning_task",
+    "problem_type",
+    "task_specific_params",
+    "prefix",
+    "is_llama_config",
+    // Output and runtime switches (what is returned, not what is computed).
+    "use_cache",
     "output_attentions",
     "output_hidden_states",
     "return_dict",
     "torchscript",
+    "use_bfloat16",
+    "tf_legacy_loss",
+    "chunk_size_feed_forward",
     "is_decoder",
     "is_encoder_decoder",
-    "task_specific_params",
-    "problem_type",
+    "tie_encoder_decoder",
+    "cross_attention_hidden_size",
+    // Training-only (checked: must be at the inference value) and init scale.
+    "initializer_range",
+    "pretraining_tp",
+    "attention_dropout",
+    "partial_rotary_factor",
+    "add_cross_attention",
+    "pruned_heads",
+    "rope_interleaved",
+    // Token ids the tokenizer and generation use; the forward pass does not.
+    "unk_token_id",
+    "sep_token_id",
+    "decoder_start_token_id",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    // Generation defaults (4.x wrote them into config.json).
     "max_length",
+    "min_length",
     "do_sample",
+    "early_stopping",
+    "num_beams",
+    "num_beam_groups",
+    "diversity_penalty",
     "temperature",
     "top_p",
     "top_k",
+    "typical_p",
     "repetition_penalty",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "bad_words_ids",
+    "num_return_sequences",
+    "output_scores",
+    "return_dict_in_generate",
+    "remove_invalid_values",
+    "exponential_decay_length_penalty",
+    "suppress_tokens",
+    "begin_suppress_tokens",
     "original_max_position_embeddings",
 ];
 
@@ -173,6 +221,22 @@ fn family_of(obj: &Map<String, Value>) -> Result<Family> {
 
 /// Harmless keys whose value would change the math if it were not the inference default.
 fn check_harmless(obj: &Map<String, Value>) -> Result<()> {
+    let must_be_off = [
+        ("add_cross_attention", "cross-attention"),
+        ("rope_interleaved", "interleaved (GPT-J style) RoPE"),
+    ];
+    for (key, what) in must_be_off {
+        if obj.get(key).and_then(Value::as_bool) == Some(true) {
+            bail!("config key `{key}` = true is not supported ({what} is not implemented)");
+        }
+    }
+    if let Some(Value::Object(heads)) = obj.get("pruned_heads") {
+        if !heads.is_empty() {
+            bail!(
+                "config key `pruned_heads` is not empty: pruned attention heads are not supported"
+            );
+        }
+    }
     if let Some(p) = obj.get("attention_dropout").and_then(Value::as_f64) {
         if p != 0.0 {
             bail!(
@@ -224,6 +288,10 @@ fn rope_from(
     obj: &Map<String, Value>,
     fields: &Map<String, Value>,
 ) -> Result<(Option<f64>, Option<RopeScaling>)> {
+    let key = match obj.get("rope_parameters") {
+        Some(Value::Object(_)) => "rope_parameters",
+        _ => "rope_scaling",
+    };
     let (theta, scaling) = match obj.get("rope_parameters") {
         Some(Value::Object(p)) => {
             if p.values().any(Value::is_object) {
@@ -257,7 +325,8 @@ fn rope_from(
         return Ok((theta, None));
     }
     let mut rs: RopeScaling = serde_json::from_value(Value::Object(scaling.clone()))
-        .map_err(|e| anyhow!("config key `rope_scaling` (rope_type {rope_type:?}): {e}"))?;
+        .map_err(|e| anyhow!("config key `{key}` (rope_type {rope_type:?}): {e}"))?;
+    rs.validate(key)?;
     if rs.rope_type == "llama3" {
         // HF gives a top-level `original_max_position_embeddings` priority, then defaults to
         // `max_position_embeddings` (`standardize_rope_params`, transformers 5.23).

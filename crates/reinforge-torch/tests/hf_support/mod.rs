@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod real_model;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -53,10 +55,15 @@ pub fn logits(p: &Policy, ids: &Tensor, mask: &Tensor, pos: &Tensor) -> Tensor {
 /// Runs a Python checker of scripts/ with `--tol 1e-5` and returns the `max_abs_diff` of each
 /// JSON line it prints; fails the test when the checker fails.
 pub fn run_python(script: &str, args: &[PathBuf]) -> Vec<f64> {
+    run_python_tol(script, 1e-5, args)
+}
+
+/// [`run_python`] with the checker's tolerance `tol`.
+pub fn run_python_tol(script: &str, tol: f64, args: &[PathBuf]) -> Vec<f64> {
     let python = root().join(".venv/bin/python");
     let out = Command::new(&python)
         .arg(root().join("scripts").join(script))
-        .args(["--tol", "1e-5"])
+        .args(["--tol", &tol.to_string()])
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../reinforge-torch/tests/hf_support/real_model.rs"]
+pub mod real_model;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
