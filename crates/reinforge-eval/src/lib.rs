@@ -16,6 +16,7 @@ pub mod io;
 pub mod leaderboard;
 pub mod linalg;
 pub mod passk;
+pub mod passk_change;
 pub mod rliable;
 pub mod samples;
 pub mod scores;

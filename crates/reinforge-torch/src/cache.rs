@@ -30,7 +30,8 @@ impl KvCache {
         self.len == 0
     }
 
-    /// Keeps only the batch rows `idx` (finished sequences leave the batch).
+    /// The batch rows `idx`, in that order: finished sequences leave the batch, and a repeated
+    /// index copies a row (samples sharing a prefilled prompt).
     pub fn retain_rows(&mut self, idx: &Tensor) {
         for (k, v) in &mut self.layers {
             if k.numel() > 0 {

@@ -1,34 +1,133 @@
-//! Per-token log-probabilities and entropies of a packed batch under the model.
+//! Per-token log-probabilities and entropies of a packed batch under the model, computed at
+//! completion positions only and in row chunks, so the `[rows, tokens, vocab]` float32 logits
+//! tensor of a real vocabulary (49k for SmolLM2: 0.7 GB for 32 rows of 110 tokens, several
+//! times over in log-softmax, exp and their gradients) is never materialised.
+//!
+//! The LM head runs on the hidden states of the target positions of [`SequenceBatch::loss_mask`]
+//! (`M` rows), in chunks of [`CHUNK_ROWS`]; what autograd keeps is one `[M, V]` logits tensor.
+//! Log-probs are `logit[target] - logsumexp(logits)`; the entropy `logsumexp - Σ p·logit` is
+//! differentiable only when the loss uses it ([`Entropy::Differentiable`]).
 
 use tch::{Kind, Tensor};
 
 use crate::batch::SequenceBatch;
 use crate::model::{ForwardInput, Transformer};
 
-/// Log-probs of each target token and the entropy of each predictive distribution, both
-/// `[N, L-1]`, from logits divided by `temperature` (so they match the sampler's log-probs).
+/// Target positions whose logits are computed together: bounds the transient `[chunk, V]`
+/// tensors (softmax for the entropy) at 512 x V floats (100 MB for a 49k vocabulary).
+pub const CHUNK_ROWS: i64 = 512;
+
+/// What to compute of the predictive distributions' entropy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entropy {
+    /// Not at all (zeros): log-probs only.
+    Skip,
+    /// As a metric, without gradient (no `[M, V]` softmax kept for backward).
+    Detached,
+    /// With gradient, for an entropy bonus in the loss.
+    Differentiable,
+}
+
+/// Log-probs of each completion token and the entropy of its predictive distribution, both
+/// `[N, L-1]` and zero outside `batch.loss_mask`, from logits divided by `temperature` (so
+/// they match the sampler's log-probs). Entropy as a detached metric.
 pub fn token_logprobs(
     model: &Transformer,
     batch: &SequenceBatch,
     temperature: f64,
 ) -> (Tensor, Tensor) {
-    let logits = model.forward(
+    token_logprobs_with(model, batch, temperature, Entropy::Detached)
+}
+
+/// [`token_logprobs`] with the entropy computed as `entropy` says.
+pub fn token_logprobs_with(
+    model: &Transformer,
+    batch: &SequenceBatch,
+    temperature: f64,
+    entropy: Entropy,
+) -> (Tensor, Tensor) {
+    let hidden = model.hidden(
         &ForwardInput {
             ids: &batch.ids,
             positions: &batch.positions,
             key_mask: &batch.attn,
         },
         None,
-        false,
     );
-    let l = logits.size()[1];
-    let mut logits = logits.narrow(1, 0, l - 1).to_kind(Kind::Float);
+    let (n, l, h) = hidden.size3().expect("hidden states are [N, L, H]");
+    let rows = (l - 1) * n;
+    let picked = batch
+        .loss_mask
+        .reshape([rows])
+        .gt(0.0)
+        .nonzero()
+        .squeeze_dim(-1);
+    let hidden = hidden
+        .narrow(1, 0, l - 1)
+        .reshape([rows, h])
+        .index_select(0, &picked);
+    let targets = batch
+        .ids
+        .narrow(1, 1, l - 1)
+        .reshape([rows])
+        .index_select(0, &picked);
+    let m = picked.size()[0];
+    let mut logps = Vec::new();
+    let mut entropies = Vec::new();
+    let mut start = 0;
+    while start < m {
+        let len = CHUNK_ROWS.min(m - start);
+        let (lp, ent) = chunk_logprobs(
+            model,
+            &hidden.narrow(0, start, len),
+            &targets.narrow(0, start, len),
+            temperature,
+            entropy,
+        );
+        logps.push(lp);
+        entropies.extend(ent);
+        start += len;
+    }
+    let scatter = |parts: &[Tensor], like: &Tensor| -> Tensor {
+        let zeros = Tensor::zeros([rows], (Kind::Float, like.device()));
+        if parts.is_empty() {
+            return zeros.view([n, l - 1]);
+        }
+        zeros
+            .index_copy(0, &picked, &Tensor::cat(parts, 0))
+            .view([n, l - 1])
+    };
+    let logp = scatter(&logps, &batch.ids);
+    let ent = scatter(&entropies, &batch.ids);
+    (logp, ent)
+}
+
+/// Log-probs of `targets` `[C]` and (per `entropy`) entropies under the LM head applied to
+/// `hidden` `[C, H]`, in float32.
+fn chunk_logprobs(
+    model: &Transformer,
+    hidden: &Tensor,
+    targets: &Tensor,
+    temperature: f64,
+    entropy: Entropy,
+) -> (Tensor, Option<Tensor>) {
+    let mut logits = model.logits(hidden).to_kind(Kind::Float);
     if temperature > 0.0 && temperature != 1.0 {
         logits = logits / temperature;
     }
-    let logp_all = logits.log_softmax(-1, Kind::Float);
-    let targets = batch.ids.narrow(1, 1, l - 1).unsqueeze(-1);
-    let logp = logp_all.gather(-1, &targets, false).squeeze_dim(-1);
-    let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(-1, false, Kind::Float);
-    (logp, entropy)
+    let lse = logits.logsumexp([-1], false);
+    let logp = logits
+        .gather(-1, &targets.unsqueeze(-1), false)
+        .squeeze_dim(-1)
+        - &lse;
+    let entropy_of = |logits: &Tensor, lse: &Tensor| -> Tensor {
+        let p = (logits - lse.unsqueeze(-1)).exp();
+        lse - (p * logits).sum_dim_intlist(-1, false, Kind::Float)
+    };
+    let ent = match entropy {
+        Entropy::Skip => None,
+        Entropy::Detached => Some(tch::no_grad(|| entropy_of(&logits.detach(), &lse.detach()))),
+        Entropy::Differentiable => Some(entropy_of(&logits, &lse)),
+    };
+    (logp, ent)
 }

@@ -5,7 +5,7 @@
 use tch::{Kind, Tensor};
 
 use crate::batch::SequenceBatch;
-use crate::logprobs::token_logprobs;
+use crate::logprobs::{token_logprobs_with, Entropy};
 use crate::loss::kl::{kl_penalty, KlPenalty};
 use crate::loss::tis::{tis_weights, Tis};
 use crate::optim::AdamW;
@@ -68,7 +68,7 @@ pub fn pack(
     let rollout_logp = seqs.completion_values(&logprobs);
     let forward = |p: &Policy| {
         let _guard = tch::no_grad_guard();
-        token_logprobs(&p.model, &seqs, opts.temperature).0
+        token_logprobs_with(&p.model, &seqs, opts.temperature, Entropy::Skip).0
     };
     let ref_logp = reference.map(forward);
     let old_logp = if opts.recompute_old_logprobs {

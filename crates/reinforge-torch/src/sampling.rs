@@ -63,7 +63,10 @@ pub fn generate(
     if b == 0 {
         return vec![];
     }
-    let (ids, mask) = left_pad(prompts, pad_id, device);
+    // Identical prompts (a GRPO group's samples) are prefilled once; their cache rows are then
+    // repeated, so prefill costs one pass per distinct prompt, not per sample.
+    let (distinct, row_of) = distinct_prompts(prompts);
+    let (ids, mask) = left_pad(&distinct, pad_id, device);
     let mut positions = crate::model::positions_from_mask(&mask);
     let mut key_mask = mask;
     let mut cache = KvCache::new(model.config().num_hidden_layers);
@@ -78,6 +81,13 @@ pub fn generate(
             true,
         )
         .squeeze_dim(1);
+    if distinct.len() < b {
+        let idx = Tensor::from_slice(&row_of).to_device(device);
+        cache.retain_rows(&idx);
+        logits = logits.index_select(0, &idx);
+        positions = positions.index_select(0, &idx);
+        key_mask = key_mask.index_select(0, &idx);
+    }
     let mut out: Vec<Completion> = (0..b)
         .map(|_| Completion {
             tokens: vec![],
@@ -187,6 +197,23 @@ pub fn filter_top_k_top_p(logits: &Tensor, top_k: i64, top_p: f64) -> Tensor {
         out = out.masked_fill(&drop_orig, f64::NEG_INFINITY);
     }
     out
+}
+
+/// The distinct prompts in order of first appearance, and for each prompt the index of its
+/// distinct copy.
+fn distinct_prompts(prompts: &[Vec<i64>]) -> (Vec<Vec<i64>>, Vec<i64>) {
+    let mut seen: std::collections::HashMap<&[i64], i64> = std::collections::HashMap::new();
+    let mut distinct = Vec::new();
+    let row_of = prompts
+        .iter()
+        .map(|p| {
+            *seen.entry(p.as_slice()).or_insert_with(|| {
+                distinct.push(p.clone());
+                distinct.len() as i64 - 1
+            })
+        })
+        .collect();
+    (distinct, row_of)
 }
 
 /// Left-pads `prompts` to a `[B, L]` id tensor and its bool mask of real tokens.

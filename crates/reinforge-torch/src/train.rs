@@ -12,7 +12,7 @@ use serde::Serialize;
 use tch::{Kind, Tensor};
 
 use crate::batch::SequenceBatch;
-use crate::logprobs::token_logprobs;
+use crate::logprobs::{token_logprobs_with, Entropy};
 use crate::loss::agg::{agg_loss, verl_masked_mean, AggMode, GlobalBatchInfo};
 use crate::loss::kl::{kl_penalty, KlPenalty};
 use crate::loss::pg_family::value_loss;
@@ -44,7 +44,7 @@ pub fn sft_step(
     max_grad_norm: f64,
 ) -> SftStats {
     opt.zero_grad();
-    let (logp, _) = token_logprobs(&policy.model, batch, 1.0);
+    let (logp, _) = token_logprobs_with(&policy.model, batch, 1.0, Entropy::Skip);
     let tokens = batch.loss_mask.sum(Kind::Float).double_value(&[]);
     let info = GlobalBatchInfo {
         batch_num_tokens: Some(tokens.max(1.0)),
@@ -414,7 +414,13 @@ pub fn policy_update(
                 zero_gradients(policy);
             } else {
                 let mb = batch.select(&rows);
-                let (logp, entropy) = token_logprobs(&policy.model, &mb.seqs, cfg.temperature);
+                let entropy = if cfg.entropy_coef != 0.0 {
+                    Entropy::Differentiable
+                } else {
+                    Entropy::Detached
+                };
+                let (logp, entropy) =
+                    token_logprobs_with(&policy.model, &mb.seqs, cfg.temperature, entropy);
                 let (loss, stats) =
                     policy_objective(&logp, Some(&entropy), &mb.inputs(), cfg, &info);
                 loss.backward();

@@ -79,7 +79,9 @@ struct TrainArgs {
     resume: Option<PathBuf>,
     /// Train this Hugging Face checkpoint on --data instead of running the default
     /// experiment (GRPO-family only: the `grpo.*` keys apply; `task`, `sft`, `eval` and
-    /// `model` keys do not).
+    /// `model` keys do not). Defaults for a pretrained model follow TRL's GRPOConfig:
+    /// grpo.lr=1e-6, one update per batch (grpo.ppo_epochs=1, grpo.mini_batches=1),
+    /// grpo.max_completion_length=256.
     #[arg(long, value_name = "DIR", requires = "data")]
     model: Option<PathBuf>,
     /// Prompts with answers, .jsonl or .parquet (see --prompt-column, --answer-column).
@@ -116,6 +118,11 @@ struct TrainArgs {
         value_name = "NAMES"
     )]
     lora_targets: Vec<String>,
+    /// Held-out prompts with answers (same columns as --data, optional `task` column):
+    /// evaluated before and after training (pass@k up to k = eval.samples, accuracy per task,
+    /// response length) into eval_base.json, eval_rl.json, summary.json and report.md
+    #[arg(long, value_name = "FILE", requires = "model")]
+    heldout: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -266,14 +273,14 @@ fn train_on_data(
     model: &std::path::Path,
     data: &std::path::Path,
 ) -> Result<ExitCode> {
-    let mut cfg = TrainConfig::resolve(args.config.as_deref(), &args.set)?;
+    let mut cfg = TrainConfig::resolve_data_run(args.config.as_deref(), &args.set)?;
     if cfg.name.is_none() {
         let stem = model
             .file_name()
             .map_or("model".into(), |n| n.to_string_lossy().into_owned());
         cfg.name = Some(format!("{stem}-seed{}", cfg.seed));
     }
-    let run = RunDir::create(&cfg)?;
+    let run = RunDir::create_data_run(&cfg)?;
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
     let spec = crate::hf::train::DataRun {
@@ -290,6 +297,7 @@ fn train_on_data(
             target_modules: args.lora_targets.clone(),
             dropout: 0.0,
         }),
+        heldout: args.heldout.clone(),
     };
     data_outcome(crate::hf::train::run(&cfg, &spec, &run)?, &run)
 }

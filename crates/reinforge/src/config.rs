@@ -394,6 +394,35 @@ impl TrainConfig {
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("config serialises")
     }
+
+    /// Defaults of a run on a pretrained checkpoint (`train --model/--data`): TRL's
+    /// `GRPOConfig` choices where the toy experiment's would be wrong for a real model
+    /// (learning rate 1e-6, one update per generated batch, 256 completion tokens); the
+    /// rest as [`Self::default`].
+    pub fn data_run_defaults() -> Self {
+        let mut cfg = Self::default();
+        cfg.grpo.lr = 1e-6;
+        cfg.grpo.ppo_epochs = 1;
+        cfg.grpo.mini_batches = 1;
+        cfg.grpo.max_completion_length = 256;
+        // Held-out evaluation (`--heldout`): 32 samples per prompt for pass@k up to k = 32.
+        cfg.eval.problems = 96;
+        cfg.eval.samples = 32;
+        cfg.eval.batch_size = 256;
+        cfg
+    }
+
+    /// [`Self::to_toml`] without the sections a dataset run does not use (the toy model, its
+    /// task and SFT), so its `config.toml` lists only what applies.
+    pub fn to_data_run_toml(&self) -> String {
+        let mut value = toml::Value::try_from(self).expect("config serialises");
+        if let Some(table) = value.as_table_mut() {
+            for unused in ["task", "model", "sft"] {
+                table.remove(unused);
+            }
+        }
+        toml::to_string_pretty(&value).expect("config serialises")
+    }
 }
 
 fn yes() -> bool {

@@ -185,7 +185,18 @@ fn leaf_lines(
 impl TrainConfig {
     /// The default config with the file at `path` (if any) and the `key=value` overrides on top.
     pub fn resolve(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
-        let mut value = toml::Value::try_from(Self::default())?;
+        Self::resolve_from(Self::default(), path, overrides)
+    }
+
+    /// [`Self::resolve`] for `reinforge train --model/--data`: the defaults are
+    /// [`Self::data_run_defaults`] (a pretrained checkpoint, not the toy experiment).
+    pub fn resolve_data_run(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
+        Self::resolve_from(Self::data_run_defaults(), path, overrides)
+    }
+
+    /// `base`, then the file at `path`, then `overrides`, then the preset's unset options.
+    fn resolve_from(base: Self, path: Option<&Path>, overrides: &[String]) -> Result<Self> {
+        let mut value = toml::Value::try_from(base)?;
         let mut file = None;
         if let Some(path) = path {
             let text = std::fs::read_to_string(path)

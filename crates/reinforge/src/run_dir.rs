@@ -32,6 +32,17 @@ pub struct RunDir {
 impl RunDir {
     /// Creates a fresh run directory for `cfg`, refusing to overwrite a previous run.
     pub fn create(cfg: &TrainConfig) -> Result<Self> {
+        Self::create_with(cfg, &cfg.to_toml())
+    }
+
+    /// Creates the run directory of a dataset run (its `config.toml` omits the unused toy
+    /// sections, see [`TrainConfig::to_data_run_toml`]).
+    pub fn create_data_run(cfg: &TrainConfig) -> Result<Self> {
+        Self::create_with(cfg, &cfg.to_data_run_toml())
+    }
+
+    /// Creates `<runs_dir>/<name>` holding `config` as `config.toml`; refuses an existing run.
+    fn create_with(cfg: &TrainConfig, config: &str) -> Result<Self> {
         let root = Path::new(&cfg.runs_dir).join(cfg.run_name());
         if root.join("config.toml").exists() {
             bail!(
@@ -42,7 +53,7 @@ impl RunDir {
         }
         std::fs::create_dir_all(root.join("checkpoints"))
             .with_context(|| format!("creating {}", root.display()))?;
-        write_atomic(&root.join("config.toml"), cfg.to_toml().as_bytes())?;
+        write_atomic(&root.join("config.toml"), config.as_bytes())?;
         Ok(Self { root })
     }
 

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use reinforge_eval::decompose::Sample;
+use reinforge_eval::passk_change::k_values;
 use reinforge_tasks::{ArithTask, Pattern, Problem, Split};
 use reinforge_torch::Policy;
 use serde::{Deserialize, Serialize};
@@ -41,17 +42,6 @@ pub struct EvalReport {
     /// evaluations written before it existed).
     #[serde(default)]
     pub samples: Vec<Vec<Sample>>,
-}
-
-/// k = 1, 2, 4, ... up to n, with n itself always included.
-pub fn k_values(n: u64) -> Vec<u64> {
-    let mut ks: Vec<u64> = std::iter::successors(Some(1u64), |k| Some(k * 2))
-        .take_while(|&k| k <= n)
-        .collect();
-    if ks.last() != Some(&n) {
-        ks.push(n);
-    }
-    ks
 }
 
 /// Evaluates `policy` on `problems` with `cfg.samples` samples each.
@@ -152,16 +142,4 @@ pub fn pattern_line(r: &EvalReport) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn k_values_are_powers_of_two_then_n() {
-        assert_eq!(k_values(64), vec![1, 2, 4, 8, 16, 32, 64]);
-        assert_eq!(k_values(10), vec![1, 2, 4, 8, 10]);
-        assert_eq!(k_values(1), vec![1]);
-    }
 }

@@ -2,9 +2,11 @@
 //! prompts into token ids (chat template or raw text), `generate` and `score`.
 
 pub mod args;
+pub mod evaluate;
 pub mod generate;
 pub mod loaded;
 pub mod output;
+pub mod report;
 pub mod score;
 pub mod train;
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 use reinforge_tasks::read_records;
-use reinforge_torch::logprobs::token_logprobs;
+use reinforge_torch::logprobs::{token_logprobs_with, Entropy};
 use reinforge_torch::tch::{self, Kind};
 use reinforge_torch::SequenceBatch;
 use serde::Serialize;
@@ -132,7 +132,7 @@ fn score_batch(m: &LoadedModel, pairs: &[Pair]) -> Result<Vec<Vec<f32>>> {
     let prompts: Vec<&[i64]> = pairs.iter().map(|p| p.prompt.as_slice()).collect();
     let completions: Vec<&[i64]> = pairs.iter().map(|p| p.completion.as_slice()).collect();
     let batch = SequenceBatch::new(&prompts, &completions, m.pad_id(), m.device);
-    let (logp, _) = token_logprobs(&m.policy.model, &batch, 1.0);
+    let (logp, _) = token_logprobs_with(&m.policy.model, &batch, 1.0, Entropy::Skip);
     let logp = logp.to_kind(Kind::Float).to_device(tch::Device::Cpu);
     pairs
         .iter()

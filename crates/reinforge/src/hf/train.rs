@@ -17,6 +17,8 @@ use reinforge_torch::runtime::{parse_device, set_threads};
 use reinforge_torch::{copy_aux_files, generate, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
 
+use super::evaluate::{evaluate, DataEvalReport};
+use super::report::write_report;
 use super::{LoadedModel, PromptStyle};
 use crate::config::{GrpoConfig, TrainConfig};
 use crate::env::{sampling_params, Environment, Rollout};
@@ -37,6 +39,9 @@ pub struct DataRun {
     pub system: Option<String>,
     /// Train LoRA adapters only (saved in the PEFT layout too).
     pub lora: Option<LoraConfig>,
+    /// Held-out prompts evaluated before and after training.
+    #[serde(default)]
+    pub heldout: Option<PathBuf>,
 }
 
 /// Prompts of a dataset, sampled with the policy and scored by a reward spec.
@@ -102,25 +107,38 @@ impl<'a> DataEnv<'a> {
     pub fn len(&self) -> usize {
         self.records.len()
     }
-}
 
-impl Environment for DataEnv<'_> {
-    /// `prompts_per_step` distinct rows drawn with `seed` (all rows when the file is smaller),
-    /// `num_generations` completions each, scored by the reward spec.
-    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>> {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let n = cfg.prompts_per_step.min(self.len());
-        let rows = sample(&mut rng, self.len(), n).into_vec();
-        let g = cfg.num_generations;
+    /// Ids that end a completion.
+    pub fn stop_ids(&self) -> Vec<i64> {
+        self.model.stop_ids()
+    }
+
+    /// The `task` column of row `row` (the group evaluations report accuracy for), or `all`.
+    pub fn task(&self, row: usize) -> String {
+        match self.records[row].extra.get("task") {
+            Some(serde_json::Value::String(t)) => t.clone(),
+            Some(other) => other.to_string(),
+            None => "all".into(),
+        }
+    }
+
+    /// `g` completions of each of `rows` (in that order, a row's completions together),
+    /// sampled with `params` and scored by the reward spec.
+    pub fn sample_rows(
+        &self,
+        policy: &Policy,
+        rows: &[usize],
+        g: usize,
+        params: &reinforge_torch::SamplingParams,
+    ) -> Result<Vec<Rollout>> {
         let ids: Vec<Vec<i64>> = rows
             .iter()
             .flat_map(|&r| std::iter::repeat_n(self.prompts[r].1.clone(), g))
             .collect();
-        let params = sampling_params(cfg, self.model.stop_ids());
         let completions = generate(
             &policy.model,
             &ids,
-            &params,
+            params,
             self.model.pad_id(),
             policy.device(),
         );
@@ -154,6 +172,18 @@ impl Environment for DataEnv<'_> {
                 label: None,
             })
             .collect())
+    }
+}
+
+impl Environment for DataEnv<'_> {
+    /// `prompts_per_step` distinct rows drawn with `seed` (all rows when the file is smaller),
+    /// `num_generations` completions each, scored by the reward spec.
+    fn draw(&self, policy: &Policy, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let n = cfg.prompts_per_step.min(self.len());
+        let rows = sample(&mut rng, self.len(), n).into_vec();
+        let params = sampling_params(cfg, self.model.stop_ids());
+        self.sample_rows(policy, &rows, cfg.num_generations, &params)
     }
 
     /// The source checkpoint's tokenizer and generation files.
@@ -241,6 +271,10 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
     let reward = build_reward(data)?;
     let env = DataEnv::new(&model, data, reward, cfg.grpo.max_completion_length)?;
     eprintln!("{} prompts from {}", env.len(), data.data.display());
+    let heldout = heldout_env(&model, data, cfg)?;
+    if let Some(h) = &heldout {
+        evaluate_base(h, &model.policy, cfg, run, resumed)?;
+    }
     let files = |dir: &Path| -> Result<()> {
         env.save_files(dir)?;
         if data.lora.is_some() {
@@ -277,7 +311,96 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
         "trained {} steps in {:.1} s",
         cfg.grpo.steps, trainer.state.grpo_seconds
     );
+    if let Some(h) = &heldout {
+        evaluate_trained(h, &model.policy, cfg, run)?;
+    }
     Ok(DataOutcome::Finished(out))
+}
+
+/// The held-out set of `--heldout`, read and encoded like the training data.
+fn heldout_env<'a>(
+    model: &'a LoadedModel,
+    data: &DataRun,
+    cfg: &TrainConfig,
+) -> Result<Option<DataEnv<'a>>> {
+    let Some(path) = &data.heldout else {
+        return Ok(None);
+    };
+    let spec = DataRun {
+        data: path.clone(),
+        ..data.clone()
+    };
+    let env = DataEnv::new(
+        model,
+        &spec,
+        build_reward(data)?,
+        cfg.grpo.max_completion_length,
+    )?;
+    eprintln!("{} held-out prompts from {}", env.len(), path.display());
+    Ok(Some(env))
+}
+
+/// The sampling of both held-out evaluations: `eval.temperature`, the training length limit,
+/// the same torch seed before and after (the two differ by the weights only).
+fn eval_params(env: &DataEnv, cfg: &TrainConfig) -> reinforge_torch::SamplingParams {
+    crate::seeds::seed_torch(crate::seeds::step_seed(
+        cfg.seed,
+        crate::seeds::PHASE_EVAL,
+        0,
+    ));
+    let mut grpo = cfg.grpo.clone();
+    grpo.temperature = cfg.eval.temperature;
+    grpo.top_p = 1.0;
+    grpo.top_k = 0;
+    sampling_params(&grpo, env.stop_ids())
+}
+
+/// `eval_base.json`: the model before training (skipped when it exists; on a resume without
+/// it the weights are no longer the base model's, so it is reported missing).
+fn evaluate_base(
+    env: &DataEnv,
+    policy: &Policy,
+    cfg: &TrainConfig,
+    run: &RunDir,
+    resumed: bool,
+) -> Result<()> {
+    let path = run.path("eval_base.json");
+    if path.exists() {
+        return Ok(());
+    }
+    if resumed {
+        eprintln!("no eval_base.json in the resumed run: the report will be skipped");
+        return Ok(());
+    }
+    let report = evaluate(env, policy, &cfg.eval, &eval_params(env, cfg), "base")?;
+    eprintln!(
+        "base model: pass@1 {:.3}, pass@{} {:.3} on {} held-out prompts ({:.0} s)",
+        report.pass_at_1,
+        report.samples_per_prompt,
+        report.pass_at_k.last().map_or(0.0, |p| p.1),
+        report.prompts,
+        report.seconds
+    );
+    write_json(&path, &report)
+}
+
+/// `eval_rl.json`, then the report comparing it with `eval_base.json`.
+fn evaluate_trained(env: &DataEnv, policy: &Policy, cfg: &TrainConfig, run: &RunDir) -> Result<()> {
+    let report = evaluate(env, policy, &cfg.eval, &eval_params(env, cfg), "trained")?;
+    write_json(&run.path("eval_rl.json"), &report)?;
+    let base_path = run.path("eval_base.json");
+    if !base_path.exists() {
+        return Ok(());
+    }
+    let base: DataEvalReport = read_json(&base_path)?;
+    let summary = write_report(run, &base, &report, cfg.seed)?;
+    eprintln!(
+        "{}
+report: {}",
+        summary.claim,
+        run.path("report.md").display()
+    );
+    Ok(())
 }
 
 /// The reward of `--reward` (default: the math verifier), with a working sandbox when a

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Seconds per GRPO step of reinforge vs TRL's GRPOTrainer on the real model SmolLM2-135M-Instruct
+# (scripts/real_model.sh), CPU, f32, with the same data (reasoning-gym, scripts/reasoning_gym_data.py)
+# and settings: 4 prompts x 8 completions per step, at most 48 completion tokens, temperature 1,
+# one optimizer step per batch, no KL/reference model, no gradient checkpointing, the same
+# learning rate and thread count. The two run alternately, ROUNDS times each (reinforge, TRL,
+# reinforge, TRL, ...); each run does WARMUP + STEPS steps, and the medians are over the
+# post-warm-up steps of all rounds. Prints per implementation: median step, generation and
+# update seconds, mean completion tokens, peak RSS (GNU time, the same for both processes),
+# and the ratio reinforge / TRL of the median step. Raw per-step JSON goes to
+# runs/bench_trl/<UTC time>/ (git-ignored). Details: docs/bench_trl.md.
+#
+# Usage: scripts/bench_trl.sh [STEPS] [THREADS] [ROUNDS]      (defaults: 8 2 2)
+# Environment: WARMUP (warm-up steps per run, default 2), MAX_LEN (max completion length, 48),
+#   LR (learning rate, 1e-4), SEED (0), BENCH_NO_BUILD=1 (use target/release/reinforge as it
+#   is instead of `cargo build --release`), REINFORGE_EXTRA (more `--set k=v` words for reinforge).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+steps="${1:-8}"
+threads="${2:-2}"
+rounds="${3:-2}"
+warmup="${WARMUP:-2}"
+max_len="${MAX_LEN:-48}"
+lr="${LR:-1e-4}"
+seed="${SEED:-0}"
+prompts=4
+generations=8
+
+# TRL's side: the newest trl on PyPI (checked to run with transformers 5.23.0), with the torch
+# and transformers the project's .venv pins (scripts/setup.sh).
+TRL_VERSION="1.16.0"
+TORCH_VERSION="2.11.0"
+TRANSFORMERS_VERSION="5.23.0"
+
+# The model; real_model.sh also sets up .venv (scripts/setup.sh).
+model="$(scripts/real_model.sh)" || { echo "error: scripts/real_model.sh failed: cannot obtain SmolLM2-135M-Instruct" >&2; exit 1; }
+if [ ! -f "$model/config.json" ] || [ ! -f "$model/model.safetensors" ]; then
+  echo "error: the real model SmolLM2-135M-Instruct could not be obtained (expected a checkpoint at $model)" >&2
+  [ -f .cache/models/UNREACHABLE ] && cat .cache/models/UNREACHABLE >&2
+  exit 1
+fi
+
+# The data: reasoning-gym train split (fixed seeds, reproducible).
+data_dir="runs/bench_trl/data"
+[ -f "$data_dir/train.jsonl" ] || .venv/bin/python scripts/reasoning_gym_data.py "$data_dir" >&2
+data="$data_dir/train.jsonl"
+
+# The TRL venv, installed once (bump the stamp when the pins change).
+tvenv="$root/.venv-trl"
+stamp="$tvenv/.bench-trl-trl$TRL_VERSION-torch$TORCH_VERSION-transformers$TRANSFORMERS_VERSION-1"
+if [ ! -f "$stamp" ]; then
+  echo "==> setting up $tvenv with trl==$TRL_VERSION torch==$TORCH_VERSION transformers==$TRANSFORMERS_VERSION" >&2
+  [ -x "$tvenv/bin/python" ] || "${PYTHON:-python3}" -m venv "$tvenv"
+  "$tvenv/bin/pip" install --disable-pip-version-check -q "torch==$TORCH_VERSION" \
+    "transformers==$TRANSFORMERS_VERSION" "trl==$TRL_VERSION"
+  rm -f "$tvenv"/.bench-trl-*
+  touch "$stamp"
+fi
+
+bin=target/release/reinforge
+if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
+  cargo build --release --locked -p reinforge >&2
+fi
+[ -x "$bin" ] || { echo "error: $bin not found (build it: cargo build --release -p reinforge)" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "error: /usr/bin/time (GNU time) is needed for peak RSS (apt-get install time)" >&2; exit 1; }
+
+out="runs/bench_trl/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out"
+total=$((warmup + steps))
+# Both processes get the same thread settings: intra-op threads via each side's API, and
+# OpenMP/MKL pools capped likewise.
+export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads" TOKENIZERS_PARALLELISM=false
+cat > "$out/settings.json" <<EOF
+{"steps": $steps, "warmup": $warmup, "rounds": $rounds, "threads": $threads, "prompts": $prompts,
+ "generations": $generations, "max_completion_length": $max_len, "lr": $lr, "temperature": 1.0,
+ "seed": $seed, "model": "$model", "data": "$data", "trl": "$TRL_VERSION", "torch": "$TORCH_VERSION",
+ "transformers": "$TRANSFORMERS_VERSION", "reinforge_commit": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"}
+EOF
+echo "==> $rounds round(s) of $warmup warm-up + $steps measured steps each, $threads threads; results in $out" >&2
+for round in $(seq 1 "$rounds"); do
+  echo "==> round $round: reinforge" >&2
+  rm -rf "$out/rf-runs"
+  # shellcheck disable=SC2086
+  /usr/bin/time -v -o "$out/reinforge-r$round.time" "$bin" train --model "$model" --data "$data" \
+    --set name=r$round --set runs_dir="$out/rf-runs" --set seed="$seed" --set threads="$threads" \
+    --set grpo.algorithm=grpo --set grpo.steps="$total" --set grpo.checkpoint_every=1000000 \
+    --set grpo.prompts_per_step=$prompts --set grpo.num_generations=$generations \
+    --set grpo.max_completion_length="$max_len" --set grpo.temperature=1.0 \
+    --set grpo.top_p=1.0 --set grpo.top_k=0 --set grpo.beta=0.0 \
+    --set grpo.ppo_epochs=1 --set grpo.mini_batches=1 --set grpo.lr="$lr" \
+    --set grpo.weight_decay=0.0 --set grpo.max_grad_norm=1.0 \
+    ${REINFORGE_EXTRA:-} > "$out/reinforge-r$round.log" 2>&1 \
+    || { echo "error: reinforge failed, see $out/reinforge-r$round.log" >&2; tail -20 "$out/reinforge-r$round.log" >&2; exit 1; }
+  cp "$out/rf-runs/r$round/metrics.jsonl" "$out/reinforge-r$round.jsonl"
+  cp "$out/rf-runs/r$round/config.toml" "$out/reinforge-config.toml"
+  rm -rf "$out/rf-runs"  # the run's checkpoints (hundreds of MB each)
+
+  echo "==> round $round: trl $TRL_VERSION" >&2
+  /usr/bin/time -v -o "$out/trl-r$round.time" "$tvenv/bin/python" scripts/bench_trl.py \
+    --model "$model" --data "$data" --steps "$total" --threads "$threads" --prompts $prompts \
+    --generations $generations --max-completion-length "$max_len" --lr "$lr" --seed "$seed" \
+    --workdir "$out/trl-work" --out "$out/trl-r$round.jsonl" > "$out/trl-r$round.log" 2>&1 \
+    || { echo "error: TRL failed, see $out/trl-r$round.log" >&2; tail -20 "$out/trl-r$round.log" >&2; exit 1; }
+  rm -rf "$out/trl-work"
+done
+
+.venv/bin/python - "$out" "$rounds" "$warmup" <<'PY'
+import json, pathlib, re, statistics, sys
+
+out, rounds, warmup = pathlib.Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+s = json.loads((out / "settings.json").read_text())
+completions = s["prompts"] * s["generations"]
+
+def peak_gb(path):
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", path.read_text())
+    return int(m.group(1)) / 1024**2
+
+def lines(path):
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+rows = {"reinforge": [], "trl": []}
+rss = {"reinforge": [], "trl": []}
+for r in range(1, rounds + 1):
+    for m in lines(out / f"reinforge-r{r}.jsonl"):
+        if m["step"] >= warmup:
+            rows["reinforge"].append({
+                "round": r, "step": m["step"], "step_s": m["timing/step_s"],
+                "gen_s": m["timing/sample_s"], "update_s": m["timing/update_s"],
+                "completion_tokens_mean": m["response_length/mean"],
+                "reward_mean": m["reward/mean"],
+                "rows_skipped_frac": m["update/rows_skipped_frac"],
+            })
+    for m in lines(out / f"trl-r{r}.jsonl"):
+        if "summary" not in m and m["step"] >= warmup:
+            rows["trl"].append({"round": r, **m})
+    for name in rss:
+        rss[name].append(peak_gb(out / f"{name}-r{r}.time"))
+
+med = lambda name, k: statistics.median(x[k] for x in rows[name])
+mean = lambda name, k: statistics.fmean(x[k] for x in rows[name])
+summary = {}
+for name in rows:
+    if not rows[name]:
+        sys.exit(f"error: no post-warm-up steps of {name} in {out}")
+    summary[name] = {
+        "steps": len(rows[name]),
+        "median_step_s": med(name, "step_s"),
+        "median_gen_s": med(name, "gen_s"),
+        "median_update_s": med(name, "update_s"),
+        "mean_completion_tokens": mean(name, "completion_tokens_mean"),
+        "mean_reward": mean(name, "reward_mean"),
+        "peak_rss_gb": max(rss[name]),
+        # Step time per completion token generated and trained on (lengths are sampled, so
+        # this evens out steps whose completions happen to be longer or shorter).
+        "median_step_ms_per_token": statistics.median(
+            1e3 * x["step_s"] / (x["completion_tokens_mean"] * completions) for x in rows[name]),
+    }
+summary["reinforge"]["mean_rows_skipped_frac"] = mean("reinforge", "rows_skipped_frac")
+summary["trl"]["median_reward_s"] = med("trl", "reward_s")
+summary["ratio_step_reinforge_over_trl"] = summary["reinforge"]["median_step_s"] / summary["trl"]["median_step_s"]
+(out / "steps.json").write_text(json.dumps(rows, indent=1) + "\n")
+(out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+print(f"GRPO step on {pathlib.Path(s['model']).name}, CPU f32, {s['threads']} threads: "
+      f"{s['prompts']} prompts x {s['generations']} completions, at most {s['max_completion_length']} tokens, "
+      f"lr {s['lr']}; medians over {s['rounds']} round(s) x {s['steps']} steps after {s['warmup']} warm-up")
+print(f"{'':18} {'step':>9} {'generation':>11} {'update':>9} {'compl. tokens':>14} {'peak RSS':>9} {'step/token':>11}")
+for name, label in (("reinforge", "reinforge"), ("trl", f"TRL {s['trl']}")):
+    x = summary[name]
+    print(f"{label:18} {x['median_step_s']:8.2f}s {x['median_gen_s']:10.2f}s {x['median_update_s']:8.2f}s "
+          f"{x['mean_completion_tokens']:14.1f} {x['peak_rss_gb']:7.2f}GB {x['median_step_ms_per_token']:8.1f}ms")
+print(f"ratio reinforge / TRL (median step): {summary['ratio_step_reinforge_over_trl']:.3f}")
+print(f"(generation includes reward scoring; TRL's reward function took {summary['trl']['median_reward_s']*1e3:.1f} ms "
+      f"per step; reinforge skipped {100*summary['reinforge']['mean_rows_skipped_frac']:.0f}% of rows in the update "
+      f"(zero advantage, exact); mean reward reinforge {summary['reinforge']['mean_reward']:.2f}, "
+      f"TRL {summary['trl']['mean_reward']:.2f})")
+print(f"raw per-step JSON: {out}/steps.json, summary: {out}/summary.json")
+PY
