@@ -650,3 +650,44 @@ fn serve_rejects_bad_flags_at_once() {
         t.elapsed()
     );
 }
+
+/// A directory holding only a GGUF file names the file and how to convert it; a bad thread
+/// count names the flag.
+#[test]
+fn gguf_only_directory_and_bad_threads_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("SmolLM2-135M-Instruct.Q4_1.gguf"), b"GGUF").unwrap();
+    let pairs = tmp.path().join("pairs.jsonl");
+    std::fs::write(&pairs, "{\"prompt\": \"hi\", \"completion\": \"there\"}\n").unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    for cmd in ["generate", "score"] {
+        let extra: &[&str] = if cmd == "generate" {
+            &["--prompt", "hi"]
+        } else {
+            &["--input", pairs.to_str().unwrap()]
+        };
+        let mut args = vec![cmd, "--model", dir];
+        args.extend_from_slice(extra);
+        rejects(
+            &args,
+            &[
+                "SmolLM2-135M-Instruct.Q4_1.gguf",
+                "no config.json",
+                "convert_gguf.py",
+            ],
+        );
+    }
+    let model = fixture_model();
+    rejects(
+        &[
+            "generate",
+            "--model",
+            &model,
+            "--prompt",
+            "hi",
+            "--threads",
+            "0",
+        ],
+        &["--threads"],
+    );
+}

@@ -25,6 +25,9 @@ pub struct ModelArgs {
     /// Compute dtype: f32, bf16 or f16 (default: f32 on CPU, bf16 on CUDA).
     #[arg(long, value_parser = ["f32", "float32", "float", "bf16", "bfloat16", "f16", "float16", "half"])]
     pub dtype: Option<String>,
+    /// CPU threads of libtorch (default: libtorch's own choice, usually one per core).
+    #[arg(long, value_parser = count)]
+    pub threads: Option<usize>,
 }
 
 impl ModelArgs {
@@ -37,8 +40,11 @@ impl ModelArgs {
         Ok(opts)
     }
 
-    /// Loads the model and tokenizer.
+    /// Sets the thread count (when given), then loads the model and tokenizer.
     pub fn load(&self) -> Result<LoadedModel> {
+        if let Some(n) = self.threads {
+            reinforge_torch::runtime::set_threads(n);
+        }
         LoadedModel::load(&self.model, &self.load_options()?)
     }
 }

@@ -28,6 +28,7 @@ pub struct LoadedModel {
 impl LoadedModel {
     /// Loads `config.json`, the weights and the tokenizer files of `dir` with `opts`.
     pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Self> {
+        refuse_gguf_only(dir)?;
         let policy = Policy::load_with(dir, opts)
             .with_context(|| format!("loading the model in {}", dir.display()))?;
         let tokenizer = HfTokenizer::from_dir(dir)
@@ -123,4 +124,32 @@ fn user(text: &str) -> Message {
         role: "user".into(),
         content: text.into(),
     }
+}
+
+/// A directory holding a GGUF file but no `config.json` is a llama.cpp-style checkpoint:
+/// name it and the conversion, instead of a bare "No such file" for config.json.
+fn refuse_gguf_only(dir: &Path) -> Result<()> {
+    if dir.join("config.json").exists() {
+        return Ok(());
+    }
+    let gguf = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+        });
+    if let Some(file) = gguf {
+        bail!(
+            "{} holds a GGUF file ({}) but no config.json/model.safetensors: reinforge reads \
+             Hugging Face checkpoints. Convert it with transformers (pip install transformers gguf; \
+             AutoModelForCausalLM.from_pretrained(dir, gguf_file=name).save_pretrained(out)), \
+             as scripts/convert_gguf.py does",
+            dir.display(),
+            file.file_name().unwrap_or_default().to_string_lossy()
+        );
+    }
+    Ok(())
 }
