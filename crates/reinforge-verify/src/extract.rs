@@ -131,7 +131,7 @@ const ANCHORS: &[&str] = &[
     "answer is",
 ];
 
-fn last_anchor(lower: &str) -> Option<(usize, usize)> {
+pub(crate) fn last_anchor(lower: &str) -> Option<(usize, usize)> {
     let mut best: Option<(usize, usize)> = None;
     for a in ANCHORS {
         if let Some(p) = lower.rfind(a) {
@@ -406,7 +406,10 @@ pub(crate) fn marked(s: &str, latex: bool, stated: bool) -> Option<Extracted> {
             } else {
                 None
             };
-            if let Some(t) = stated_value.or_else(|| after_anchor(s, ae, latex)) {
+            // under the stated policy, the lenient reading must hold no prose ("3 because ...")
+            let lenient =
+                after_anchor(s, ae, latex).filter(|t| !stated || crate::stated::no_prose(t));
+            if let Some(t) = stated_value.or(lenient) {
                 return Some(Extracted {
                     text: t,
                     source: Source::Anchor,

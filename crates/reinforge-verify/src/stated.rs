@@ -19,7 +19,7 @@
 //! question and is refused wherever it was found outside a box. The lenient policy that also
 //! takes the last number or math segment is [`crate::AnswerPolicy::LastValue`].
 
-use crate::extract::{marked, prose_words, segment_at, segments, Extracted, Source};
+use crate::extract::{last_anchor, marked, prose_words, segment_at, segments, Extracted, Source};
 use crate::Target;
 
 /// Words that make a text a sentence rather than a bare answer.
@@ -61,6 +61,10 @@ pub fn extract_stated(
     if let Some(e) = marked(s, latex, true) {
         return Some(e);
     }
+    if last_anchor(&s.to_ascii_lowercase()).is_some() {
+        // an anchor whose answer cannot be read: no fallback to another number
+        return None;
+    }
     let w = words(s);
     let whole = only_answer(s, &w);
     if whole && w.is_empty() {
@@ -72,7 +76,9 @@ pub fn extract_stated(
         }
         return Some(whole_answer(s));
     }
-    let statement = last_sentence(s).and_then(|sent| final_statement(sent, latex));
+    let statement = last_sentence(s)
+        .and_then(|(sent, terminated)| final_statement(sent, terminated, latex))
+        .or_else(|| first_line_equation(s));
     match statement {
         Some(text) => Some(Extracted {
             text,
@@ -80,6 +86,15 @@ pub fn extract_stated(
         }),
         None => whole.then(|| whole_answer(s)),
     }
+}
+
+/// A first line that is only a variable-free equation with a value on the right (`1 + 4 = 5`
+/// before an explanation): its right-hand side. Used only when the last sentence states nothing.
+fn first_line_equation(s: &str) -> Option<String> {
+    let line = s.trim_start().lines().next()?.trim();
+    let rhs = closed_rhs(line);
+    let is_equation = rhs.len() < line.len() && words(line).is_empty();
+    (is_equation && is_value_text(rhs)).then(|| rhs.to_string())
 }
 
 /// "Label: value" as a whole response (one label of words, one colon): the value after it.
@@ -187,7 +202,8 @@ fn sentence_starts(t: &str) -> Vec<usize> {
 
 /// Chat-template tokens (`<|im_start|>`) end the response; a closing "I hope it is correct."
 /// is a courtesy, not the last sentence.
-pub fn last_sentence(s: &str) -> Option<&str> {
+/// Also says whether the sentence was terminated by `.`, `!` or `?` (not cut off).
+pub fn last_sentence(s: &str) -> Option<(&str, bool)> {
     let t = s[..s.find("<|").unwrap_or(s.len())].trim_end();
     let starts = sentence_starts(t);
     let mut k = starts.len() - 1;
@@ -202,10 +218,11 @@ pub fn last_sentence(s: &str) -> Option<&str> {
     }
     let end = starts.get(k + 1).copied().unwrap_or(t.len());
     let mut sent = t[starts[k]..end].trim();
-    if (sent.ends_with('.') && !sent.ends_with("..")) || sent.ends_with(['!', '?']) {
+    let terminated = (sent.ends_with('.') && !sent.ends_with("..")) || sent.ends_with(['!', '?']);
+    if terminated {
         sent = sent[..sent.len() - 1].trim_end();
     }
-    (!sent.is_empty()).then_some(sent)
+    (!sent.is_empty()).then_some((sent, terminated))
 }
 
 /// `t` without surrounding `$`, `$$`, `\(...\)`, `\[...\]` when they enclose all of it.
@@ -275,7 +292,9 @@ fn words_or_letters(t: &str) -> usize {
 /// The stated value of a last sentence: the sentence itself when it holds no words, else the
 /// value after its last statement word or `=` that is followed by one, else the value before
 /// "is the answer".
-fn final_statement(sent: &str, latex: bool) -> Option<String> {
+/// A unit word may follow the value only in a terminated sentence (`is 2 multiplied` may be cut
+/// off mid-phrase).
+fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> {
     if words(sent).is_empty() && sent.bytes().any(|c| c.is_ascii_digit()) {
         return Some(closed_rhs(strip_delimiters(sent)).to_string());
     }
@@ -286,7 +305,7 @@ fn final_statement(sent: &str, latex: bool) -> Option<String> {
         let (tail_words, limit) = if counts_things(sent, at) {
             (usize::MAX, usize::MAX)
         } else {
-            (1, MAX_CLOSING_WORDS)
+            (terminated as usize, MAX_CLOSING_WORDS)
         };
         if let Some((v, end)) = value_and_end(sent, at, latex, tail_words) {
             // the value must close the sentence: at most a short remark may follow
@@ -361,8 +380,13 @@ pub(crate) fn value_after(s: &str, at: usize, latex: bool) -> Option<String> {
 /// [`value_after`] allowing `tail_words` words after the value in its clause, with the byte
 /// offset where the value's clause ends.
 fn value_and_end(s: &str, at: usize, latex: bool, tail_words: usize) -> Option<(String, usize)> {
-    let rest = s[at..].trim_start_matches([' ', ':', '*', '\t']);
+    let rest = skip_adverb(s[at..].trim_start_matches([' ', ':', '*', '\t']));
     let at = s.len() - rest.len();
+    if let Some((n, len)) = number_word(rest) {
+        let tail = clause(&rest[len..]);
+        let ok = words(tail).len() <= tail_words && !tail.bytes().any(|c| c.is_ascii_digit());
+        return ok.then(|| (n.to_string(), at + len + tail.len()));
+    }
     if latex {
         if let Some((c, end)) = segment_at(s, at) {
             let tail = clause(&s[end..]);
@@ -382,6 +406,54 @@ fn value_and_end(s: &str, at: usize, latex: bool, tail_words: usize) -> Option<(
     let tail = &clause[split..];
     let tail_ok = words(tail).len() <= tail_words && !tail.bytes().any(|c| c.is_ascii_digit());
     (tail_ok && is_value_text(value)).then(|| (value.to_string(), at + clause.len()))
+}
+
+/// Adverbs between a statement word and its value ("is indeed 0", "is actually 10").
+const ADVERBS: &[&str] = &[
+    "indeed", "actually", "simply", "just", "exactly", "really", "clearly", "still", "also",
+];
+
+/// `t` without one leading adverb from [`ADVERBS`].
+fn skip_adverb(t: &str) -> &str {
+    let lower = t.get(..12.min(t.len())).unwrap_or(t).to_ascii_lowercase();
+    for a in ADVERBS {
+        if lower.starts_with(a) && t[a.len()..].starts_with(' ') {
+            return t[a.len()..].trim_start();
+        }
+    }
+    t
+}
+
+/// Number words a small model writes for small results.
+const NUMBER_WORDS: &[&str] = &[
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+];
+
+/// A number word (zero to twenty) at the start of `t`, as (value, byte length).
+fn number_word(t: &str) -> Option<(usize, usize)> {
+    let len = t.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
+    let w = t[..len].to_ascii_lowercase();
+    NUMBER_WORDS.iter().position(|x| *x == w).map(|n| (n, len))
 }
 
 /// `t` up to its first clause break: `,`/`;` followed by a space or the end, `!`, `?`, `(` after
@@ -445,6 +517,11 @@ const VALUE_COMMANDS: &[&str] = &[
     "\\right",
     "\\infty",
 ];
+
+/// Whether `t` has no prose words (math, numbers, `\text{}` bodies and labels only).
+pub(crate) fn no_prose(t: &str) -> bool {
+    words(t).is_empty()
+}
 
 /// Whether `t` is written as a single value: digits with number punctuation (grouping, decimal
 /// point, `/`, `%`, repeating-decimal marks, a leading sign), vulgar fractions and the LaTeX of
