@@ -103,8 +103,6 @@ pub fn digit_groups(s: &str) -> String {
     static DOTS: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"(^|[^\d.,])(\d{1,3}(?:\.\d{3}){2,})($|[^\d.]|\.(?:\s|$))").unwrap()
     });
-    static THIN: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"(\d)[\u{2009}\u{202F}\u{00A0}](\d{3})").unwrap());
     let digits_only = |c: &Captures| {
         let d: String = c[2].chars().filter(|x| x.is_ascii_digit()).collect();
         format!("{}{}{}", &c[1], d, &c[3])
@@ -112,7 +110,24 @@ pub fn digit_groups(s: &str) -> String {
     let s = INDIAN.replace_all(s, digits_only);
     let s = APOSTROPHE.replace_all(&s, digits_only);
     let s = DOTS.replace_all(&s, digits_only);
-    THIN.replace_all(&s, "$1 $2").into_owned()
+    thin_spaces_to_spaces(&s)
+}
+
+/// Thin, narrow no-break and no-break spaces between digits as plain spaces.
+fn thin_spaces_to_spaces(s: &str) -> String {
+    let c: Vec<char> = s.chars().collect();
+    let digit = |i: Option<usize>| i.and_then(|i| c.get(i)).is_some_and(|d| d.is_ascii_digit());
+    c.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            let thin = matches!(x, '\u{2009}' | '\u{202F}' | '\u{00A0}');
+            if thin && digit(i.checked_sub(1)) && digit(Some(i + 1)) {
+                ' '
+            } else {
+                x
+            }
+        })
+        .collect()
 }
 
 /// Unicode vulgar fractions (`½`, `3¾`) as exact fractions; a preceding integer is a mixed number.
@@ -212,6 +227,7 @@ mod tests {
             "left to the thousands rule"
         );
         assert_eq!(digit_groups("(1,10)"), "(1,10)");
+        assert_eq!(digit_groups("1\u{2009}000\u{2009}000"), "1 000 000");
     }
 
     #[test]
