@@ -8,7 +8,9 @@
 //!    compares the right-hand side when one side is an equation with a symbol on the left;
 //! 4. collections: sets and bare lists without order, tuples and matrices with order;
 //! 5. relations: `l - r` of both sides proportional (positive factor for inequalities);
-//! 6. numbers: exact rationals first; otherwise evaluation at random points with relative
+//! 6. numbers: exact rationals first; rational arithmetic too large to evaluate exactly is
+//!    undecided (not equal, [`Ctx::undecided`]) unless both sides are the same expression; a float
+//!    that overflows is undecided too; otherwise evaluation at random points with relative
 //!    tolerance; decimal tolerance only when one side is a decimal literal, scaled to its digits.
 
 use crate::eval::{approx, exact, has_marker, too_large, Mode};

@@ -1,7 +1,8 @@
 //! Evaluation of expression trees: exact (bounded rationals) and floating point.
 //!
-//! Exact evaluation is attempted first; anything irrational, symbolic or too large falls back
-//! to `f64` evaluation. Uninterpreted functions (`f(x)`) evaluate to a fixed smooth
+//! Exact evaluation is attempted first; anything irrational or symbolic falls back to `f64`
+//! evaluation. Rational arithmetic that is merely too large ([`too_large`]) does not: its
+//! comparison is undecided. Uninterpreted functions (`f(x)`) evaluate to a fixed smooth
 //! pseudo-random function of their arguments, so `f(a) = f(b)` comparisons behave like
 //! comparisons of unknown functions.
 

@@ -11,9 +11,19 @@
 //! assert_eq!(v.status, Status::Correct);
 //! ```
 //!
-//! Modules: [`extract`] (finding the answer), [`normalize`] + [`lexer`] + [`parser`] (text to
-//! [`expr::Expr`]), [`number`] (bounded rationals), [`eval`], [`series`] (ellipsis sums and products), [`realset`], [`equiv`]
-//! (equivalence policies), [`verdict`], [`cli`].
+//! Free text is read conservatively: only a *stated* final answer of a prediction counts (a box,
+//! an "answer is" anchor, a response that is only the answer, or a final "= N" / "is N" statement
+//! in the last sentence; see [`stated`] and docs/verifier.md). A response that states none scores
+//! 0, and plain arithmetic that merely repeats the question (`7-3`) is not an answer. Exact
+//! arithmetic stays exact; a comparison too large to decide exactly is "cannot decide"
+//! ([`Verdict::cannot_decide`]), never "equal".
+//!
+//! Modules: [`extract`] (boxes, anchors, the lenient reading used for gold answers), [`stated`]
+//! (the stated-answer policy for predictions), [`choice`] (multiple-choice letters),
+//! [`numeral`] (mixed numbers, repeating decimals, digit grouping), [`normalize`] + [`lexer`] +
+//! [`parser`] (text to [`expr::Expr`]), [`number`] (bounded rationals), [`eval`], [`series`]
+//! (ellipsis sums and products), [`realset`], [`equiv`] (equivalence policies), [`verdict`],
+//! [`cli`].
 
 pub mod choice;
 pub mod cli;
