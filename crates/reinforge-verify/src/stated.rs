@@ -449,9 +449,13 @@ const NUMBER_WORDS: &[&str] = &[
     "twenty",
 ];
 
-/// A number word (zero to twenty) at the start of `t`, as (value, byte length).
+/// A number word (zero to twenty) at the start of `t`, as (value, byte length); not the start
+/// of a longer phrase such as "one-third" or "one/two".
 fn number_word(t: &str) -> Option<(usize, usize)> {
     let len = t.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
+    if t[len..].starts_with(['-', '/', '\'']) {
+        return None;
+    }
     let w = t[..len].to_ascii_lowercase();
     NUMBER_WORDS.iter().position(|x| *x == w).map(|n| (n, len))
 }
@@ -466,7 +470,7 @@ fn clause(t: &str) -> &str {
             b',' | b';' => next_space,
             b'.' => next_space && (i == 0 || b[i - 1] != b'.'),
             b'!' | b'?' | b'\n' => true,
-            b'(' => i > 0 && b[i - 1] == b' ' && i > 1,
+            b'(' => i > 0 && b[i - 1] == b' ',
             _ => false,
         };
         if brk {
@@ -584,6 +588,9 @@ mod tests {
             Some("10.5")
         );
         assert_eq!(stated("1 + 8 = 9").as_deref(), Some("9"));
+        assert_eq!(stated("0 * 1 = zero.").as_deref(), Some("0"));
+        assert_eq!(stated("So 0 * 3 is indeed 0.").as_deref(), Some("0"));
+        assert_eq!(stated("The answer is one-third."), None);
     }
 
     #[test]
