@@ -27,10 +27,27 @@ const VERBS: &[&str] = &[
     "is", "are", "was", "were", "equals", "equal", "get", "gets", "got", "gives", "makes", "be",
 ];
 
-/// Word forms after which a value is stated ("is 27", "equals 27", "you get 27").
+/// Word forms after which a value is stated ("is 27", "equals 27", "you get 27"); the
+/// conclusion words ("Therefore, 12.") state a value only when it fills their clause.
 const STATEMENT_WORDS: &[&str] = &[
-    "is", "are", "was", "equals", "equal to", "get", "gets", "got", "gives", "makes", "it's",
-    "that's", "it’s", "that’s",
+    "is",
+    "are",
+    "was",
+    "equals",
+    "equal to",
+    "get",
+    "gets",
+    "got",
+    "gives",
+    "makes",
+    "it's",
+    "that's",
+    "it’s",
+    "that’s",
+    "therefore",
+    "thus",
+    "hence",
+    "so",
 ];
 
 /// Currency signs around a stated amount ("1,000.99€", "$5" written without math).
@@ -194,7 +211,13 @@ fn sentence_starts(t: &str) -> Vec<usize> {
             _ => false,
         };
         if boundary && !inside {
-            out.push(i + 1);
+            // ". \n" is one break: a blank stretch since the last start moves that start
+            let last = out.len() - 1;
+            if t[out[last]..i].trim().is_empty() {
+                out[last] = i + 1;
+            } else {
+                out.push(i + 1);
+            }
         }
     }
     out
@@ -380,7 +403,7 @@ pub(crate) fn value_after(s: &str, at: usize, latex: bool) -> Option<String> {
 /// [`value_after`] allowing `tail_words` words after the value in its clause, with the byte
 /// offset where the value's clause ends.
 fn value_and_end(s: &str, at: usize, latex: bool, tail_words: usize) -> Option<(String, usize)> {
-    let rest = skip_adverb(s[at..].trim_start_matches([' ', ':', '*', '\t']));
+    let rest = skip_adverb(s[at..].trim_start_matches([' ', ':', ',', '*', '\t']));
     let at = s.len() - rest.len();
     if let Some((n, len)) = number_word(rest) {
         let tail = clause(&rest[len..]);
@@ -502,6 +525,8 @@ fn first_word(t: &str) -> Option<usize> {
 
 /// LaTeX commands a written value may contain.
 const VALUE_COMMANDS: &[&str] = &[
+    "\\times",
+    "\\cdot",
     "\\frac",
     "\\dfrac",
     "\\tfrac",
@@ -541,7 +566,7 @@ pub fn is_value_text(t: &str) -> bool {
     }
     rest.chars().all(|c| {
         c.is_ascii_digit()
-            || " .,'’/%()-+−…{}^_\u{2009}\u{202F}\u{00A0}".contains(c)
+            || " .,'’/%()-+−…{}^_*×·\u{2009}\u{202F}\u{00A0}".contains(c)
             || "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞π".contains(c)
     })
 }
@@ -591,6 +616,16 @@ mod tests {
         assert_eq!(stated("0 * 1 = zero.").as_deref(), Some("0"));
         assert_eq!(stated("So 0 * 3 is indeed 0.").as_deref(), Some("0"));
         assert_eq!(stated("The answer is one-third."), None);
+        assert_eq!(
+            stated("Therefore, 12.\nI hope it is correct.").as_deref(),
+            Some("12")
+        );
+        assert_eq!(stated("so 5 apples are left over"), None);
+        assert_eq!(
+            stated("It is 2 \\times 10^{-10} m.").as_deref(),
+            Some("2 \\times 10^{-10}")
+        );
+        assert_eq!(stated("It is 3 \\times 9."), None, "unevaluated");
     }
 
     #[test]
