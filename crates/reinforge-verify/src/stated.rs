@@ -1,17 +1,22 @@
 //! The default extraction policy for predictions: only a *stated* final answer counts.
 //!
-//! A reward that a policy can game is worse than none, so free text is read conservatively. In
-//! order of precedence, the final answer of a response is:
+//! A reward that a policy can game is worse than none, so free text is read conservatively
+//! (docs/verifier.md has the same list with more examples). In order of precedence, the final
+//! answer of a response is:
 //!
 //! 1. the last `\boxed{}` group, or the value after the last "answer is" / "answer:" anchor,
-//!    whichever comes later ("The answer is 4, not 5" states 4);
-//! 2. the whole response, when it is only an answer (no sentence verbs, at most two prose words):
+//!    whichever comes later ("The answer is 4, not 5" states 4); an anchor whose value cannot be
+//!    read states nothing (no fallback);
+//! 2. the whole response, when it is only math (no prose words outside `\text{}` and labels):
 //!    `27`, `\frac{1}{2}`, `x = 3`; a variable-free equation states its right-hand side
 //!    (`1 + 8 = 9` states 9);
 //! 3. a final statement in the last sentence: the value after its last `=`, "is", "equals",
-//!    "equal to", "get(s)", "gives" or "makes" whose right-hand side is a value ("It is 27",
-//!    "So 3*9 = 27.", "3 + 4 = 7, easy." state 27, 27 and 7; "5-0 is 500." states 500), or
-//!    "N is the answer"; a last sentence that holds only a value or an equation states it.
+//!    "equal to", "get(s)", "gives", "makes", "it's", "therefore", "so", ... whose right-hand
+//!    side is a value that closes the sentence ("It is 27", "So 3*9 = 27.", "3 + 4 = 7, easy."
+//!    state 27, 27 and 7; "5-0 is 500." states 500), "N is the answer", a last sentence that is
+//!    only a value or an equation, or a math segment that closes the last sentence;
+//! 4. a first line that is only a variable-free equation, when the last sentence states nothing;
+//! 5. the whole response, when it is a short answer with words but no sentence.
 //!
 //! Anything else states no answer and scores 0: numbers inside working that never states a
 //! result, a truncated last sentence, "7-3 is an imaginary number" (no value after "is"). A
@@ -27,8 +32,8 @@ const VERBS: &[&str] = &[
     "is", "are", "was", "were", "equals", "equal", "get", "gets", "got", "gives", "makes", "be",
 ];
 
-/// Word forms after which a value is stated ("is 27", "equals 27", "you get 27"); the
-/// conclusion words ("Therefore, 12.") state a value only when it fills their clause.
+/// Word forms after which a value is stated ("is 27", "equals 27", "you get 27", and the
+/// conclusion words of "Therefore, 12.").
 const STATEMENT_WORDS: &[&str] = &[
     "is",
     "are",
