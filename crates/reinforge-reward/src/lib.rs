@@ -17,6 +17,9 @@
 //! # label_field = "answer" # the label is a JSON object; use this field of it
 //! [components.accuracy.options]   # verifier options, Math-Verify's names
 //! float_rounding = 6
+//! # answer_policy = "stated"      # default: only a stated final answer counts (boxed, "answer
+//! #                               # is", the whole response, a final "= N"/"is N"); see
+//! #                               # docs/verifier.md. "last_value" also takes the last number.
 //!
 //! [components.format]
 //! type = "format"          # regex searched in the response (Rust regex syntax)

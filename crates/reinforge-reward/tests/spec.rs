@@ -155,6 +155,33 @@ fn default_spec_is_math_and_total_score_without_accuracy() {
     assert_eq!((s[0].score, s[1].score), (0.5, -0.5));
 }
 
+#[test]
+fn default_math_reward_credits_only_a_stated_answer() {
+    let reward = Reward::new(RewardSpec::default(), None).unwrap();
+    let scores: Vec<f64> = reward
+        .score(&[
+            sample("It is 27", Some("27")),
+            sample("3 + 4 = 7, easy.", Some("7")),
+            sample("5-0 is 500.", Some("5")),
+            sample("7-3 is an imaginary number, in a way.", Some("4")),
+        ])
+        .unwrap()
+        .iter()
+        .map(|s| s.total)
+        .collect();
+    assert_eq!(scores, [1.0, 1.0, 0.0, 0.0]);
+    // the lenient extraction stays available as an option
+    let spec = RewardSpec::from_toml(
+        "[components.m]\ntype = \"math\"\n[components.m.options]\nanswer_policy = \"last_value\"\n",
+    )
+    .unwrap();
+    let s = Reward::new(spec, None)
+        .unwrap()
+        .score(&[sample("7-3 is an imaginary number, in a way.", Some("4"))])
+        .unwrap();
+    assert_eq!(s[0].total, 1.0);
+}
+
 /// Needs a working sandbox (Linux namespaces and a Python 3 for it).
 #[test]
 fn code_tests_run_in_the_sandbox() {

@@ -18,8 +18,10 @@ use std::time::Instant;
 /// keys such as `extraction_targets`, `float_rounding`, `strict`, plus `percent`, `degrees`,
 /// `text_containment`), writes one verdict per line with `id`, `correct`, `status`
 /// (correct / incorrect / unparsable_pred / unparsable_gold), `reason` and `micros` (time spent
-/// on that line). The prediction may be a whole response: its final answer is taken from the
-/// last `\boxed{}` group, "final answer is", "Answer:", or the last math segment/number.
+/// on that line). The prediction may be a whole response: only a stated final answer counts (the
+/// last `\boxed{}` group, "final answer is", "Answer:", a response that is only the answer, or a
+/// final "= N" / "is N" statement in the last sentence; `answer_policy: "last_value"` also takes
+/// the last math segment or number).
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct VerifyArgs {

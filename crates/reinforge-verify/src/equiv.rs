@@ -8,10 +8,12 @@
 //!    compares the right-hand side when one side is an equation with a symbol on the left;
 //! 4. collections: sets and bare lists without order, tuples and matrices with order;
 //! 5. relations: `l - r` of both sides proportional (positive factor for inequalities);
-//! 6. numbers: exact rationals first; otherwise evaluation at random points with relative
+//! 6. numbers: exact rationals first; rational arithmetic too large to evaluate exactly is
+//!    undecided (not equal, [`Ctx::undecided`]) unless both sides are the same expression; a float
+//!    that overflows is undecided too; otherwise evaluation at random points with relative
 //!    tolerance; decimal tolerance only when one side is a decimal literal, scaled to its digits.
 
-use crate::eval::{approx, exact, has_marker, Mode};
+use crate::eval::{approx, exact, has_marker, too_large, Mode};
 use crate::expr::{Const, Expr, RelOp};
 use crate::number;
 use crate::realset::{self, RealSet};
@@ -28,6 +30,7 @@ pub const WORK_BUDGET: u32 = 20_000;
 pub struct Ctx<'a> {
     pub opts: &'a Options,
     work: Cell<u32>,
+    undecided: Cell<bool>,
 }
 
 impl<'a> Ctx<'a> {
@@ -36,7 +39,12 @@ impl<'a> Ctx<'a> {
         Ctx {
             opts,
             work: Cell::new(0),
+            undecided: Cell::new(false),
         }
+    }
+    /// Whether some comparison was too large to decide exactly (and so answered "not equal").
+    pub fn undecided(&self) -> bool {
+        self.undecided.get()
     }
     pub(crate) fn tick(&self, n: u32) -> bool {
         self.work.set(self.work.get().saturating_add(n));
@@ -608,6 +616,12 @@ fn modes(a: &Expr, b: &Expr, o: &Options) -> Vec<Mode> {
     out
 }
 
+/// A non-finite float value of an expression that does not mention infinity: an overflow, so
+/// the float comparison cannot decide.
+fn overflowed(v: f64, e: &Expr) -> bool {
+    v.is_infinite() && !e.any(&|x| matches!(x, Expr::Const(Const::Inf)))
+}
+
 /// Scalar equivalence under the percent/degree policies.
 pub fn scalar_eq(a: &Expr, b: &Expr, c: &Ctx) -> bool {
     if !c.tick(1) {
@@ -653,12 +667,21 @@ fn scalar_eq_mode(a: &Expr, b: &Expr, m: Mode, c: &Ctx) -> bool {
         let (fx, fy) = (number::to_f64(&x), number::to_f64(&y));
         return close(fx, fy, tol, rounding) || truncated(fx, fy);
     }
+    if too_large(a, m) || too_large(b, m) {
+        // exact arithmetic refused the size; floating point would round the difference away
+        c.undecided.set(true);
+        return a == b;
+    }
     let mut va = vec![];
     a.vars(&mut va);
     let mut vb = vec![];
     b.vars(&mut vb);
     if va.is_empty() && vb.is_empty() {
         let (fx, fy) = (approx(a, &[], m), approx(b, &[], m));
+        if overflowed(fx, a) || overflowed(fy, b) {
+            c.undecided.set(true);
+            return false;
+        }
         return close(fx, fy, tol, rounding)
             || (fx.is_finite() && fy.is_finite() && truncated(fx, fy));
     }

@@ -1,7 +1,8 @@
 //! Evaluation of expression trees: exact (bounded rationals) and floating point.
 //!
-//! Exact evaluation is attempted first; anything irrational, symbolic or too large falls back
-//! to `f64` evaluation. Uninterpreted functions (`f(x)`) evaluate to a fixed smooth
+//! Exact evaluation is attempted first; anything irrational or symbolic falls back to `f64`
+//! evaluation. Rational arithmetic that is merely too large ([`too_large`]) does not: its
+//! comparison is undecided. Uninterpreted functions (`f(x)`) evaluate to a fixed smooth
 //! pseudo-random function of their arguments, so `f(a) = f(b)` comparisons behave like
 //! comparisons of unknown functions.
 
@@ -76,6 +77,37 @@ pub fn exact(e: &Expr, m: Mode) -> Option<Rat> {
         }
         _ => return None,
     })
+}
+
+/// Whether `e` holds rational arithmetic that is exact in principle but beyond the size limits
+/// of [`number`] (a power tower such as `2^{2^{100}}`, a huge factorial). Such a value cannot be
+/// compared in floating point without losing the difference, so its comparison is undecided.
+pub fn too_large(e: &Expr, m: Mode) -> bool {
+    e.any(&|x| node_too_large(x, m))
+}
+
+/// One node whose operands all evaluate exactly but which does not, for size alone (not
+/// irrationality or division by zero).
+fn node_too_large(e: &Expr, m: Mode) -> bool {
+    let all_exact = |v: &[&Expr]| v.iter().all(|x| exact(x, m).is_some());
+    let refused = || exact(e, m).is_none();
+    match e {
+        Expr::Neg(a) | Expr::Percent(a) => all_exact(&[a]) && refused(),
+        Expr::Add(v) | Expr::Mul(v) => all_exact(&v.iter().collect::<Vec<_>>()) && refused(),
+        Expr::Div(a, b) | Expr::Ratio(a, b) => {
+            exact(b, m).is_some_and(|d| !d.is_zero()) && all_exact(&[a]) && refused()
+        }
+        Expr::Pow(a, b) => match (exact(a, m), exact(b, m)) {
+            (Some(base), Some(p)) => {
+                p.is_integer() && !(base.is_zero() && p.is_negative()) && refused()
+            }
+            _ => false,
+        },
+        Expr::Func(f, args) if f == "fact" && args.len() == 1 => {
+            exact(&args[0], m).is_some_and(|n| n.is_integer() && !n.is_negative()) && refused()
+        }
+        _ => false,
+    }
 }
 
 fn hash_name(s: &str) -> u64 {

@@ -26,6 +26,8 @@ pub enum Source {
     Number,
     /// A multiple-choice letter.
     Letter,
+    /// A final "= N" / "is N" statement in the last sentence ([`crate::stated`]).
+    Statement,
 }
 
 /// An extracted answer string.
@@ -129,7 +131,7 @@ const ANCHORS: &[&str] = &[
     "answer is",
 ];
 
-fn last_anchor(lower: &str) -> Option<(usize, usize)> {
+pub(crate) fn last_anchor(lower: &str) -> Option<(usize, usize)> {
     let mut best: Option<(usize, usize)> = None;
     for a in ANCHORS {
         if let Some(p) = lower.rfind(a) {
@@ -143,7 +145,7 @@ fn last_anchor(lower: &str) -> Option<(usize, usize)> {
 }
 
 /// The math segment starting at `i` (after optional spaces), if any: (content, end).
-fn segment_at(s: &str, i: usize) -> Option<(String, usize)> {
+pub(crate) fn segment_at(s: &str, i: usize) -> Option<(String, usize)> {
     let t = &s[i..];
     let off = t.len() - t.trim_start().len();
     let t = t.trim_start();
@@ -167,7 +169,7 @@ fn segment_at(s: &str, i: usize) -> Option<(String, usize)> {
 }
 
 /// All math segments `(start, end, content)`.
-fn segments(s: &str) -> Vec<(usize, usize, String)> {
+pub(crate) fn segments(s: &str) -> Vec<(usize, usize, String)> {
     let mut out = vec![];
     let b = s.as_bytes();
     let mut i = 0;
@@ -264,7 +266,7 @@ fn balance(run: &str) -> String {
 }
 
 /// Number of plain prose words (letters-only runs of 3+ outside `$...$` and commands).
-fn prose_words(s: &str) -> usize {
+pub(crate) fn prose_words(s: &str) -> usize {
     let mut n = 0;
     let mut in_math = false;
     let b = s.as_bytes();
@@ -308,7 +310,9 @@ fn prose_words(s: &str) -> usize {
     n
 }
 
-/// Extracts the final answer of `s` for the given extraction targets.
+/// Extracts the final answer of `s` for the given extraction targets, with the lenient policy
+/// used for gold answers (and for predictions under [`crate::AnswerPolicy::LastValue`]): after
+/// boxes and anchors, a whole-input answer, else the last math segment or plain number.
 pub fn extract(
     s: &str,
     targets: &[Target],
@@ -319,44 +323,8 @@ pub fn extract(
         return extract_letter(s, choices, lowercase);
     }
     let latex = targets.contains(&Target::Latex);
-    let lower = s.to_ascii_lowercase();
-    let boxes = if latex { box_contents(s) } else { vec![] };
-    // group trailing boxes joined by connectors
-    let mut group: Vec<&(usize, usize, String)> = vec![];
-    for bx in boxes.iter().rev() {
-        if let Some(first) = group.last() {
-            if bx.1 <= first.0 && is_connector(&s[bx.1..first.0]) {
-                group.push(bx);
-                continue;
-            }
-            break;
-        }
-        group.push(bx);
-    }
-    group.reverse();
-    let anchor = last_anchor(&lower);
-    let box_start = group.first().map(|b| b.0);
-    match (anchor, box_start) {
-        (Some((_, ae)), bs) if bs.is_none_or(|b| ae > b) => {
-            if let Some(t) = after_anchor(s, ae, latex) {
-                return Some(Extracted {
-                    text: t,
-                    source: Source::Anchor,
-                });
-            }
-        }
-        _ => {}
-    }
-    if !group.is_empty() {
-        let text = group
-            .iter()
-            .map(|b| b.2.as_str())
-            .collect::<Vec<_>>()
-            .join(" , ");
-        return Some(Extracted {
-            text,
-            source: Source::Boxed(group.len()),
-        });
+    if let Some(e) = marked(s, latex, false) {
+        return Some(e);
     }
     if !latex {
         return last_number(s).map(|(_, t)| Extracted {
@@ -408,6 +376,60 @@ pub fn extract(
         }),
         (None, None) => None,
     }
+}
+
+/// The answer marked as final: the last `\boxed{}` group (boxes joined by connectors) or the
+/// text after the last "answer is" / "answer:" anchor, whichever comes later. `stated` selects
+/// the conservative reading of plain text after an anchor ([`crate::stated::value_after`]).
+pub(crate) fn marked(s: &str, latex: bool, stated: bool) -> Option<Extracted> {
+    let lower = s.to_ascii_lowercase();
+    let boxes = if latex { box_contents(s) } else { vec![] };
+    // group trailing boxes joined by connectors
+    let mut group: Vec<&(usize, usize, String)> = vec![];
+    for bx in boxes.iter().rev() {
+        if let Some(first) = group.last() {
+            if bx.1 <= first.0 && is_connector(&s[bx.1..first.0]) {
+                group.push(bx);
+                continue;
+            }
+            break;
+        }
+        group.push(bx);
+    }
+    group.reverse();
+    let anchor = last_anchor(&lower);
+    let box_start = group.first().map(|b| b.0);
+    match (anchor, box_start) {
+        (Some((_, ae)), bs) if bs.is_none_or(|b| ae > b) => {
+            let stated_value = if stated {
+                crate::stated::value_after(s, ae, latex)
+            } else {
+                None
+            };
+            // under the stated policy, the lenient reading must hold no prose ("3 because ...")
+            let lenient =
+                after_anchor(s, ae, latex).filter(|t| !stated || crate::stated::no_prose(t));
+            if let Some(t) = stated_value.or(lenient) {
+                return Some(Extracted {
+                    text: t,
+                    source: Source::Anchor,
+                });
+            }
+        }
+        _ => {}
+    }
+    if group.is_empty() {
+        return None;
+    }
+    let text = group
+        .iter()
+        .map(|b| b.2.as_str())
+        .collect::<Vec<_>>()
+        .join(" , ");
+    Some(Extracted {
+        text,
+        source: Source::Boxed(group.len()),
+    })
 }
 
 /// The answer after an anchor: a math segment, else the sentence (reduced to what follows its

@@ -11,10 +11,21 @@
 //! assert_eq!(v.status, Status::Correct);
 //! ```
 //!
-//! Modules: [`extract`] (finding the answer), [`normalize`] + [`lexer`] + [`parser`] (text to
-//! [`expr::Expr`]), [`number`] (bounded rationals), [`eval`], [`series`] (ellipsis sums and products), [`realset`], [`equiv`]
-//! (equivalence policies), [`verdict`], [`cli`].
+//! Free text is read conservatively: only a *stated* final answer of a prediction counts (a box,
+//! an "answer is" anchor, a response that is only the answer, or a final "= N" / "is N" statement
+//! in the last sentence; see [`stated`] and docs/verifier.md). A response that states none scores
+//! 0, and plain arithmetic that merely repeats the question (`7-3`) is not an answer. Exact
+//! arithmetic stays exact; a comparison too large to decide exactly is "cannot decide"
+//! ([`Verdict::cannot_decide`]), never "equal".
+//!
+//! Modules: [`extract`] (boxes, anchors, the lenient reading used for gold answers), [`stated`]
+//! (the stated-answer policy for predictions), [`choice`] (multiple-choice letters),
+//! [`numeral`] (mixed numbers, repeating decimals, digit grouping), [`normalize`] + [`lexer`] +
+//! [`parser`] (text to [`expr::Expr`]), [`number`] (bounded rationals), [`eval`], [`series`]
+//! (ellipsis sums and products), [`realset`], [`equiv`] (equivalence policies), [`verdict`],
+//! [`cli`].
 
+pub mod choice;
 pub mod cli;
 pub mod equiv;
 pub mod eval;
@@ -23,10 +34,12 @@ pub mod extract;
 pub mod lexer;
 pub mod normalize;
 pub mod number;
+pub mod numeral;
 pub mod parser;
 pub mod realset;
 pub mod sample;
 pub mod series;
+pub mod stated;
 pub mod verdict;
 
 pub use verdict::{Status, Verdict};
@@ -74,6 +87,20 @@ pub enum DegreePolicy {
     Number,
 }
 
+/// Which final answer of a prediction counts (gold answers are always read leniently).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerPolicy {
+    /// Only a stated answer: boxed, after an anchor, the whole response, or a final "= N" /
+    /// "is N" statement in the last sentence; unevaluated arithmetic is refused. Default. See
+    /// [`stated`].
+    #[default]
+    Stated,
+    /// Also the last math segment or plain number anywhere in the response (Math-Verify's
+    /// fallback, and this verifier's behaviour before the stated policy). Gameable on free text.
+    LastValue,
+}
+
 /// Multiple-choice settings (Math-Verify's `StringExtractionConfig`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -119,6 +146,8 @@ pub struct Options {
     pub decimal_comma: Option<bool>,
     /// Multiple-choice settings.
     pub string_extraction: StringExtraction,
+    /// Which final answer of a prediction counts.
+    pub answer_policy: AnswerPolicy,
 }
 
 impl Default for Options {
@@ -133,6 +162,7 @@ impl Default for Options {
             decimal_truncation: true,
             decimal_comma: None,
             string_extraction: StringExtraction::default(),
+            answer_policy: AnswerPolicy::Stated,
         }
     }
 }
@@ -224,6 +254,7 @@ pub fn parse_answer(s: &str, opts: &Options) -> Result<expr::Expr, String> {
         return Err("answer too long".into());
     }
     let s = normalize::repair_escapes(s);
+    let s = numeral::rewrite(&s);
     let s = normalize::canonical(&s);
     let s = fix_numbers(s.trim(), opts.decimal_comma());
     let toks = lexer::lex(&s).ok_or("too many tokens or unbalanced text")?;
@@ -237,7 +268,31 @@ fn count_items(e: &expr::Expr) -> usize {
     }
 }
 
+/// The prediction's final answer under the options' [`AnswerPolicy`].
+fn extract_pred(pred: &str, opts: &Options) -> Option<extract::Extracted> {
+    let (t, se) = (&opts.extraction_targets, &opts.string_extraction);
+    match opts.answer_policy {
+        AnswerPolicy::Stated => stated::extract_stated(pred, t, &se.strings, se.lowercase),
+        AnswerPolicy::LastValue => extract::extract(pred, t, &se.strings, se.lowercase),
+    }
+}
+
+/// Verdict of a multiple-choice comparison (`pred` is the stated letter, if any).
+fn choice_verdict(gold: &str, pred: Option<String>) -> Verdict {
+    match pred {
+        Some(p) if p == gold => Verdict::new(Status::Correct, "same choice"),
+        Some(_) => Verdict::new(Status::Incorrect, "different choice"),
+        None => Verdict::new(Status::UnparsablePred, "no stated choice in prediction"),
+    }
+}
+
 /// Checks `pred` (a response or a bare answer) against `gold`.
+///
+/// The gold's answer is extracted leniently (it is trusted); the prediction's under
+/// [`Options::answer_policy`], by default only a *stated* final answer (see [`stated`]): a
+/// response that states none scores [`Status::UnparsablePred`]. Numbers are compared exactly at
+/// any size; a comparison too large to decide exactly is [`Verdict::cannot_decide`], never
+/// "equal".
 pub fn verify(gold: &str, pred: &str, opts: &Options) -> Verdict {
     if gold.len() > MAX_INPUT_BYTES {
         return Verdict::new(Status::UnparsableGold, "gold longer than the input limit");
@@ -255,9 +310,23 @@ pub fn verify(gold: &str, pred: &str, opts: &Options) -> Verdict {
     let Some(g) = extract::extract(gold, t, &se.strings, se.lowercase) else {
         return Verdict::new(Status::UnparsableGold, "no answer found in gold");
     };
-    let Some(p) = extract::extract(pred, t, &se.strings, se.lowercase) else {
-        return Verdict::new(Status::UnparsablePred, "no answer found in prediction");
+    if t.as_slice() != [Target::String] {
+        if let Some(gl) = choice::gold_letter(gold, se) {
+            return choice_verdict(&gl, choice::stated_letter(pred, se));
+        }
+    }
+    let Some(p) = extract_pred(pred, opts) else {
+        return Verdict::new(Status::UnparsablePred, "no stated answer in prediction");
     };
+    if opts.answer_policy == AnswerPolicy::Stated
+        && !matches!(p.source, extract::Source::Boxed(_))
+        && stated::unevaluated(&p.text)
+    {
+        return Verdict::new(
+            Status::UnparsablePred,
+            "unevaluated arithmetic is not a stated answer",
+        );
+    }
     if t.as_slice() == [Target::String] {
         let n = |x: &str| {
             if se.lowercase {
@@ -290,6 +359,8 @@ pub fn verify(gold: &str, pred: &str, opts: &Options) -> Verdict {
     }
     if equiv::equivalent(&ge, &pe, &ctx) {
         Verdict::new(Status::Correct, "equivalent")
+    } else if ctx.undecided() {
+        Verdict::cannot_decide("too large to compare exactly")
     } else if matches!(p.source, extract::Source::Boxed(n) if n > 1)
         && count_items(&equiv::prep(&ge)) == 1
     {

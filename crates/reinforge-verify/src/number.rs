@@ -2,8 +2,9 @@
 //!
 //! Every operation checks the size of its result: numbers whose numerator or denominator would
 //! exceed [`MAX_BITS`] bits are refused (`None`) instead of computed. This is what replaces
-//! timeouts for "power towers" and other size blow-ups: an exact evaluation that would be too large
-//! simply falls back to floating-point evaluation, which is bounded by construction.
+//! timeouts for "power towers" and other size blow-ups. A refused value is never compared in
+//! floating point (where `2^{2^{100}}` and `2^{2^{100}}+1` round to the same infinity): the
+//! comparison is undecided ([`crate::eval::too_large`]) and scores 0.
 
 use num_bigint::BigInt;
 use num_rational::BigRational;

@@ -21,6 +21,10 @@ pub enum Status {
 pub struct Verdict {
     pub status: Status,
     pub reason: String,
+    /// The comparison was too large to decide exactly (huge powers, factorials): scored as
+    /// [`Status::Incorrect`], never as equal.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undecided: bool,
 }
 
 impl Verdict {
@@ -29,6 +33,15 @@ impl Verdict {
         Verdict {
             status,
             reason: reason.to_string(),
+            undecided: false,
+        }
+    }
+    /// "Cannot decide": an exact comparison that would exceed the size limits. Scores 0.
+    pub fn cannot_decide(reason: &str) -> Self {
+        Verdict {
+            status: Status::Incorrect,
+            reason: format!("cannot decide: {reason}"),
+            undecided: true,
         }
     }
     /// Whether the reward should be positive.
