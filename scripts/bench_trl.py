@@ -18,8 +18,8 @@ same work reinforge's `timing/sample_s` covers; `update_s` is the rest of the st
 recorded too. Completion lengths come from TRL's own `completions/mean_length` (EOS included,
 as reinforge counts it).
 
-Writes one JSON object per step (jsonl) to --out, then a final {"summary": ...} line with the
-process's peak RSS (getrusage).
+Writes one JSON object per step (jsonl) to --out as the steps finish, then a final
+{"summary": ...} line with the process's peak RSS (getrusage).
 """
 
 import argparse
@@ -145,6 +145,9 @@ def main() -> None:
     trainer._calculate_rewards = timed("reward", trainer._calculate_rewards)
 
     steps = []
+    # Each step's line is written as soon as TRL has logged it, so an interrupted run keeps them.
+    log = open(args.out, "w")
+    written = [0]
 
     class StepTimer(TrainerCallback):
         def on_step_begin(self, a, state, control, **kw):
@@ -171,14 +174,18 @@ def main() -> None:
                 steps[-1]["completion_tokens_mean"] = logs["completions/mean_length"]
                 steps[-1]["reward_mean"] = logs.get("reward")
                 steps[-1]["trl_step_time"] = logs.get("step_time")
+                for x in steps[written[0] :]:
+                    log.write(json.dumps(x) + "\n")
+                written[0] = len(steps)
+                log.flush()
 
     trainer.add_callback(StepTimer())
     trainer.train()
 
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with open(args.out, "w") as f:
-        for s in steps:
-            f.write(json.dumps(s) + "\n")
+    with log as f:
+        for x in steps[written[0] :]:  # any step TRL did not log
+            f.write(json.dumps(x) + "\n")
         f.write(
             json.dumps(
                 {

@@ -12,8 +12,12 @@
 #
 # Usage: scripts/bench_trl.sh [STEPS] [THREADS] [ROUNDS]      (defaults: 8 2 2)
 # Environment: WARMUP (warm-up steps per run, default 2), MAX_LEN (max completion length, 48),
-#   LR (learning rate, 1e-4), SEED (0), BENCH_NO_BUILD=1 (use target/release/reinforge as it
-#   is instead of `cargo build --release`), REINFORGE_EXTRA (more `--set k=v` words for reinforge).
+#   LR (learning rate, 1e-6: small, so the policy stays near the base model and both sides
+#   sample completions of comparable length; speed does not depend on it), SEED (0),
+#   BENCH_NO_BUILD=1 (use target/release/reinforge as it is instead of `cargo build --release`),
+#   REINFORGE_EXTRA (more `--set k=v` words for reinforge).
+# Run it on an otherwise idle machine: with other CPU work the libtorch thread pools of both
+# sides slow down by large, erratic factors (the script warns when the load average is high).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -22,10 +26,14 @@ threads="${2:-2}"
 rounds="${3:-2}"
 warmup="${WARMUP:-2}"
 max_len="${MAX_LEN:-48}"
-lr="${LR:-1e-4}"
+lr="${LR:-1e-6}"
 seed="${SEED:-0}"
 prompts=4
 generations=8
+for v in "$steps" "$threads" "$rounds"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/bench_trl.sh [STEPS] [THREADS] [ROUNDS] (positive integers)" >&2; exit 2; }
+done
+[[ "$warmup" =~ ^[0-9]+$ ]] || { echo "error: WARMUP must be a non-negative integer" >&2; exit 2; }
 
 # TRL's side: the newest trl on PyPI (checked to run with transformers 5.23.0), with the torch
 # and transformers the project's .venv pins (scripts/setup.sh).
@@ -78,8 +86,16 @@ cat > "$out/settings.json" <<EOF
  "transformers": "$TRANSFORMERS_VERSION", "reinforge_commit": "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"}
 EOF
 echo "==> $rounds round(s) of $warmup warm-up + $steps measured steps each, $threads threads; results in $out" >&2
+check_load() {  # warns when other work competes for the CPU; keeps the load averages with the results
+  read -r l1 l5 _ < /proc/loadavg
+  echo "$1 load average (1 min, 5 min): $l1 $l5" >> "$out/load.txt"
+  if awk -v l="$l1" 'BEGIN { exit !(l > 1.0) }'; then
+    echo "warning: load average $l1 before $1: other processes compete for the CPU, timings will be noisy" >&2
+  fi
+}
 for round in $(seq 1 "$rounds"); do
   echo "==> round $round: reinforge" >&2
+  check_load "round $round reinforge"
   rm -rf "$out/rf-runs"
   # shellcheck disable=SC2086
   /usr/bin/time -v -o "$out/reinforge-r$round.time" "$bin" train --model "$model" --data "$data" \
@@ -97,6 +113,7 @@ for round in $(seq 1 "$rounds"); do
   rm -rf "$out/rf-runs"  # the run's checkpoints (hundreds of MB each)
 
   echo "==> round $round: trl $TRL_VERSION" >&2
+  check_load "round $round trl"
   /usr/bin/time -v -o "$out/trl-r$round.time" "$tvenv/bin/python" scripts/bench_trl.py \
     --model "$model" --data "$data" --steps "$total" --threads "$threads" --prompts $prompts \
     --generations $generations --max-completion-length "$max_len" --lr "$lr" --seed "$seed" \
