@@ -21,7 +21,7 @@ exec target/release/reinforge train --model "$model" --data "$data/train.jsonl" 
   --heldout "$data/heldout.jsonl" \
   --set name=smollm2-reasoning-gym \
   --set threads=2 \
-  --set grpo.steps=60 \
+  --set grpo.steps=31 \
   --set grpo.prompts_per_step=8 \
   --set grpo.num_generations=8 \
   --set grpo.max_completion_length=64 \
