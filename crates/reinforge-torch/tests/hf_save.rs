@@ -5,7 +5,7 @@ mod hf_support;
 
 use std::path::{Path, PathBuf};
 
-use hf_support::{batch, fixture, logits, run_python};
+use hf_support::{batch, fixture, logits, run_python, write_reference};
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{copy_aux_files, ModelConfig, Policy, SaveOptions};
 
@@ -23,13 +23,7 @@ fn save_with_reference(p: &Policy, opts: &SaveOptions, dir: &Path, label: &str) 
         .double_value(&[]);
     assert_eq!(same, 0.0, "{label}: reload changed the logits");
     let reference = dir.join(format!("{label}.safetensors"));
-    let named = [
-        ("input_ids", ids),
-        ("attention_mask", mask),
-        ("position_ids", pos),
-        ("logits", ours.contiguous()),
-    ];
-    Tensor::write_safetensors(&named, &reference).unwrap();
+    write_reference(&reference, ids, mask, pos, &ours);
     [ckpt, reference]
 }
 

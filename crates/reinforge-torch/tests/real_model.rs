@@ -4,8 +4,8 @@
 mod hf_support;
 
 use hf_support::real_model::real_model;
-use hf_support::{batch, logits, root, run_python_tol};
-use reinforge_torch::tch::{Device, Tensor};
+use hf_support::{batch, logits, root, run_python_tol, write_reference};
+use reinforge_torch::tch::Device;
 use reinforge_torch::Policy;
 
 #[test]
@@ -18,13 +18,7 @@ fn smollm2_logits_match_transformers_in_f32() {
     let ours = logits(&policy, &ids, &mask, &pos);
     let tmp = tempfile::tempdir().unwrap();
     let reference = tmp.path().join("smollm2.safetensors");
-    let named = [
-        ("input_ids", ids),
-        ("attention_mask", mask),
-        ("position_ids", pos),
-        ("logits", ours.contiguous()),
-    ];
-    Tensor::write_safetensors(&named, &reference).unwrap();
+    write_reference(&reference, ids, mask, pos, &ours);
     let diffs = run_python_tol("check_hf_checkpoint.py", 1e-4, &[dir, reference]);
     println!(
         "SmolLM2 f32 logits: max |reinforge - transformers| = {:.3e}",

@@ -298,23 +298,31 @@ fn closed_rhs(t: &str) -> &str {
     }
 }
 
+/// Byte offsets of the ASCII letters of `t` that are prose, not part of a LaTeX command name.
+fn prose_letters(t: &str) -> impl Iterator<Item = usize> + '_ {
+    let b = t.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < b.len() {
+            if b[i] == b'\\' {
+                i += 1;
+                while i < b.len() && b[i].is_ascii_alphabetic() {
+                    i += 1;
+                }
+                continue;
+            }
+            i += 1;
+            if b[i - 1].is_ascii_alphabetic() {
+                return Some(i - 1);
+            }
+        }
+        None
+    })
+}
+
 /// Number of ASCII letters of `t` outside LaTeX command names.
 fn words_or_letters(t: &str) -> usize {
-    let b = t.as_bytes();
-    let mut n = 0;
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' {
-            i += 1;
-            while i < b.len() && b[i].is_ascii_alphabetic() {
-                i += 1;
-            }
-            continue;
-        }
-        n += b[i].is_ascii_alphabetic() as usize;
-        i += 1;
-    }
-    n
+    prose_letters(t).count()
 }
 
 /// The stated value of a last sentence: the sentence itself when it holds no words, else the
@@ -510,22 +518,7 @@ fn clause(t: &str) -> &str {
 
 /// Byte offset of the first prose letter of `t` (not part of a LaTeX command name).
 fn first_word(t: &str) -> Option<usize> {
-    let b = t.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' {
-            i += 1;
-            while i < b.len() && b[i].is_ascii_alphabetic() {
-                i += 1;
-            }
-            continue;
-        }
-        if b[i].is_ascii_alphabetic() {
-            return Some(i);
-        }
-        i += 1;
-    }
-    None
+    prose_letters(t).next()
 }
 
 /// LaTeX commands a written value may contain.

@@ -52,6 +52,24 @@ pub fn logits(p: &Policy, ids: &Tensor, mask: &Tensor, pos: &Tensor) -> Tensor {
         .to_kind(Kind::Float)
 }
 
+/// Writes the batch and reinforge's logits as the reference file `check_hf_checkpoint.py`
+/// reads (`input_ids`, `attention_mask`, `position_ids`, `logits`).
+pub fn write_reference(
+    path: &std::path::Path,
+    ids: Tensor,
+    mask: Tensor,
+    pos: Tensor,
+    logits: &Tensor,
+) {
+    let named = [
+        ("input_ids", ids),
+        ("attention_mask", mask),
+        ("position_ids", pos),
+        ("logits", logits.contiguous()),
+    ];
+    Tensor::write_safetensors(&named, path).unwrap();
+}
+
 /// Runs a Python checker of scripts/ with `--tol 1e-5` and returns the `max_abs_diff` of each
 /// JSON line it prints; fails the test when the checker fails.
 pub fn run_python(script: &str, args: &[PathBuf]) -> Vec<f64> {
