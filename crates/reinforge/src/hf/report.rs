@@ -39,6 +39,10 @@ pub struct DataSummary {
     pub tasks: Vec<TaskChange>,
     pub mean_completion_tokens_before: f64,
     pub mean_completion_tokens_after: f64,
+    /// Share of completions cut at the length limit: an answer never stated scores 0, so a
+    /// pass@k change that comes with a large change here is partly a change of format.
+    pub truncated_frac_before: f64,
+    pub truncated_frac_after: f64,
     /// Prompts with no correct sample before and at least one after.
     pub newly_solved: usize,
     /// Prompts with a correct sample before and none after.
@@ -89,6 +93,8 @@ pub fn write_report(
         tasks,
         mean_completion_tokens_before: base.mean_completion_tokens,
         mean_completion_tokens_after: trained.mean_completion_tokens,
+        truncated_frac_before: base.truncated_frac,
+        truncated_frac_after: trained.truncated_frac,
         newly_solved,
         no_longer_solved,
         claim,
@@ -179,8 +185,11 @@ fn markdown(s: &DataSummary) -> String {
     }
     let _ = writeln!(
         md,
-        "\nMean response length: {:.1} tokens before, {:.1} after.\n\n![pass@k](pass_at_k.png)",
-        s.mean_completion_tokens_before, s.mean_completion_tokens_after
+        "\nMean response length: {:.1} tokens before, {:.1} after; cut at the length limit: {:.1}% before, {:.1}% after.\n\n![pass@k](pass_at_k.png)",
+        s.mean_completion_tokens_before,
+        s.mean_completion_tokens_after,
+        100.0 * s.truncated_frac_before,
+        100.0 * s.truncated_frac_after
     );
     md
 }
