@@ -340,9 +340,10 @@ fn heldout_env<'a>(
     Ok(Some(env))
 }
 
-/// The sampling of both held-out evaluations: `eval.temperature`, the training length limit,
-/// the same torch seed before and after (the two differ by the weights only).
-fn eval_params(env: &DataEnv, cfg: &TrainConfig) -> reinforge_torch::SamplingParams {
+/// Seeds torch for a held-out evaluation (the same seed before and after training, so the two
+/// differ by the weights only) and returns its sampling: `eval.temperature`, the training
+/// length limit.
+fn seeded_eval_params(env: &DataEnv, cfg: &TrainConfig) -> reinforge_torch::SamplingParams {
     crate::seeds::seed_torch(crate::seeds::step_seed(
         cfg.seed,
         crate::seeds::PHASE_EVAL,
@@ -372,7 +373,13 @@ fn evaluate_base(
         eprintln!("no eval_base.json in the resumed run: the report will be skipped");
         return Ok(());
     }
-    let report = evaluate(env, policy, &cfg.eval, &eval_params(env, cfg), "base")?;
+    let report = evaluate(
+        env,
+        policy,
+        &cfg.eval,
+        &seeded_eval_params(env, cfg),
+        "base",
+    )?;
     eprintln!(
         "base model: pass@1 {:.3}, pass@{} {:.3} on {} held-out prompts ({:.0} s)",
         report.pass_at_1,
@@ -386,7 +393,13 @@ fn evaluate_base(
 
 /// `eval_rl.json`, then the report comparing it with `eval_base.json`.
 fn evaluate_trained(env: &DataEnv, policy: &Policy, cfg: &TrainConfig, run: &RunDir) -> Result<()> {
-    let report = evaluate(env, policy, &cfg.eval, &eval_params(env, cfg), "trained")?;
+    let report = evaluate(
+        env,
+        policy,
+        &cfg.eval,
+        &seeded_eval_params(env, cfg),
+        "trained",
+    )?;
     write_json(&run.path("eval_rl.json"), &report)?;
     let base_path = run.path("eval_base.json");
     if !base_path.exists() {
