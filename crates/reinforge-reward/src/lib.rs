@@ -37,6 +37,12 @@
 //! type = "code_tests"      # label = Python test code (asserts), run after the response's
 //! timeout_s = 10.0         # last fenced code block; 1 if all pass, else 0
 //! memory_mb = 1024
+//!
+//! [components.preference]
+//! type = "model"           # a reward model (reinforge train-rm output), batched; loaded by
+//! path = "runs/rm/final"   # the program building the reward (Reward::with_models)
+//! batch_size = 16
+//! # raw = false            # true: the prompt text was not rendered by a chat template
 //! ```
 //!
 //! The total reward of a sample is `sum(weight * value)` over the components; each component's
@@ -55,6 +61,7 @@ mod code;
 mod spec;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
@@ -65,8 +72,18 @@ use serde::Serialize;
 
 pub use code::extract_code;
 pub use spec::{
-    CodeTestsSpec, Component, FormatSpec, LengthShape, LengthSpec, LengthUnit, MathSpec, RewardSpec,
+    CodeTestsSpec, Component, FormatSpec, LengthShape, LengthSpec, LengthUnit, MathSpec, ModelSpec,
+    RewardSpec,
 };
+
+/// A learned scorer of (prompt, response) pairs, for `type = "model"` components: one value
+/// per pair. Implemented where the model lives (the `reinforge` binary, on libtorch).
+pub trait ModelScorer: Send + Sync {
+    fn score(&self, prompts: &[&str], responses: &[&str]) -> Result<Vec<f64>>;
+}
+
+/// Loads the scorer of a model component (its name and spec).
+pub type ModelLoader<'a> = &'a dyn Fn(&str, &ModelSpec) -> Result<Arc<dyn ModelScorer>>;
 
 /// One response to score.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,15 +123,19 @@ pub enum ScoreError {
         component: String,
         message: String,
     },
+    /// A learned component's forward pass failed (a batch, not one sample).
+    #[error("component `{component}` (model): {message}")]
+    Model { component: String, message: String },
 }
 
 impl ScoreError {
-    /// The index of the sample the error is about.
-    pub fn index(&self) -> usize {
+    /// The index of the sample the error is about (none for a failed model batch).
+    pub fn index(&self) -> Option<usize> {
         match self {
             ScoreError::MissingLabel { index, .. }
             | ScoreError::LabelField { index, .. }
-            | ScoreError::Sandbox { index, .. } => *index,
+            | ScoreError::Sandbox { index, .. } => Some(*index),
+            ScoreError::Model { .. } => None,
         }
     }
 }
@@ -134,6 +155,10 @@ enum Compiled {
         re: Regex,
     },
     Length(LengthSpec),
+    Model {
+        batch_size: usize,
+        scorer: Arc<dyn ModelScorer>,
+    },
 }
 
 /// A reward function built from a [`RewardSpec`]. `Sync`: one instance serves every thread.
@@ -144,8 +169,20 @@ pub struct Reward {
 }
 
 impl Reward {
-    /// Compiles `spec`. `sandbox` is required when the spec has a `code_tests` component.
+    /// Compiles `spec`. `sandbox` is required when the spec has a `code_tests` component; a
+    /// spec with `model` components needs [`Self::with_models`].
     pub fn new(spec: RewardSpec, sandbox: Option<Sandbox>) -> Result<Self> {
+        Self::with_models(spec, sandbox, &|name, _| {
+            bail!("component `{name}` (model) needs a reward model loader: the reinforge binary loads models")
+        })
+    }
+
+    /// Compiles `spec`, loading each `model` component's scorer with `load`.
+    pub fn with_models(
+        spec: RewardSpec,
+        sandbox: Option<Sandbox>,
+        load: ModelLoader,
+    ) -> Result<Self> {
         spec.validate()?;
         let mut components = vec![];
         for (name, c) in &spec.components {
@@ -173,6 +210,10 @@ impl Reward {
                     re: Regex::new(&f.pattern)?,
                 },
                 Component::Length(l) => Compiled::Length(l.clone()),
+                Component::Model(m) => Compiled::Model {
+                    batch_size: m.batch_size,
+                    scorer: load(name, m)?,
+                },
             };
             components.push((name.clone(), c.weight(), compiled));
         }
@@ -190,19 +231,56 @@ impl Reward {
 
     /// Scores a batch in parallel (rayon's current pool). Fails on the first sample whose label
     /// is missing or malformed, or whose tests the sandbox could not run.
+    /// Model components score the batch first, `batch_size` samples per forward pass.
     pub fn score(&self, samples: &[Sample]) -> Result<Vec<Scored>, ScoreError> {
+        let learned = self.learned(samples)?;
         samples
             .par_iter()
             .enumerate()
-            .map(|(i, s)| self.score_one(i, s))
+            .map(|(i, s)| self.score_one(i, s, &learned))
             .collect()
     }
 
-    fn score_one(&self, index: usize, s: &Sample) -> Result<Scored, ScoreError> {
+    /// The values of every model component for `samples`, by component name.
+    fn learned(&self, samples: &[Sample]) -> Result<BTreeMap<&str, Vec<f64>>, ScoreError> {
+        let mut out = BTreeMap::new();
+        for (name, _, c) in &self.components {
+            let Compiled::Model { batch_size, scorer } = c else {
+                continue;
+            };
+            let mut values = Vec::with_capacity(samples.len());
+            for chunk in samples.chunks(*batch_size) {
+                let prompts: Vec<&str> = chunk.iter().map(|s| s.prompt.as_str()).collect();
+                let responses: Vec<&str> = chunk.iter().map(|s| s.response.as_str()).collect();
+                let v = scorer
+                    .score(&prompts, &responses)
+                    .map_err(|e| ScoreError::Model {
+                        component: name.clone(),
+                        message: format!("{e:#}"),
+                    })?;
+                if v.len() != chunk.len() {
+                    return Err(ScoreError::Model {
+                        component: name.clone(),
+                        message: format!("{} values for {} samples", v.len(), chunk.len()),
+                    });
+                }
+                values.extend(v);
+            }
+            out.insert(name.as_str(), values);
+        }
+        Ok(out)
+    }
+
+    fn score_one(
+        &self,
+        index: usize,
+        s: &Sample,
+        learned: &BTreeMap<&str, Vec<f64>>,
+    ) -> Result<Scored, ScoreError> {
         let mut values = BTreeMap::new();
         let mut total = 0.0;
         for (name, weight, c) in &self.components {
-            let v = self.value(index, name, c, s)?;
+            let v = self.value(index, name, c, s, learned)?;
             total += weight * v;
             values.insert(name.clone(), v);
         }
@@ -217,7 +295,14 @@ impl Reward {
         })
     }
 
-    fn value(&self, index: usize, name: &str, c: &Compiled, s: &Sample) -> Result<f64, ScoreError> {
+    fn value(
+        &self,
+        index: usize,
+        name: &str,
+        c: &Compiled,
+        s: &Sample,
+        learned: &BTreeMap<&str, Vec<f64>>,
+    ) -> Result<f64, ScoreError> {
         Ok(match c {
             Compiled::Math { spec, options } => {
                 let gold = label(index, name, s, spec.label_field.as_deref())?;
@@ -255,6 +340,8 @@ impl Reward {
                 }
             }
             Compiled::Length(l) => length_penalty(l, &s.response),
+            // Scored in batches beforehand by `learned`.
+            Compiled::Model { .. } => learned.get(name).map_or(f64::NAN, |v| v[index]),
         })
     }
 }

@@ -5,7 +5,7 @@
 //! errors add the line and column.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,31 @@ pub enum Component {
     Format(FormatSpec),
     /// Overlong penalty (DAPO's buffer or TRL's soft punishment) on the response length.
     Length(LengthSpec),
+    /// A learned reward: a reward model (`reinforge train-rm`'s `*ForSequenceClassification`
+    /// directory) scoring prompt and response, in batches. The program that builds the reward
+    /// loads it ([`crate::Reward::with_models`]).
+    Model(ModelSpec),
+}
+
+/// `type = "model"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// The reward model's directory (relative paths: from the working directory).
+    pub path: PathBuf,
+    /// Samples per forward pass.
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+    /// Tokenise the prompt text with the tokenizer's special tokens (BOS): prompts that were
+    /// not rendered by a chat template (`--raw` runs).
+    #[serde(default)]
+    pub raw: bool,
+}
+
+fn default_batch() -> usize {
+    16
 }
 
 fn one() -> f64 {
@@ -158,6 +183,7 @@ impl Component {
             Component::CodeTests(c) => c.weight,
             Component::Format(c) => c.weight,
             Component::Length(c) => c.weight,
+            Component::Model(c) => c.weight,
         }
     }
 
@@ -168,6 +194,7 @@ impl Component {
             Component::CodeTests(_) => "code_tests",
             Component::Format(_) => "format",
             Component::Length(_) => "length",
+            Component::Model(_) => "model",
         }
     }
 
@@ -260,6 +287,14 @@ impl RewardSpec {
                         bail!("`{}` must be finite", key("penalty_factor"));
                     }
                 }
+                Component::Model(m) => {
+                    if m.batch_size == 0 {
+                        bail!("`{}` must be positive", key("batch_size"));
+                    }
+                    if m.path.as_os_str().is_empty() {
+                        bail!("`{}` must name a reward model directory", key("path"));
+                    }
+                }
             }
         }
         if let Some(s) = &self.score {
@@ -283,6 +318,22 @@ impl RewardSpec {
                 }
             }
         }
+    }
+
+    /// The learned components (`type = "model"`), by name.
+    pub fn models(&self) -> impl Iterator<Item = (&str, &ModelSpec)> {
+        self.components.iter().filter_map(|(n, c)| match c {
+            Component::Model(m) => Some((n.as_str(), m)),
+            _ => None,
+        })
+    }
+
+    /// Whether any component reads the sample's label (math, code tests): data without a
+    /// label column is fine otherwise.
+    pub fn needs_labels(&self) -> bool {
+        self.components
+            .values()
+            .any(|c| matches!(c, Component::Math(_) | Component::CodeTests(_)))
     }
 
     /// Whether any component needs the sandbox.

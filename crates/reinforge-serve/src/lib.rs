@@ -44,7 +44,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Router;
-use reinforge_reward::{Reward, RewardSpec};
+use reinforge_reward::{ModelLoader, ModelScorer, Reward, RewardSpec};
 use reinforge_sandbox::Sandbox;
 
 pub use args::ServeArgs;
@@ -71,12 +71,16 @@ pub struct AppState {
 impl AppState {
     /// Loads the reward spec, starts the sandbox (unless `--no-sandbox`) and the worker pool.
     pub fn new(args: &ServeArgs) -> Result<Self> {
-        Self::with_policy(args, None)
+        Self::with_policy(args, None, &no_models)
     }
 
     /// [`AppState::new`], plus the policy routes over `generator` when one is given (its
-    /// tokenizer from `--model`).
-    pub fn with_policy(args: &ServeArgs, generator: Option<Box<dyn Generator>>) -> Result<Self> {
+    /// tokenizer from `--model`); `models` loads the reward spec's `type = "model"` components.
+    pub fn with_policy(
+        args: &ServeArgs,
+        generator: Option<Box<dyn Generator>>,
+        models: ModelLoader,
+    ) -> Result<Self> {
         let metrics = Arc::new(Metrics::new());
         let policy = match generator {
             Some(g) => Some(Arc::new(policy::Policy::new(
@@ -106,7 +110,8 @@ impl AppState {
             eprintln!("reinforge serve: warning: the sandbox cannot run code on this host: {e}");
             e
         });
-        let reward = Reward::new(spec, sandbox.clone()).context("building the reward")?;
+        let reward =
+            Reward::with_models(spec, sandbox.clone(), models).context("building the reward")?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(args.worker_threads())
             .thread_name(|i| format!("reinforge-score-{i}"))
@@ -219,14 +224,26 @@ async fn one_signal() {
 /// Entry point of `reinforge serve` without a model: builds the runtime, binds, serves until a
 /// signal.
 pub fn run(args: &ServeArgs) -> Result<()> {
-    run_with_policy(args, None)
+    run_with_policy(args, None, &no_models)
+}
+
+/// The model loader of the standalone server: it has no libtorch, so a `type = "model"`
+/// component is an error that says where to serve it.
+pub fn no_models(name: &str, _: &reinforge_reward::ModelSpec) -> Result<Arc<dyn ModelScorer>> {
+    anyhow::bail!(
+        "component `{name}` (model) needs libtorch: serve reward models with the `reinforge` binary"
+    )
 }
 
 /// Entry point of `reinforge serve --model DIR`: [`run`], plus the OpenAI-compatible policy
 /// routes over `generator` (the `reinforge` binary builds it from `--model` and `--lora`; this
 /// crate reads only the tokenizer there). `None` serves rewards and sandboxes only (and is an
-/// error with `--model`).
-pub fn run_with_policy(args: &ServeArgs, generator: Option<Box<dyn Generator>>) -> Result<()> {
+/// error with `--model`). `models` loads the reward spec's `type = "model"` components.
+pub fn run_with_policy(
+    args: &ServeArgs,
+    generator: Option<Box<dyn Generator>>,
+    models: ModelLoader,
+) -> Result<()> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -234,7 +251,7 @@ pub fn run_with_policy(args: &ServeArgs, generator: Option<Box<dyn Generator>>) 
         )
         .with_writer(std::io::stderr)
         .try_init();
-    let state = AppState::with_policy(args, generator)?;
+    let state = AppState::with_policy(args, generator, models)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("reinforge-serve")

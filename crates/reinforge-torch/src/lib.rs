@@ -19,6 +19,7 @@ pub mod optim;
 pub mod p2l;
 pub mod pack;
 pub mod policy;
+pub mod reward_model;
 pub mod runtime;
 pub mod sampling;
 pub mod train;
@@ -35,6 +36,7 @@ pub use sampling::{
     generate, generate_with, Completion, GenerateHooks, RowEnd, SamplingParams, StepControl,
     StepToken,
 };
+pub use reward_model::RewardModel;
 pub use value::Critic;
 
 /// Re-exported so dependants use the exact tch this crate links.

@@ -203,7 +203,7 @@ impl Policy {
         format!("xxh3-64:{:016x}", h.finish())
     }
 
-    fn full_weights(&self) -> HashMap<String, Tensor> {
+    pub(crate) fn full_weights(&self) -> HashMap<String, Tensor> {
         let mut params = self.vs.variables();
         if self.model.lora_config().is_some() {
             params.retain(|name, _| !lora::is_lora_param(name));

@@ -52,6 +52,11 @@ enum Command {
     RmEval(crate::tools::rm_eval::RmEvalArgs),
     /// Preference optimisation of a checkpoint on chosen/rejected pairs (TRL's DPO loss types).
     TrainDpo(crate::hf::dpo::TrainDpoArgs),
+    /// Train a reward model on preference pairs (TRL's RewardTrainer loss), saved in
+    /// transformers' *ForSequenceClassification layout.
+    TrainRm(crate::hf::rm::TrainRmArgs),
+    /// Score prompt/response rows with a reward model.
+    ScoreRm(crate::hf::rm::ScoreRmArgs),
     /// Train a Prompt-to-Leaderboard model (lmarena/p2l losses) on battles with prompts.
     TrainP2l(crate::hf::p2l::TrainP2lArgs),
     /// A prompt's (or a prompt set's) leaderboard from a P2L model, and routing under a budget.
@@ -236,6 +241,8 @@ pub fn main() -> Result<ExitCode> {
         Command::Stats(args) => crate::tools::stats::run(&args).map(|()| ExitCode::SUCCESS),
         Command::RmEval(args) => crate::tools::rm_eval::run(&args).map(|()| ExitCode::SUCCESS),
         Command::TrainDpo(args) => crate::hf::dpo::train(&args).map(|()| ExitCode::SUCCESS),
+        Command::TrainRm(args) => crate::hf::rm::train(&args).map(|()| ExitCode::SUCCESS),
+        Command::ScoreRm(args) => crate::hf::rm::score(&args).map(|()| ExitCode::SUCCESS),
         Command::TrainP2l(args) => crate::hf::p2l::train(&args).map(|()| ExitCode::SUCCESS),
         Command::P2l(args) => crate::hf::p2l::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Generate(args) => crate::hf::generate::run(&args).map(|()| ExitCode::SUCCESS),

@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 mod common;
+use common::server::{post, Server};
 use common::tiny::{self, check, column, metrics, train_args};
 
 fn reinforge(args: &[String]) -> Output {
@@ -58,50 +59,6 @@ fn asynchronous_runs_repeat_exactly_and_train_on_weights_k_updates_old() {
     assert!(last > first + 0.03, "rewards {r:?}");
     // The importance weights show the policy moved since the rollouts were drawn.
     assert!(column(&a, "rollout/is_weight_max")[6] > 1.0);
-}
-
-/// A `reinforge serve --model DIR` process; killed when dropped.
-struct Server {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Server {
-    fn start(model: &Path) -> Server {
-        use std::io::{BufRead, BufReader};
-        let mut child = Command::new(env!("CARGO_BIN_EXE_reinforge"))
-            .args([
-                "serve",
-                "--port",
-                "0",
-                "--no-sandbox",
-                "--threads",
-                "1",
-                "--model",
-            ])
-            .arg(model)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("starts reinforge serve");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = lines.next().expect("serve printed its address").unwrap();
-            if let Some(i) = line.find("http://") {
-                let rest = &line[i..];
-                break rest[..rest.find(' ').unwrap_or(rest.len())].to_string();
-            }
-        };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, url }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Copies the SFT-only run `base` to `name`, sets `keys` (TOML values) in its config and
@@ -173,7 +130,7 @@ fn remote_engines_draw_like_the_local_engine_and_a_killed_engine_loses_nothing()
     check(&out);
 
     // One engine serving the SFT weights, seeded requests decoded alone: the local draw.
-    let a = Server::start(&base.join("checkpoints/sft"));
+    let a = Server::model(&base.join("checkpoints/sft"));
     let remote_keys = |urls: &[&str]| {
         vec![
             steps.clone(),
@@ -205,7 +162,7 @@ fn remote_engines_draw_like_the_local_engine_and_a_killed_engine_loses_nothing()
     }
 
     // Two engines: the groups split across them; the run trains and every push is confirmed.
-    let b = Server::start(&base.join("checkpoints/sft"));
+    let b = Server::model(&base.join("checkpoints/sft"));
     let mut keys = remote_keys(&[&a.url, &b.url]);
     keys[0].2 = "12".into();
     let (two, out) = rl_from(&base, "two", &keys);
@@ -253,7 +210,7 @@ fn remote_engines_draw_like_the_local_engine_and_a_killed_engine_loses_nothing()
         Some(done as u64),
         "latest holds every finished step"
     );
-    let c = Server::start(&base.join("checkpoints/sft"));
+    let c = Server::model(&base.join("checkpoints/sft"));
     set_keys(
         &cut,
         &[("rollout", "base_urls", format!("{:?}", [&a.url, &c.url]))],
@@ -270,15 +227,6 @@ fn remote_engines_draw_like_the_local_engine_and_a_killed_engine_loses_nothing()
             assert_eq!(x[key], y[key], "step {}: {key}", x["step"]);
         }
     }
-}
-
-/// POSTs `body` to `url` and parses the JSON answer.
-fn post(url: &str, body: &Value) -> Value {
-    ureq::post(url)
-        .send_json(body.clone())
-        .expect("the server answers")
-        .into_json()
-        .unwrap()
 }
 
 /// `reinforge generate` output lines.
@@ -303,7 +251,7 @@ fn generate(args: &[&str]) -> Vec<Value> {
 fn served_greedy_completions_equal_reinforge_generate() {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama");
     let m = model.to_str().unwrap();
-    let s = Server::start(&model);
+    let s = Server::model(&model);
     let prompt = "The quick brown fox";
     // Raw text: /v1/completions against generate --raw.
     let want = generate(&[
@@ -360,7 +308,7 @@ fn served_greedy_completions_equal_reinforge_generate() {
 fn the_official_openai_client_passes_every_check() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let model = root.join("fixtures/hf/models/llama");
-    let s = Server::start(&model);
+    let s = Server::model(&model);
     let out = Command::new(root.join(".venv/bin/python"))
         .arg(root.join("scripts/clients/openai_policy_client.py"))
         .arg(&s.url)

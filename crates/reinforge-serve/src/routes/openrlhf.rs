@@ -109,10 +109,13 @@ pub async fn get_reward(
         .blocking(slot, move || pool.install(|| reward.score(&samples)))
         .await?
         .map_err(|e| match e {
-            ScoreError::Sandbox { .. } => {
+            ScoreError::Sandbox { .. } | ScoreError::Model { .. } => {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
             }
-            _ => ApiError::field(format!("labels[{}]", e.index()), e.to_string()),
+            _ => ApiError::field(
+                format!("labels[{}]", e.index().unwrap_or_default()),
+                e.to_string(),
+            ),
         })?;
     state.metrics.rewards.inc_by(scored.len() as u64);
     let mut extra_logs: BTreeMap<String, Vec<f64>> = BTreeMap::new();

@@ -91,6 +91,23 @@ fn kind_of(dtype: Dtype, name: &str, file: &Path) -> Result<Kind> {
 /// except `lm_head.weight` when `tied` (transformers ties it and ignores the stored copy) and
 /// rotary buffers.
 pub fn load_into(dir: &Path, params: &HashMap<String, Tensor>, tied: bool) -> Result<()> {
+    load_matching(dir, params, &|name| {
+        ignorable(name) || tied && name == "lm_head.weight"
+    })
+}
+
+/// Copies the tensors of `params` from the checkpoint, ignoring every other tensor in it (a
+/// head loaded on its own); each of `params` must be found with its shape.
+pub fn load_into_subset(dir: &Path, params: &HashMap<String, Tensor>) -> Result<()> {
+    load_matching(dir, params, &|_| true)
+}
+
+/// [`load_into`] with `skip` deciding which tensors that are not parameters are ignored.
+fn load_matching(
+    dir: &Path,
+    params: &HashMap<String, Tensor>,
+    skip: &dyn Fn(&str) -> bool,
+) -> Result<()> {
     let files = weight_files(dir)?;
     let mut seen = HashSet::new();
     let _guard = tch::no_grad_guard();
@@ -103,7 +120,7 @@ pub fn load_into(dir: &Path, params: &HashMap<String, Tensor>, tied: bool) -> Re
         tensors.sort_by_key(|a| natural_key(&a.0));
         for (name, view) in tensors {
             let Some(param) = params.get(&name) else {
-                if ignorable(&name) || tied && name == "lm_head.weight" {
+                if skip(&name) {
                     continue;
                 }
                 bail!(

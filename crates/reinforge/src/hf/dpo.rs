@@ -8,11 +8,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use reinforge_tasks::data::Prompt;
-use reinforge_tasks::{read_records, DataColumns, PromptFormat};
 use reinforge_torch::logprobs::{token_logprobs_with, Entropy};
 use reinforge_torch::loss::dpo::{dpo_loss, DpoBatch, DpoConfig, DpoLoss, FDivergence};
 use reinforge_torch::tch::{Kind, Tensor};
@@ -20,7 +15,7 @@ use reinforge_torch::{copy_aux_files, Policy, SequenceBatch};
 use serde::Serialize;
 
 use super::args::{count, ModelArgs};
-use super::{LoadedModel, PromptStyle};
+use super::pairs::{read_pairs, step_rows, Pairs};
 use crate::run_dir::{read_json, write_json, RunDir};
 use crate::tools::ByName;
 use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
@@ -82,58 +77,6 @@ pub struct TrainDpoArgs {
     /// Use prompt text as is, without the chat template.
     #[arg(long)]
     pub raw: bool,
-}
-
-/// Encoded pairs: prompt ids, chosen and rejected completion ids (EOS-terminated).
-struct Pairs {
-    prompts: Vec<Vec<i64>>,
-    chosen: Vec<Vec<i64>>,
-    rejected: Vec<Vec<i64>>,
-}
-
-/// Reads `prompt`/`chosen`/`rejected` rows; errors name the file, row and field.
-fn read_pairs(path: &Path, model: &LoadedModel, raw: bool) -> Result<Pairs> {
-    let cols = DataColumns {
-        prompt: "prompt".into(),
-        prompt_format: PromptFormat::Auto,
-        answer: None,
-    };
-    let style = PromptStyle { raw, system: None };
-    let eos = model.tokenizer.eos_token_id().map(i64::from);
-    let mut out = Pairs {
-        prompts: vec![],
-        chosen: vec![],
-        rejected: vec![],
-    };
-    for (i, r) in read_records(path, &cols)?.into_iter().enumerate() {
-        let text = |k: &str| -> Result<Vec<i64>> {
-            let Some(serde_json::Value::String(s)) = r.extra.get(k) else {
-                bail!("{} row {}: `{k}` must be a string", path.display(), i + 1);
-            };
-            let mut ids: Vec<i64> = model
-                .tokenizer
-                .encode(s, false)?
-                .into_iter()
-                .map(i64::from)
-                .collect();
-            ids.extend(eos);
-            if ids.is_empty() {
-                bail!("{} row {}: `{k}` is empty", path.display(), i + 1);
-            }
-            Ok(ids)
-        };
-        let (c, rj) = (text("chosen")?, text("rejected")?);
-        let p = match &r.prompt {
-            Prompt::Text(_) | Prompt::Messages(_) => model.encode_prompt(&r.prompt, &style)?.1,
-        };
-        out.prompts.push(p);
-        out.chosen.push(c);
-        out.rejected.push(rj);
-    }
-    if out.prompts.is_empty() {
-        bail!("{}: no pairs", path.display());
-    }
-    Ok(out)
 }
 
 /// Summed completion log-probs of `rows` of `pairs` under `policy`: `[2B]`, chosen first.
@@ -390,19 +333,4 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
     write_json(&run.path("report.json"), &report)?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
-}
-
-/// The pairs of step `step`: a seeded shuffle per pass over the data, so a resumed run draws
-/// what an uninterrupted one draws.
-fn step_rows(n: usize, batch: usize, seed: u64, step: usize) -> Vec<usize> {
-    let per_pass = n.div_ceil(batch).max(1);
-    let pass = step / per_pass;
-    let mut order: Vec<usize> = (0..n).collect();
-    order.shuffle(&mut ChaCha8Rng::seed_from_u64(crate::seeds::step_seed(
-        seed,
-        5,
-        pass as u64,
-    )));
-    let start = (step % per_pass) * batch;
-    order[start..(start + batch).min(n)].to_vec()
 }

@@ -71,27 +71,13 @@ impl LoadedModel {
             .collect()
     }
 
-    /// The rendered prompt text and its ids. Chat prompts end with the assistant header
-    /// (`add_generation_prompt`), as TRL and verl build RL prompts.
+    /// The rendered prompt text and its ids ([`encode_prompt`] with this model's tokenizer).
     pub fn encode_prompt(
         &self,
         prompt: &Prompt,
         style: &PromptStyle,
     ) -> Result<(String, Vec<i64>)> {
-        let has_template = self.tokenizer.chat_template(None, false).is_ok();
-        let text = match prompt {
-            Prompt::Text(t) if style.raw || !has_template => {
-                let ids = self.tokenizer.encode(t, true)?;
-                return Ok((t.clone(), ids.into_iter().map(i64::from).collect()));
-            }
-            Prompt::Text(t) => self.render(&[user(t)], style)?,
-            Prompt::Messages(_) if style.raw => {
-                bail!("a `messages` prompt needs the chat template; drop --raw")
-            }
-            Prompt::Messages(m) => self.render(m, style)?,
-        };
-        let ids = self.tokenizer.encode(&text, false)?;
-        Ok((text, ids.into_iter().map(i64::from).collect()))
+        encode_prompt(&self.tokenizer, prompt, style)
     }
 
     /// The conversation a chat prompt renders: the system message of `style` (when the
@@ -107,20 +93,45 @@ impl LoadedModel {
         Ok(with_system(&messages, style))
     }
 
-    fn render(&self, messages: &[Message], style: &PromptStyle) -> Result<String> {
-        let all = with_system(messages, style);
-        let opts = ChatOptions {
-            add_generation_prompt: true,
-            ..Default::default()
-        };
-        Ok(self.tokenizer.apply_chat_template(&all, &opts)?)
-    }
-
     /// Decodes completion ids to text, dropping special tokens (the stop token included).
     pub fn decode(&self, ids: &[i64]) -> Result<String> {
         let ids: Vec<u32> = ids.iter().map(|&t| t as u32).collect();
         Ok(self.tokenizer.decode(&ids, true)?)
     }
+}
+
+/// The rendered prompt text and its ids. Chat prompts end with the assistant header
+/// (`add_generation_prompt`), as TRL and verl build RL prompts; raw text (or a tokenizer
+/// without a chat template) is tokenised as is, with the tokenizer's special tokens.
+pub fn encode_prompt(
+    tokenizer: &HfTokenizer,
+    prompt: &Prompt,
+    style: &PromptStyle,
+) -> Result<(String, Vec<i64>)> {
+    let has_template = tokenizer.chat_template(None, false).is_ok();
+    let text = match prompt {
+        Prompt::Text(t) if style.raw || !has_template => {
+            let ids = tokenizer.encode(t, true)?;
+            return Ok((t.clone(), ids.into_iter().map(i64::from).collect()));
+        }
+        Prompt::Text(t) => render(tokenizer, &[user(t)], style)?,
+        Prompt::Messages(_) if style.raw => {
+            bail!("a `messages` prompt needs the chat template; drop --raw")
+        }
+        Prompt::Messages(m) => render(tokenizer, m, style)?,
+    };
+    let ids = tokenizer.encode(&text, false)?;
+    Ok((text, ids.into_iter().map(i64::from).collect()))
+}
+
+/// `messages` (with `style`'s system message) rendered with the generation prompt.
+fn render(tokenizer: &HfTokenizer, messages: &[Message], style: &PromptStyle) -> Result<String> {
+    let all = with_system(messages, style);
+    let opts = ChatOptions {
+        add_generation_prompt: true,
+        ..Default::default()
+    };
+    Ok(tokenizer.apply_chat_template(&all, &opts)?)
 }
 
 /// `messages` with `style`'s system message first when they have none.

@@ -8,10 +8,12 @@ pub mod generate;
 pub mod loaded;
 pub mod output;
 pub mod p2l;
+pub mod pairs;
 pub mod report;
+pub mod rm;
 pub mod score;
 pub mod serve;
 pub mod tools;
 pub mod train;
 
-pub use loaded::{LoadedModel, PromptStyle};
+pub use loaded::{encode_prompt, LoadedModel, PromptStyle};

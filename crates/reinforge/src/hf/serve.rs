@@ -44,8 +44,9 @@ pub struct ServeCommand {
 
 /// Runs `reinforge serve`: loads the policy when `--model` is given, then serves.
 pub fn run(cmd: &ServeCommand) -> Result<()> {
+    let models = &super::rm::load_scorer;
     let Some(dir) = &cmd.serve.model else {
-        return reinforge_serve::run(&cmd.serve);
+        return reinforge_serve::run_with_policy(&cmd.serve, None, models);
     };
     if let Some(n) = cmd.threads {
         reinforge_torch::runtime::set_threads(n);
@@ -66,7 +67,7 @@ pub fn run(cmd: &ServeCommand) -> Result<()> {
         (0, vec![])
     };
     let generator = TorchGenerator::load(dir, cmd.serve.lora.as_ref(), opts, pad_id, eos)?;
-    reinforge_serve::run_with_policy(&cmd.serve, Some(Box::new(generator)))
+    reinforge_serve::run_with_policy(&cmd.serve, Some(Box::new(generator)), models)
 }
 
 /// A checkpoint served by the sampler.

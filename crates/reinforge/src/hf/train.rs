@@ -110,7 +110,11 @@ impl<'a> DataEnv<'a> {
         let columns = DataColumns {
             prompt: run.prompt_column.clone(),
             prompt_format: PromptFormat::Auto,
-            answer: Some(run.answer_column.clone()),
+            // A reward of learned and format components reads no label.
+            answer: reward
+                .spec()
+                .needs_labels()
+                .then(|| run.answer_column.clone()),
         };
         let records = read_records(&run.data, &columns)?;
         if records.is_empty() {
@@ -607,5 +611,5 @@ fn build_reward(data: &DataRun) -> Result<Reward> {
     } else {
         None
     };
-    Reward::new(spec, sandbox).context("building the reward")
+    Reward::with_models(spec, sandbox, &super::rm::load_scorer).context("building the reward")
 }

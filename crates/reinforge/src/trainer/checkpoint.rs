@@ -25,6 +25,8 @@ pub struct Contents<'a> {
     pub state: &'a TrainerState,
     /// Task files (tokenizer, LoRA adapter, ...) written into the directory last.
     pub files: &'a dyn Fn(&Path) -> Result<()>,
+    /// Writes the model in place of `policy.save` when set.
+    pub model_writer: Option<&'a dyn Fn(&Path) -> Result<()>>,
 }
 
 /// Writes `checkpoints/<tag>` of `run` atomically; returns its path.
@@ -34,7 +36,10 @@ pub fn save(run: &RunDir, tag: &str, c: &Contents) -> Result<PathBuf> {
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
     }
-    c.policy.save(&tmp)?;
+    match c.model_writer {
+        Some(write) => write(&tmp)?,
+        None => c.policy.save(&tmp)?,
+    }
     (c.files)(&tmp)?;
     if let Some(opt) = c.opt {
         opt.save(&tmp.join(OPTIMIZER_FILE))?;

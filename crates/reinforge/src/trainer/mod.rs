@@ -77,6 +77,8 @@ pub struct Trainer<'a> {
     pub critic: Option<CriticState>,
     pub state: TrainerState,
     files: Files<'a>,
+    /// Writes the model files instead of `policy.save` (a reward model's own layout).
+    model_writer: Option<Files<'a>>,
     max_nonfinite_steps: usize,
 }
 
@@ -91,8 +93,16 @@ impl<'a> Trainer<'a> {
             critic: None,
             state,
             files,
+            model_writer: None,
             max_nonfinite_steps: DEFAULT_MAX_NONFINITE_STEPS,
         }
+    }
+
+    /// Checkpoints write the model with `writer` (config and weights) instead of the policy's
+    /// causal-LM layout: a model whose trained parameters include a head of its own.
+    pub fn with_model_writer(mut self, writer: Files<'a>) -> Self {
+        self.model_writer = Some(writer);
+        self
     }
 
     /// Stops a phase after this many consecutive steps with non-finite gradients (0: never).
@@ -119,6 +129,7 @@ impl<'a> Trainer<'a> {
                 critic: self.critic.as_ref(),
                 state: &self.state,
                 files: &*self.files,
+                model_writer: self.model_writer.as_deref(),
             },
         )
     }

@@ -18,6 +18,8 @@ pub enum Phase {
     Grpo,
     /// Offline preference optimisation (the DPO family).
     Dpo,
+    /// Reward-model training.
+    Rm,
 }
 
 impl Phase {
@@ -27,6 +29,7 @@ impl Phase {
             Phase::Sft => "sft",
             Phase::Grpo => "grpo",
             Phase::Dpo => "dpo",
+            Phase::Rm => "rm",
         }
     }
 }
@@ -50,6 +53,9 @@ pub struct TrainerState {
     /// Seconds of preference optimisation (absent before it existed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dpo_seconds: f64,
+    /// Seconds of reward-model training (absent before it existed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rm_seconds: f64,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -70,6 +76,7 @@ impl TrainerState {
             sft_seconds: 0.0,
             grpo_seconds: 0.0,
             dpo_seconds: 0.0,
+            rm_seconds: 0.0,
         }
     }
 
@@ -79,6 +86,7 @@ impl TrainerState {
             Phase::Sft => &mut self.sft_seconds,
             Phase::Grpo => &mut self.grpo_seconds,
             Phase::Dpo => &mut self.dpo_seconds,
+            Phase::Rm => &mut self.rm_seconds,
         }
     }
 }

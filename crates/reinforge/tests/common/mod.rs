@@ -5,6 +5,7 @@
 
 #[path = "../../../reinforge-torch/tests/hf_support/real_model.rs"]
 pub mod real_model;
+pub mod server;
 pub mod tiny;
 
 use std::path::{Path, PathBuf};
