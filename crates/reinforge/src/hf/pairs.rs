@@ -84,6 +84,16 @@ pub fn completion_ids(tokenizer: &HfTokenizer, text: &str) -> Result<Vec<i64>> {
 /// Reads `prompt`/`chosen`/`rejected` (and `margin`) rows; errors name the file, row and
 /// field, and a pair longer than the model's positions.
 pub fn read_pairs(path: &Path, model: &LoadedModel, raw: bool) -> Result<Pairs> {
+    read_pairs_with(path, &model.tokenizer, model.max_positions(), raw)
+}
+
+/// [`read_pairs`] with a tokenizer and the model's positions (`max`).
+pub fn read_pairs_with(
+    path: &Path,
+    tokenizer: &HfTokenizer,
+    max: usize,
+    raw: bool,
+) -> Result<Pairs> {
     let style = PromptStyle { raw, system: None };
     let mut out = Pairs {
         prompts: vec![],
@@ -92,7 +102,6 @@ pub fn read_pairs(path: &Path, model: &LoadedModel, raw: bool) -> Result<Pairs> 
         margins: None,
     };
     let mut margins = vec![];
-    let max = model.max_positions();
     for (i, r) in read_records(path, &prompt_columns())?.into_iter().enumerate() {
         let row = i + 1;
         let side = |k: &str| -> Result<Vec<i64>> {
@@ -102,14 +111,14 @@ pub fn read_pairs(path: &Path, model: &LoadedModel, raw: bool) -> Result<Pairs> 
                     path.display()
                 );
             };
-            let ids = completion_ids(&model.tokenizer, &text)?;
+            let ids = completion_ids(tokenizer, &text)?;
             if ids.is_empty() {
                 bail!("{} row {row}: `{k}` is empty", path.display());
             }
             Ok(ids)
         };
         let (c, rj) = (side("chosen")?, side("rejected")?);
-        let p = model.encode_prompt(&r.prompt, &style)?.1;
+        let p = super::encode_prompt(tokenizer, &r.prompt, &style)?.1;
         let longest = p.len() + c.len().max(rj.len());
         if longest > max {
             bail!(

@@ -16,7 +16,7 @@ use reinforge_torch::{copy_aux_files, LoadOptions, LoraConfig, RewardModel};
 use serde::Serialize;
 
 use super::args::{count, ModelArgs};
-use super::pairs::{completion_ids, completion_text, prompt_columns, read_pairs, step_rows, Pairs};
+use super::pairs::{completion_ids, completion_text, prompt_columns, read_pairs_with, step_rows, Pairs};
 use super::PromptStyle;
 use crate::run_dir::{read_json, write_json, RunDir};
 use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
@@ -162,34 +162,60 @@ fn evaluate(rm: &RewardModel, pairs: &Pairs, batch: usize, center: Option<f64>) 
     })
 }
 
-/// The reward model a run starts or resumes from, on the backbone of `loaded`.
-fn build_model(
-    args: &TrainRmArgs,
-    loaded: super::LoadedModel,
-    latest: &Path,
-    resumed: bool,
-) -> Result<RewardModel> {
-    let pad = loaded.pad_id();
+/// The `config.json` of `dir`, parsed.
+fn config_value(dir: &Path) -> Result<serde_json::Value> {
+    let path = dir.join("config.json");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Whether `dir` holds a `*ForSequenceClassification` checkpoint (an existing reward model).
+fn is_reward_model(dir: &Path) -> bool {
+    config_value(dir)
+        .ok()
+        .and_then(|v| v["architectures"][0].as_str().map(String::from))
+        .is_some_and(|a| a.ends_with("ForSequenceClassification"))
+}
+
+/// The reward model a run starts or resumes from: a causal checkpoint gets a fresh score
+/// head (seeded), an existing reward model is trained further.
+fn build_model(args: &TrainRmArgs, pad: i64, latest: &Path, resumed: bool) -> Result<RewardModel> {
     let lora = lora_config(args);
     crate::seeds::seed_torch(crate::seeds::step_seed(
         args.seed,
         crate::seeds::PHASE_INIT,
         0,
     ));
-    let device = loaded.policy.device();
-    let rm = match (&lora, resumed) {
-        (None, false) => RewardModel::from_policy(loaded.policy, pad, None)?,
-        (None, true) => RewardModel::load(latest, &LoadOptions::f32(device))?,
-        (Some(l), false) => RewardModel::from_policy(loaded.policy, pad, Some(l))?,
+    // Training keeps float32 weights.
+    let opts = LoadOptions {
+        kind: reinforge_torch::Kind::Float,
+        ..args.model.load_options()?
+    };
+    if is_reward_model(&args.model.model) {
+        if lora.is_some() {
+            bail!(
+                "{}: LoRA on an existing reward model is not supported; train it fully or start \
+                 from its causal checkpoint",
+                args.model.model.display()
+            );
+        }
+        let dir = if resumed { latest } else { &args.model.model };
+        return RewardModel::load(dir, &opts);
+    }
+    let policy = || reinforge_torch::Policy::load_with(&args.model.model, &opts);
+    Ok(match (&lora, resumed) {
+        (None, false) => RewardModel::from_policy(policy()?, pad, None)?,
+        (None, true) => RewardModel::load(latest, &opts)?,
+        (Some(l), false) => RewardModel::from_policy(policy()?, pad, Some(l))?,
         (Some(_), true) => {
-            let mut policy = loaded.policy;
+            let mut policy = policy()?;
             policy.load_adapter(&latest.join("adapter"))?;
             let mut rm = RewardModel::from_policy(policy, pad, None)?;
             rm.load_score(latest)?;
             rm
         }
-    };
-    Ok(rm)
+    })
 }
 
 /// Runs `train-rm`.
@@ -203,14 +229,27 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
     let resumed = latest.join(STATE_FILE).exists();
     // The pairs are tokenised by the starting checkpoint's tokenizer (the one saved with the
     // reward model).
-    let loaded = args.model.load()?;
-    let train = read_pairs(&args.data, &loaded, args.raw)?;
+    if let Some(n) = args.model.threads {
+        reinforge_torch::runtime::set_threads(n);
+    }
+    let dir = &args.model.model;
+    let tokenizer = HfTokenizer::from_dir(dir)
+        .with_context(|| format!("loading the tokenizer in {}", dir.display()))?;
+    let max = config_value(dir)?["max_position_embeddings"]
+        .as_u64()
+        .with_context(|| format!("{}/config.json: no `max_position_embeddings`", dir.display()))?
+        as usize;
+    let pad = tokenizer
+        .pad_token_id()
+        .or(tokenizer.eos_token_id())
+        .unwrap_or(0) as i64;
+    let train = read_pairs_with(&args.data, &tokenizer, max, args.raw)?;
     let heldout = args
         .heldout
         .as_ref()
-        .map(|p| read_pairs(p, &loaded, args.raw))
+        .map(|p| read_pairs_with(p, &tokenizer, max, args.raw))
         .transpose()?;
-    let rm = build_model(args, loaded, &latest, resumed)?;
+    let rm = build_model(args, pad, &latest, resumed)?;
     let center = args.center_rewards_coefficient;
     let before = heldout
         .as_ref()
