@@ -14,6 +14,7 @@ pub mod bt;
 pub mod decompose;
 pub mod elo;
 pub mod io;
+pub mod judge;
 pub mod leaderboard;
 pub mod linalg;
 pub mod passk;

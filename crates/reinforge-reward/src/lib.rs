@@ -43,6 +43,11 @@
 //! path = "runs/rm/final"   # the program building the reward (Reward::with_models)
 //! batch_size = 16
 //! # raw = false            # true: the prompt text was not rendered by a chat template
+//!
+//! [components.judge]
+//! type = "judge"           # an LLM judge (causal checkpoint) rating 1-5 from next-token
+//! path = "models/judge"    # probabilities: value = (expected rating - 1) / 4
+//! # template = "judge.txt" # {prompt} and {response}; default built in
 //! ```
 //!
 //! The total reward of a sample is `sum(weight * value)` over the components; each component's
@@ -72,18 +77,18 @@ use serde::Serialize;
 
 pub use code::extract_code;
 pub use spec::{
-    CodeTestsSpec, Component, FormatSpec, LengthShape, LengthSpec, LengthUnit, MathSpec, ModelSpec,
-    RewardSpec,
+    CodeTestsSpec, Component, FormatSpec, JudgeSpec, LengthShape, LengthSpec, LengthUnit, Learned,
+    MathSpec, ModelSpec, RewardSpec,
 };
 
-/// A learned scorer of (prompt, response) pairs, for `type = "model"` components: one value
+/// A learned scorer of (prompt, response) pairs, for `model` and `judge` components: one value
 /// per pair. Implemented where the model lives (the `reinforge` binary, on libtorch).
 pub trait ModelScorer: Send + Sync {
     fn score(&self, prompts: &[&str], responses: &[&str]) -> Result<Vec<f64>>;
 }
 
-/// Loads the scorer of a model component (its name and spec).
-pub type ModelLoader<'a> = &'a dyn Fn(&str, &ModelSpec) -> Result<Arc<dyn ModelScorer>>;
+/// Loads the scorer of a learned component (its name and spec).
+pub type ModelLoader<'a> = &'a dyn Fn(&str, Learned) -> Result<Arc<dyn ModelScorer>>;
 
 /// One response to score.
 #[derive(Clone, Debug, PartialEq)]
@@ -124,7 +129,7 @@ pub enum ScoreError {
         message: String,
     },
     /// A learned component's forward pass failed (a batch, not one sample).
-    #[error("component `{component}` (model): {message}")]
+    #[error("component `{component}` (learned): {message}")]
     Model { component: String, message: String },
 }
 
@@ -173,7 +178,7 @@ impl Reward {
     /// spec with `model` components needs [`Self::with_models`].
     pub fn new(spec: RewardSpec, sandbox: Option<Sandbox>) -> Result<Self> {
         Self::with_models(spec, sandbox, &|name, _| {
-            bail!("component `{name}` (model) needs a reward model loader: the reinforge binary loads models")
+            bail!("component `{name}` needs a model loader: the reinforge binary loads models")
         })
     }
 
@@ -212,7 +217,11 @@ impl Reward {
                 Component::Length(l) => Compiled::Length(l.clone()),
                 Component::Model(m) => Compiled::Model {
                     batch_size: m.batch_size,
-                    scorer: load(name, m)?,
+                    scorer: load(name, Learned::Model(m))?,
+                },
+                Component::Judge(j) => Compiled::Model {
+                    batch_size: j.batch_size,
+                    scorer: load(name, Learned::Judge(j))?,
                 },
             };
             components.push((name.clone(), c.weight(), compiled));

@@ -39,6 +39,33 @@ pub enum Component {
     /// directory) scoring prompt and response, in batches. The program that builds the reward
     /// loads it ([`crate::Reward::with_models`]).
     Model(ModelSpec),
+    /// An LLM judge (a causal checkpoint) rating each response 1 to 5 from its next-token
+    /// probabilities; the value is the expected rating mapped to [0, 1].
+    Judge(JudgeSpec),
+}
+
+/// `type = "judge"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeSpec {
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// The judge's checkpoint directory (config, weights, tokenizer).
+    pub path: PathBuf,
+    /// A pointwise template file with `{prompt}` and `{response}` (default: the built-in one,
+    /// see docs/preference.md).
+    #[serde(default)]
+    pub template: Option<PathBuf>,
+    /// Samples per forward pass.
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+}
+
+/// A learned component's spec, as the loader of [`crate::Reward::with_models`] receives it.
+#[derive(Clone, Copy, Debug)]
+pub enum Learned<'a> {
+    Model(&'a ModelSpec),
+    Judge(&'a JudgeSpec),
 }
 
 /// `type = "model"`.
@@ -184,6 +211,7 @@ impl Component {
             Component::Format(c) => c.weight,
             Component::Length(c) => c.weight,
             Component::Model(c) => c.weight,
+            Component::Judge(c) => c.weight,
         }
     }
 
@@ -195,6 +223,7 @@ impl Component {
             Component::Format(_) => "format",
             Component::Length(_) => "length",
             Component::Model(_) => "model",
+            Component::Judge(_) => "judge",
         }
     }
 
@@ -287,12 +316,17 @@ impl RewardSpec {
                         bail!("`{}` must be finite", key("penalty_factor"));
                     }
                 }
-                Component::Model(m) => {
-                    if m.batch_size == 0 {
+                Component::Model(ModelSpec {
+                    batch_size, path, ..
+                })
+                | Component::Judge(JudgeSpec {
+                    batch_size, path, ..
+                }) => {
+                    if *batch_size == 0 {
                         bail!("`{}` must be positive", key("batch_size"));
                     }
-                    if m.path.as_os_str().is_empty() {
-                        bail!("`{}` must name a reward model directory", key("path"));
+                    if path.as_os_str().is_empty() {
+                        bail!("`{}` must name a model directory", key("path"));
                     }
                 }
             }
@@ -318,14 +352,6 @@ impl RewardSpec {
                 }
             }
         }
-    }
-
-    /// The learned components (`type = "model"`), by name.
-    pub fn models(&self) -> impl Iterator<Item = (&str, &ModelSpec)> {
-        self.components.iter().filter_map(|(n, c)| match c {
-            Component::Model(m) => Some((n.as_str(), m)),
-            _ => None,
-        })
     }
 
     /// Whether any component reads the sample's label (math, code tests): data without a

@@ -229,9 +229,9 @@ pub fn run(args: &ServeArgs) -> Result<()> {
 
 /// The model loader of the standalone server: it has no libtorch, so a `type = "model"`
 /// component is an error that says where to serve it.
-pub fn no_models(name: &str, _: &reinforge_reward::ModelSpec) -> Result<Arc<dyn ModelScorer>> {
+pub fn no_models(name: &str, _: reinforge_reward::Learned) -> Result<Arc<dyn ModelScorer>> {
     anyhow::bail!(
-        "component `{name}` (model) needs libtorch: serve reward models with the `reinforge` binary"
+        "component `{name}` needs libtorch: serve reward models and judges with the `reinforge` binary"
     )
 }
 

@@ -131,3 +131,37 @@ fn chunk_logprobs(
     };
     (logp, ent)
 }
+
+/// Log-probabilities `[B, K]` (float32) of the `candidates` token ids as the token following
+/// each of `prompts` (a full-vocabulary softmax at each prompt's last position): how a judge's
+/// verdict ("A" or "B", a rating "1".."5") is read without sampling. `device` holds `model`.
+pub fn next_token_logprobs(
+    model: &Transformer,
+    device: tch::Device,
+    prompts: &[Vec<i64>],
+    pad_id: i64,
+    candidates: &[i64],
+) -> Tensor {
+    let refs: Vec<&[i64]> = prompts.iter().map(Vec::as_slice).collect();
+    let empty: Vec<&[i64]> = prompts.iter().map(|_| &[][..]).collect();
+    let batch = SequenceBatch::new(&refs, &empty, pad_id, device);
+    let hidden = model.hidden(
+        &ForwardInput {
+            ids: &batch.ids,
+            positions: &batch.positions,
+            key_mask: &batch.attn,
+        },
+        None,
+    );
+    let last: Vec<i64> = prompts.iter().map(|p| p.len().max(1) as i64 - 1).collect();
+    let idx = Tensor::from_slice(&last)
+        .to_device(device)
+        .view([-1, 1, 1])
+        .expand([prompts.len() as i64, 1, hidden.size()[2]], false);
+    let at_last = hidden.gather(1, &idx, false).squeeze_dim(1);
+    let logp = model
+        .logits(&at_last)
+        .to_kind(Kind::Float)
+        .log_softmax(-1, Kind::Float);
+    logp.index_select(1, &Tensor::from_slice(candidates).to_device(device))
+}

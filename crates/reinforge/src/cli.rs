@@ -57,6 +57,9 @@ enum Command {
     TrainRm(crate::hf::rm::TrainRmArgs),
     /// Score prompt/response rows with a reward model.
     ScoreRm(crate::hf::rm::ScoreRmArgs),
+    /// Judge responses with a local LLM: pairwise (position-swapped, battles for `rank`) or
+    /// pointwise ratings.
+    Judge(crate::hf::judge::JudgeArgs),
     /// Train a Prompt-to-Leaderboard model (lmarena/p2l losses) on battles with prompts.
     TrainP2l(crate::hf::p2l::TrainP2lArgs),
     /// A prompt's (or a prompt set's) leaderboard from a P2L model, and routing under a budget.
@@ -243,6 +246,7 @@ pub fn main() -> Result<ExitCode> {
         Command::TrainDpo(args) => crate::hf::dpo::train(&args).map(|()| ExitCode::SUCCESS),
         Command::TrainRm(args) => crate::hf::rm::train(&args).map(|()| ExitCode::SUCCESS),
         Command::ScoreRm(args) => crate::hf::rm::score(&args).map(|()| ExitCode::SUCCESS),
+        Command::Judge(args) => crate::hf::judge::run(&args).map(|()| ExitCode::SUCCESS),
         Command::TrainP2l(args) => crate::hf::p2l::train(&args).map(|()| ExitCode::SUCCESS),
         Command::P2l(args) => crate::hf::p2l::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Generate(args) => crate::hf::generate::run(&args).map(|()| ExitCode::SUCCESS),

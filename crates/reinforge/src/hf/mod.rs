@@ -5,6 +5,7 @@ pub mod args;
 pub mod dpo;
 pub mod evaluate;
 pub mod generate;
+pub mod judge;
 pub mod loaded;
 pub mod output;
 pub mod p2l;

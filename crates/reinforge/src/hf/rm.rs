@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use reinforge_hf::HfTokenizer;
-use reinforge_reward::{ModelScorer, ModelSpec};
+use reinforge_reward::{Learned, ModelScorer, ModelSpec};
 use reinforge_torch::loss::reward_model::reward_loss;
 use reinforge_torch::tch::{self, Tensor};
 use reinforge_torch::{copy_aux_files, LoadOptions, LoraConfig, RewardModel};
@@ -479,7 +479,11 @@ impl ModelScorer for RmScorer {
     }
 }
 
-/// The loader of `type = "model"` components, for [`reinforge_reward::Reward::with_models`].
-pub fn load_scorer(_name: &str, spec: &ModelSpec) -> Result<Arc<dyn ModelScorer>> {
-    Ok(Arc::new(RmScorer::load(spec)?))
+/// The loader of learned components (`type = "model"` and `type = "judge"`), for
+/// [`reinforge_reward::Reward::with_models`].
+pub fn load_scorer(_name: &str, spec: Learned) -> Result<Arc<dyn ModelScorer>> {
+    match spec {
+        Learned::Model(m) => Ok(Arc::new(RmScorer::load(m)?)),
+        Learned::Judge(j) => super::judge::load_scorer(j),
+    }
 }
