@@ -77,7 +77,7 @@ use serde::Serialize;
 
 pub use code::extract_code;
 pub use spec::{
-    CodeTestsSpec, Component, FormatSpec, JudgeSpec, LengthShape, LengthSpec, LengthUnit, Learned,
+    CodeTestsSpec, Component, FormatSpec, JudgeSpec, Learned, LengthShape, LengthSpec, LengthUnit,
     MathSpec, ModelSpec, RewardSpec,
 };
 

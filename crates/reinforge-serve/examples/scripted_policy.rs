@@ -51,5 +51,9 @@ fn main() -> anyhow::Result<()> {
     args.no_sandbox = true;
     args.model = Some(a.model);
     args.served_model_name = Some(a.served_model_name);
-    reinforge_serve::run_with_policy(&args, Some(Box::new(generator)), &reinforge_serve::no_models)
+    reinforge_serve::run_with_policy(
+        &args,
+        Some(Box::new(generator)),
+        &reinforge_serve::no_models,
+    )
 }

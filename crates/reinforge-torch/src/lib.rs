@@ -32,11 +32,11 @@ pub use lora::LoraConfig;
 pub use model::Transformer;
 pub use optim::{AdamW, AdamWConfig, GradStep};
 pub use policy::{Policy, SharedPolicy};
+pub use reward_model::RewardModel;
 pub use sampling::{
     generate, generate_with, Completion, GenerateHooks, RowEnd, SamplingParams, StepControl,
     StepToken,
 };
-pub use reward_model::RewardModel;
 pub use value::Critic;
 
 /// Re-exported so dependants use the exact tch this crate links.

@@ -112,12 +112,7 @@ impl RewardModel {
             .with_context(|| format!("writing {}", path.display()))?;
         let mut weights = self.policy.full_weights();
         weights.remove("lm_head.weight");
-        checkpoint::weights::save(
-            dir,
-            &weights,
-            kind,
-            checkpoint::DEFAULT_MAX_SHARD_BYTES,
-        )
+        checkpoint::weights::save(dir, &weights, kind, checkpoint::DEFAULT_MAX_SHARD_BYTES)
     }
 
     /// Rewards `[B]` (float32) of token sequences, each read at its last non-pad token.
@@ -176,12 +171,10 @@ fn read_config(path: &Path) -> Result<(crate::ModelConfig, i64)> {
             path.display()
         );
     };
-    let labels = obj
-        .get("id2label")
-        .and_then(Value::as_object)
-        .map_or(obj.get("num_labels").and_then(Value::as_u64).unwrap_or(2), |m| {
-            m.len() as u64
-        });
+    let labels = obj.get("id2label").and_then(Value::as_object).map_or(
+        obj.get("num_labels").and_then(Value::as_u64).unwrap_or(2),
+        |m| m.len() as u64,
+    );
     if labels != 1 {
         bail!(
             "{}: a reward model has one label, this config has {labels} (`id2label`)",
@@ -197,7 +190,10 @@ fn read_config(path: &Path) -> Result<(crate::ModelConfig, i64)> {
     for key in ["id2label", "label2id", "num_labels", "problem_type"] {
         obj.remove(key);
     }
-    obj.insert("architectures".into(), json!([format!("{base}ForCausalLM")]));
+    obj.insert(
+        "architectures".into(),
+        json!([format!("{base}ForCausalLM")]),
+    );
     let cfg = config_json::parse(&value, false)
         .with_context(|| format!("invalid model config {}", path.display()))?;
     Ok((cfg, pad_id))

@@ -154,7 +154,14 @@ fn reward_model_learns_the_rule_loads_in_transformers_and_rewards_rl() {
         .collect();
     assert_eq!(m.len(), 800, "the second command continued the run");
     assert!(m.iter().enumerate().all(|(i, x)| x["step"] == i));
-    for key in ["loss", "accuracy", "margin", "min_reward", "mean_reward", "max_reward"] {
+    for key in [
+        "loss",
+        "accuracy",
+        "margin",
+        "min_reward",
+        "mean_reward",
+        "max_reward",
+    ] {
         assert!(m[0].get(key).is_some(), "{key}");
     }
 
@@ -165,9 +172,16 @@ fn reward_model_learns_the_rule_loads_in_transformers_and_rewards_rl() {
     let gap = transformers_gap(&model, &scored, d);
     eprintln!("reinforge vs transformers: max |Δscore| {gap:.2e}");
     assert!(gap <= 1e-5, "scores differ from transformers by {gap}");
-    let rewards: Vec<f64> = scored.iter().map(|r| r["reward"].as_f64().unwrap()).collect();
+    let rewards: Vec<f64> = scored
+        .iter()
+        .map(|r| r["reward"].as_f64().unwrap())
+        .collect();
     let right = rewards.chunks(2).filter(|c| c[0] > c[1]).count();
-    assert!(right as f64 >= 0.95 * test.len() as f64, "{right} of {}", test.len());
+    assert!(
+        right as f64 >= 0.95 * test.len() as f64,
+        "{right} of {}",
+        test.len()
+    );
 
     // The same model as a reward component, through OpenRLHF's /get_reward: the prompt the
     // server sees is the rendered one (score-rm renders it with the chat template too).
@@ -198,7 +212,11 @@ fn reward_model_learns_the_rule_loads_in_transformers_and_rewards_rl() {
     drop(server);
     let served: Vec<f64> = common::floats(&answer["rewards"]);
     let gap = common::max_abs_diff(&served, &rewards[..8]);
-    assert!(gap < 1e-5, "/get_reward {served:?} vs score-rm {:?}", &rewards[..8]);
+    assert!(
+        gap < 1e-5,
+        "/get_reward {served:?} vs score-rm {:?}",
+        &rewards[..8]
+    );
 
     // GRPO against the reward model raises its score.
     let prompts: String = train
@@ -239,7 +257,10 @@ fn reward_model_learns_the_rule_loads_in_transformers_and_rewards_rl() {
     let first = r[..10].iter().sum::<f64>() / 10.0;
     let last = r[r.len() - 10..].iter().sum::<f64>() / 10.0;
     eprintln!("GRPO on the reward model: mean score {first:.3} -> {last:.3}");
-    assert!(last > first + 1.0, "reward-model score {first:.3} -> {last:.3}");
+    assert!(
+        last > first + 1.0,
+        "reward-model score {first:.3} -> {last:.3}"
+    );
 }
 
 /// The prompt text a data run scores with: `prompt` rendered by `model`'s chat template.
@@ -271,10 +292,13 @@ fn lora_reward_model_resumes_exactly_and_saves_merged() {
     train_rm(&data, &d.join("resumed"), "20", &lora);
     response_rows(&d.join("rows.jsonl"), &pairs(8, 3));
     let scores = |run: &str| -> Vec<f64> {
-        score_rm(&d.join(run).join("checkpoints/final"), &d.join("rows.jsonl"))
-            .iter()
-            .map(|r| r["reward"].as_f64().unwrap())
-            .collect()
+        score_rm(
+            &d.join(run).join("checkpoints/final"),
+            &d.join("rows.jsonl"),
+        )
+        .iter()
+        .map(|r| r["reward"].as_f64().unwrap())
+        .collect()
     };
     let (a, b) = (scores("straight"), scores("resumed"));
     assert!(common::max_abs_diff(&a, &b) < 1e-6, "{a:?} vs {b:?}");
@@ -288,7 +312,11 @@ fn lora_reward_model_resumes_exactly_and_saves_merged() {
 fn reward_model_inputs_are_checked() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(d.join("bad.jsonl"), "{\"prompt\": \"x\", \"chosen\": \"y\"}\n").unwrap();
+    std::fs::write(
+        d.join("bad.jsonl"),
+        "{\"prompt\": \"x\", \"chosen\": \"y\"}\n",
+    )
+    .unwrap();
     let o = reinforge(&[
         "train-rm",
         "--model",
@@ -299,9 +327,16 @@ fn reward_model_inputs_are_checked() {
         d.join("run").to_str().unwrap(),
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("row 1") && err.contains("rejected"), "{err}");
+    assert!(
+        !o.status.success() && err.contains("row 1") && err.contains("rejected"),
+        "{err}"
+    );
     // A causal checkpoint is not a reward model.
-    std::fs::write(d.join("rows.jsonl"), "{\"prompt\": \"x\", \"response\": \"y\"}\n").unwrap();
+    std::fs::write(
+        d.join("rows.jsonl"),
+        "{\"prompt\": \"x\", \"response\": \"y\"}\n",
+    )
+    .unwrap();
     let o = reinforge(&[
         "score-rm",
         "--model",
@@ -310,7 +345,10 @@ fn reward_model_inputs_are_checked() {
         d.join("rows.jsonl").to_str().unwrap(),
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("ForSequenceClassification"), "{err}");
+    assert!(
+        !o.status.success() && err.contains("ForSequenceClassification"),
+        "{err}"
+    );
     // A margin on some rows only.
     std::fs::write(
         d.join("margin.jsonl"),

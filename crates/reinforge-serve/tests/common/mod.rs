@@ -26,7 +26,10 @@ pub fn start(args: ServeArgs) -> Server {
 
 /// Starts a server with the policy routes over `generator`.
 pub fn start_policy(args: ServeArgs, generator: Box<dyn reinforge_serve::Generator>) -> Server {
-    start_state(AppState::with_policy(&args, Some(generator), &reinforge_serve::no_models).expect("server state"))
+    start_state(
+        AppState::with_policy(&args, Some(generator), &reinforge_serve::no_models)
+            .expect("server state"),
+    )
 }
 
 fn start_state(state: AppState) -> Server {

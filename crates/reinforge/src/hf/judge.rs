@@ -88,7 +88,12 @@ impl Judge {
         for (k, v) in fill {
             text = text.replace(k, v);
         }
-        Ok(encode_prompt(&self.model.tokenizer, &Prompt::Text(text), &PromptStyle::default())?.1)
+        Ok(encode_prompt(
+            &self.model.tokenizer,
+            &Prompt::Text(text),
+            &PromptStyle::default(),
+        )?
+        .1)
     }
 
     /// Probabilities over the labels `[rows][labels]`, renormalised over the labels.
@@ -110,15 +115,31 @@ impl Judge {
         )
         .softmax(-1, tch::Kind::Double);
         let flat = Vec::<f64>::try_from(&logp.flatten(0, -1))?;
-        Ok(flat.chunks(self.labels.len()).map(<[f64]>::to_vec).collect())
+        Ok(flat
+            .chunks(self.labels.len())
+            .map(<[f64]>::to_vec)
+            .collect())
     }
 
     /// Each pair judged in both orders: P(A better) with A shown first and second.
-    pub fn pairwise(&self, prompts: &[&str], a: &[&str], b: &[&str]) -> Result<Vec<SwappedVerdict>> {
+    pub fn pairwise(
+        &self,
+        prompts: &[&str],
+        a: &[&str],
+        b: &[&str],
+    ) -> Result<Vec<SwappedVerdict>> {
         let mut inputs = Vec::with_capacity(2 * prompts.len());
         for ((p, x), y) in prompts.iter().zip(a).zip(b) {
-            inputs.push(self.encode(&[("{prompt}", p), ("{response_a}", x), ("{response_b}", y)])?);
-            inputs.push(self.encode(&[("{prompt}", p), ("{response_a}", y), ("{response_b}", x)])?);
+            inputs.push(self.encode(&[
+                ("{prompt}", p),
+                ("{response_a}", x),
+                ("{response_b}", y),
+            ])?);
+            inputs.push(self.encode(&[
+                ("{prompt}", p),
+                ("{response_a}", y),
+                ("{response_b}", x),
+            ])?);
         }
         let probs = self.label_probs(&inputs)?;
         Ok(probs
@@ -193,7 +214,12 @@ pub struct JudgeArgs {
 }
 
 /// A string field of a row, or an error naming the file, row and field.
-fn field(row: &serde_json::Map<String, serde_json::Value>, k: &str, file: &Path, i: usize) -> Result<String> {
+fn field(
+    row: &serde_json::Map<String, serde_json::Value>,
+    k: &str,
+    file: &Path,
+    i: usize,
+) -> Result<String> {
     completion_text(row.get(k))
         .with_context(|| format!("{} row {}: `{k}` must be a string", file.display(), i + 1))
 }
@@ -236,7 +262,12 @@ pub fn run(args: &JudgeArgs) -> Result<()> {
         bar.finish_and_clear();
         let truth: Option<Vec<bool>> = records
             .iter()
-            .map(|r| r.extra.get("winner").and_then(|w| w.as_str()).map(|w| w == "model_a"))
+            .map(|r| {
+                r.extra
+                    .get("winner")
+                    .and_then(|w| w.as_str())
+                    .map(|w| w == "model_a")
+            })
             .collect();
         let mut battles = String::new();
         for (i, (r, v)) in records.iter().zip(&verdicts).enumerate() {
@@ -246,7 +277,10 @@ pub fn run(args: &JudgeArgs) -> Result<()> {
                 "p_a": v.debiased(), "consistent": v.consistent(), "winner": w}))?);
             out.push('\n');
             if args.battles.is_some() {
-                let (ma, mb) = (field(&r.extra, "model_a", &args.data, i)?, field(&r.extra, "model_b", &args.data, i)?);
+                let (ma, mb) = (
+                    field(&r.extra, "model_a", &args.data, i)?,
+                    field(&r.extra, "model_b", &args.data, i)?,
+                );
                 battles.push_str(&serde_json::to_string(&serde_json::json!({
                     "model_a": ma, "model_b": mb, "winner": w, "prompt": prompts[i]}))?);
                 battles.push('\n');
@@ -267,7 +301,9 @@ pub fn run(args: &JudgeArgs) -> Result<()> {
             let ratings =
                 judge.pointwise(&slice(&prompts, start, end), &slice(&responses, start, end))?;
             for (k, rating) in ratings.into_iter().enumerate() {
-                out.push_str(&serde_json::to_string(&serde_json::json!({"row": start + k, "rating": rating}))?);
+                out.push_str(&serde_json::to_string(
+                    &serde_json::json!({"row": start + k, "rating": rating}),
+                )?);
                 out.push('\n');
             }
             bar.set_position(end as u64);
@@ -297,13 +333,20 @@ impl JudgeScorer {
             &spec.path,
             &reinforge_torch::LoadOptions::f32(reinforge_torch::Device::Cpu),
         )?;
-        Ok(Self(Mutex::new(Judge::new(model, spec.template.as_deref(), false)?)))
+        Ok(Self(Mutex::new(Judge::new(
+            model,
+            spec.template.as_deref(),
+            false,
+        )?)))
     }
 }
 
 impl ModelScorer for JudgeScorer {
     fn score(&self, prompts: &[&str], responses: &[&str]) -> Result<Vec<f64>> {
-        let judge = self.0.lock().map_err(|_| anyhow::anyhow!("judge lock poisoned"))?;
+        let judge = self
+            .0
+            .lock()
+            .map_err(|_| anyhow::anyhow!("judge lock poisoned"))?;
         Ok(judge
             .pointwise(prompts, responses)?
             .into_iter()

@@ -9,8 +9,8 @@ use anyhow::{bail, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use reinforge_tasks::{read_records, DataColumns, PromptFormat};
 use reinforge_hf::HfTokenizer;
+use reinforge_tasks::{read_records, DataColumns, PromptFormat};
 use serde_json::Value;
 
 use super::{LoadedModel, PromptStyle};
@@ -102,7 +102,10 @@ pub fn read_pairs_with(
         margins: None,
     };
     let mut margins = vec![];
-    for (i, r) in read_records(path, &prompt_columns())?.into_iter().enumerate() {
+    for (i, r) in read_records(path, &prompt_columns())?
+        .into_iter()
+        .enumerate()
+    {
         let row = i + 1;
         let side = |k: &str| -> Result<Vec<i64>> {
             let Some(text) = completion_text(r.extra.get(k)) else {

@@ -16,7 +16,9 @@ use reinforge_torch::{copy_aux_files, LoadOptions, LoraConfig, RewardModel};
 use serde::Serialize;
 
 use super::args::{count, ModelArgs};
-use super::pairs::{completion_ids, completion_text, prompt_columns, read_pairs_with, step_rows, Pairs};
+use super::pairs::{
+    completion_ids, completion_text, prompt_columns, read_pairs_with, step_rows, Pairs,
+};
 use super::PromptStyle;
 use crate::run_dir::{read_json, write_json, RunDir};
 use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
@@ -131,7 +133,11 @@ fn lora_config(args: &TrainRmArgs) -> Option<LoraConfig> {
 }
 
 /// Rewards of `rows` split into chosen and rejected, and their margins.
-fn batch_scores(rm: &RewardModel, pairs: &Pairs, rows: &[usize]) -> (Tensor, Tensor, Option<Tensor>) {
+fn batch_scores(
+    rm: &RewardModel,
+    pairs: &Pairs,
+    rows: &[usize],
+) -> (Tensor, Tensor, Option<Tensor>) {
     let s = rm.scores(&pairs.sequences(rows));
     let b = rows.len() as i64;
     let margin = pairs
@@ -153,7 +159,12 @@ fn evaluate(rm: &RewardModel, pairs: &Pairs, batch: usize, center: Option<f64>) 
         m.extend(sm);
     }
     let margin = (!m.is_empty()).then(|| Tensor::cat(&m, 0));
-    let out = reward_loss(&Tensor::cat(&c, 0), &Tensor::cat(&r, 0), margin.as_ref(), center)?;
+    let out = reward_loss(
+        &Tensor::cat(&c, 0),
+        &Tensor::cat(&r, 0),
+        margin.as_ref(),
+        center,
+    )?;
     Ok(Heldout {
         pairs: pairs.len(),
         loss: out.loss.double_value(&[]),
@@ -237,8 +248,12 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
         .with_context(|| format!("loading the tokenizer in {}", dir.display()))?;
     let max = config_value(dir)?["max_position_embeddings"]
         .as_u64()
-        .with_context(|| format!("{}/config.json: no `max_position_embeddings`", dir.display()))?
-        as usize;
+        .with_context(|| {
+            format!(
+                "{}/config.json: no `max_position_embeddings`",
+                dir.display()
+            )
+        })? as usize;
     let pad = tokenizer
         .pad_token_id()
         .or(tokenizer.eos_token_id())
@@ -283,7 +298,11 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
     .with_model_writer(Box::new(|dir: &Path| rm.save(dir)));
     if resumed {
         trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
-        eprintln!("resuming {} at step {}", run.root.display(), trainer.state.step);
+        eprintln!(
+            "resuming {} at step {}",
+            run.root.display(),
+            trainer.state.step
+        );
     }
     let plan = PhasePlan {
         steps: args.steps,
@@ -389,7 +408,10 @@ pub fn score(args: &ScoreRmArgs) -> Result<()> {
     }
     let _guard = tch::no_grad_guard();
     let mut out = String::new();
-    for (chunk_rows, chunk) in records.chunks(args.batch_size).zip(seqs.chunks(args.batch_size)) {
+    for (chunk_rows, chunk) in records
+        .chunks(args.batch_size)
+        .zip(seqs.chunks(args.batch_size))
+    {
         let scores = Vec::<f32>::try_from(&rm.scores(chunk))?;
         for ((r, s), ids) in chunk_rows.iter().zip(scores).zip(chunk) {
             let mut row = r.extra.clone();
@@ -447,8 +469,18 @@ impl RmScorer {
     }
 
     fn ids(&self, prompt: &str, response: &str) -> Result<Vec<i64>> {
-        let mut ids: Vec<i64> = self.tokenizer.encode(prompt, self.raw)?.into_iter().map(i64::from).collect();
-        ids.extend(self.tokenizer.encode(response, false)?.into_iter().map(i64::from));
+        let mut ids: Vec<i64> = self
+            .tokenizer
+            .encode(prompt, self.raw)?
+            .into_iter()
+            .map(i64::from)
+            .collect();
+        ids.extend(
+            self.tokenizer
+                .encode(response, false)?
+                .into_iter()
+                .map(i64::from),
+        );
         // OpenRLHF's queries keep the response's EOS text: add it only when missing.
         if ids.last().copied() != self.eos {
             ids.extend(self.eos);
@@ -468,10 +500,16 @@ impl ModelScorer for RmScorer {
             .zip(responses)
             .map(|(p, r)| self.ids(p, r))
             .collect::<Result<Vec<_>>>()?;
-        let rm = self.rm.lock().map_err(|_| anyhow::anyhow!("reward model lock poisoned"))?;
+        let rm = self
+            .rm
+            .lock()
+            .map_err(|_| anyhow::anyhow!("reward model lock poisoned"))?;
         let max = rm.policy.model.config().max_position_embeddings;
         if let Some(long) = seqs.iter().find(|s| s.len() > max) {
-            bail!("a sample has {} tokens, more than the reward model's {max} positions", long.len());
+            bail!(
+                "a sample has {} tokens, more than the reward model's {max} positions",
+                long.len()
+            );
         }
         let _guard = tch::no_grad_guard();
         let scores = Vec::<f32>::try_from(&rm.scores(&seqs))?;
