@@ -39,3 +39,25 @@ fi
 
 site="$("$venv/bin/python" -c 'import torch, os; print(os.path.dirname(torch.__file__))')"
 ln -sfn "$site" "$venv/libtorch"
+
+# Gloo's headers, which libtorch's c10d headers include but the torch wheel does not ship:
+# reinforge-torch's build.rs compiles its torch.distributed shim against them (the Gloo code
+# itself is libtorch's). Debian's libgloo-dev is unpacked into .venv/gloo, headers only, with
+# no root needed; without it the build works and distributed training says how to enable it.
+gloo="$venv/gloo"
+if [ ! -f "$gloo/usr/include/gloo/context.h" ] && [ ! -f /usr/include/gloo/context.h ]; then
+  if command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1; then
+    tmp="$(mktemp -d)"
+    if (cd "$tmp" && apt-get download libgloo-dev >/dev/null 2>&1) ||
+       { [ "$(id -u)" = 0 ] && apt-get update -qq >/dev/null 2>&1 &&
+         (cd "$tmp" && apt-get download libgloo-dev >/dev/null 2>&1); }; then
+      mkdir -p "$gloo" && dpkg-deb -x "$tmp"/libgloo-dev_*.deb "$gloo"
+      echo "==> Gloo headers unpacked into $gloo (torch.distributed)" >&2
+    else
+      echo "warning: could not fetch Debian's libgloo-dev: building without torch.distributed" >&2
+    fi
+    rm -rf "$tmp"
+  else
+    echo "warning: no apt-get/dpkg-deb for Gloo's headers: building without torch.distributed (set REINFORGE_GLOO_INCLUDE)" >&2
+  fi
+fi

@@ -11,6 +11,7 @@ pub mod batch;
 pub mod cache;
 pub mod checkpoint;
 pub mod config;
+pub mod dist;
 pub mod logprobs;
 pub mod lora;
 pub mod loss;
