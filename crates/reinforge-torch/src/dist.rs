@@ -531,6 +531,56 @@ fn get_key(h: &Handle, key: &str) -> std::result::Result<String, String> {
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
+/// Gradient bucket size of [`all_reduce_gradients`]: 25 MB, torch DDP's `bucket_cap_mb`.
+pub const DEFAULT_BUCKET_BYTES: usize = 25 << 20;
+
+/// Sums the gradients of `vs`'s trainable variables over every rank, one all-reduce per
+/// bucket of at most `bucket_bytes` (a variable without a gradient counts as zeros).
+pub fn all_reduce_gradients(
+    pg: &ProcessGroup,
+    vs: &tch::nn::VarStore,
+    bucket_bytes: usize,
+) -> Result<()> {
+    let vars = vs.trainable_variables();
+    for v in &vars {
+        if !v.grad().defined() {
+            // A zero gradient, so every rank reduces the same buffers (a backward pass
+            // through `0 · Σ v` touches only this leaf).
+            (v * 0.0).sum(v.kind()).backward();
+        }
+    }
+    let _guard = tch::no_grad_guard();
+    let grads: Vec<Tensor> = vars.iter().map(Tensor::grad).collect();
+    let mut bucket: Vec<&Tensor> = vec![];
+    let mut bytes = 0;
+    for g in &grads {
+        let size = g.numel() * g.kind().elt_size_in_bytes();
+        if !bucket.is_empty() && bytes + size > bucket_bytes {
+            pg.all_reduce(&bucket, ReduceOp::Sum)?;
+            bucket.clear();
+            bytes = 0;
+        }
+        bucket.push(g);
+        bytes += size;
+    }
+    if !bucket.is_empty() {
+        pg.all_reduce(&bucket, ReduceOp::Sum)?;
+    }
+    Ok(())
+}
+
+/// Copies rank 0's values of every variable of `vs` to every rank (at start and on resume,
+/// so all ranks train the same weights).
+pub fn broadcast_parameters(pg: &ProcessGroup, vs: &tch::nn::VarStore) -> Result<()> {
+    let _guard = tch::no_grad_guard();
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, t) in &named {
+        pg.broadcast(t, 0)?;
+    }
+    Ok(())
+}
+
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);

@@ -95,6 +95,43 @@ pub struct GenerateHooks<'a> {
     pub top_logprobs: usize,
     /// Called after each step with the token of every row that produced one.
     pub on_step: Option<OnStep<'a>>,
+    /// Per-row sampling noise instead of torch's batch generator (see [`RowRng`]).
+    pub row_rng: Option<RowRng>,
+}
+
+/// Counter-based sampling: row `i`'s token at step `t` is drawn by the Gumbel-max trick with
+/// uniforms keyed by `(seed, row_offset + i, t)` alone, so a row samples the same tokens
+/// whatever other rows share its batch. That is what lets data-parallel ranks, each sampling
+/// its own rows of a step's batch, draw exactly the tokens one process drawing the whole
+/// batch draws. The distribution equals torch's multinomial draw; the tokens differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowRng {
+    pub seed: u64,
+    /// Global index of this call's first row.
+    pub row_offset: usize,
+}
+
+impl RowRng {
+    /// Uniforms in (0, 1) `[rows.len(), vocab]`: row `j` keyed by `rows[j]` and `steps[j]`.
+    fn uniforms(&self, rows: &[usize], steps: &[usize], vocab: usize, device: Device) -> Tensor {
+        use rand::{Rng, SeedableRng};
+        let mut buf = vec![0f32; rows.len() * vocab];
+        for (j, chunk) in buf.chunks_mut(vocab).enumerate() {
+            let row = (self.row_offset + rows[j]) as u64;
+            let key = self.seed
+                ^ row.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ (steps[j] as u64)
+                    .wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+                    .rotate_left(31);
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(key);
+            for x in chunk {
+                *x = rng.gen_range(f32::EPSILON..1.0);
+            }
+        }
+        Tensor::from_slice(&buf)
+            .view([rows.len() as i64, vocab as i64])
+            .to_device(device)
+    }
 }
 
 /// Samples one completion per prompt. Prompts are left-padded so the batch decodes in lock
@@ -246,7 +283,12 @@ pub fn generate_with(
     // cache entries are dropped), so later steps only compute the completions still running.
     let mut rows: Vec<usize> = (0..prompts.len()).collect();
     while !rows.is_empty() {
-        let draw = pick_tokens(&state.logits.to_kind(Kind::Float), params);
+        let logits = state.logits.to_kind(Kind::Float);
+        let noise = hooks.row_rng.map(|r| {
+            let steps: Vec<usize> = rows.iter().map(|&i| out[i].tokens.len()).collect();
+            r.uniforms(&rows, &steps, logits.size()[1] as usize, device)
+        });
+        let draw = pick_tokens(&logits, params, noise.as_ref());
         let tokens = Vec::<i64>::try_from(&draw.tokens).expect("int64 tokens");
         let logps = Vec::<f32>::try_from(&draw.logp).expect("float log-probs");
         let entropies = Vec::<f32>::try_from(&draw.entropy).expect("float entropies");
@@ -344,8 +386,10 @@ fn top_alternatives(logp_all: &Tensor, k: usize) -> Vec<Vec<(i64, f32)>> {
         .collect()
 }
 
-/// Draws one token per row from `logits` `[B, V]` (greedy when the temperature is 0).
-fn pick_tokens(logits: &Tensor, params: &SamplingParams) -> Draw {
+/// Draws one token per row from `logits` `[B, V]` (greedy when the temperature is 0): a
+/// multinomial draw from torch's generator, or with `uniforms` (`[B, V]`, from [`RowRng`]) the
+/// Gumbel-max draw `argmax(logits − ln(−ln u))` over the same filtered distribution.
+fn pick_tokens(logits: &Tensor, params: &SamplingParams, uniforms: Option<&Tensor>) -> Draw {
     let greedy = params.temperature <= 0.0;
     let scaled = if greedy || params.temperature == 1.0 {
         logits.shallow_clone()
@@ -357,9 +401,11 @@ fn pick_tokens(logits: &Tensor, params: &SamplingParams) -> Draw {
     let token = if greedy {
         scaled.argmax(-1, true)
     } else {
-        filter_top_k_top_p(&scaled, params.top_k, params.top_p)
-            .softmax(-1, Kind::Float)
-            .multinomial(1, false)
+        let filtered = filter_top_k_top_p(&scaled, params.top_k, params.top_p);
+        match uniforms {
+            Some(u) => (filtered - u.log().neg().log()).argmax(-1, true),
+            None => filtered.softmax(-1, Kind::Float).multinomial(1, false),
+        }
     };
     Draw {
         logp: logp_all.gather(1, &token, false).squeeze_dim(1),

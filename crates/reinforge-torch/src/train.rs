@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tch::{Kind, Tensor};
 
+use anyhow::Result;
+
 use crate::batch::SequenceBatch;
+use crate::dist::{all_reduce_gradients, ProcessGroup, ReduceOp, DEFAULT_BUCKET_BYTES};
 use crate::logprobs::{token_logprobs_with, Entropy};
 use crate::loss::agg::{agg_loss, verl_masked_mean, AggMode, GlobalBatchInfo};
 use crate::loss::kl::{kl_penalty, KlPenalty};
@@ -42,23 +45,58 @@ pub fn sft_step(
     batch: &SequenceBatch,
     lr: f64,
     max_grad_norm: f64,
-) -> SftStats {
+    dp: Option<&ProcessGroup>,
+) -> Result<SftStats> {
     opt.zero_grad();
     let (logp, _) = token_logprobs_with(&policy.model, batch, 1.0, Entropy::Skip);
-    let tokens = batch.loss_mask.sum(Kind::Float).double_value(&[]);
+    let local_tokens = batch.loss_mask.sum(Kind::Float).double_value(&[]);
+    // Data-parallel: the token-mean's denominator is the whole batch's, over every rank.
+    let tokens = match dp {
+        Some(pg) => sum_over_ranks(pg, local_tokens)?,
+        None => local_tokens,
+    };
     let info = GlobalBatchInfo {
         batch_num_tokens: Some(tokens.max(1.0)),
         ..GlobalBatchInfo::default()
     };
     let loss = agg_loss(&(-logp), &batch.loss_mask, AggMode::TokenMean, &info);
     loss.backward();
+    let mut value = loss.double_value(&[]);
+    if let Some(pg) = dp {
+        all_reduce_gradients(pg, &policy.vs, DEFAULT_BUCKET_BYTES)?;
+        value = sum_over_ranks(pg, value)?;
+    }
     let step = opt.clip_and_step(max_grad_norm, lr);
-    SftStats {
-        loss: loss.double_value(&[]),
+    Ok(SftStats {
+        loss: value,
         grad_norm: step.grad_norm,
         tokens,
         nonfinite_grad_steps: usize::from(!step.stepped),
-    }
+    })
+}
+
+/// `x` summed over every rank of `pg` (float64).
+pub fn sum_over_ranks(pg: &ProcessGroup, x: f64) -> Result<f64> {
+    let t = Tensor::from_slice(&[x]);
+    pg.all_reduce(&[&t], ReduceOp::Sum)?;
+    Ok(t.double_value(&[0]))
+}
+
+/// verl's metrics an update reports.
+const REPORTED_METRICS: &[&str] = &[
+    "actor/pg_clipfrac",
+    "actor/pg_clipfrac_lower",
+    "actor/ppo_kl",
+];
+
+/// A data-parallel rank's share of a policy update: its rows are the global rows
+/// `row_offset..row_offset + batch rows`, and every aggregation denominator comes from the
+/// whole batch (`global_row_tokens`, every rank's rows), as verl normalises with `dp_size`, so
+/// the summed gradients are those of one process holding the whole batch.
+pub struct DataParallel<'a> {
+    pub pg: &'a ProcessGroup,
+    pub row_offset: usize,
+    pub global_row_tokens: Vec<f64>,
 }
 
 /// Settings of the policy update.
@@ -283,7 +321,7 @@ impl RolloutBatch {
     }
 
     /// Tokens each row contributes to the loss (the row sums of the effective mask).
-    fn row_tokens(&self) -> Vec<f64> {
+    pub fn row_tokens(&self) -> Vec<f64> {
         match &self.keep {
             None => self
                 .seqs
@@ -390,23 +428,56 @@ pub fn policy_update(
     batch: &RolloutBatch,
     cfg: &UpdateConfig,
     orders: &[Vec<i64>],
-) -> UpdateStats {
+    dp: Option<&DataParallel>,
+) -> Result<UpdateStats> {
     let mut acc = UpdateStats::default();
     let mut metrics = BTreeMap::<String, f64>::new();
-    let n = batch.seqs.len();
+    let local_tokens = batch.row_tokens();
+    let (row_tokens, offset) = match dp {
+        Some(d) => (d.global_row_tokens.clone(), d.row_offset),
+        None => (local_tokens.clone(), 0),
+    };
+    let n = row_tokens.len();
+    let local = offset..offset + batch.seqs.len();
     let per = n.div_ceil(cfg.mini_batches.max(1));
-    let row_tokens = batch.row_tokens();
     let skip_zero = cfg.skips_zero_advantage_rows();
     let skip_empty = cfg.policy_loss.empty_rows_are_inert();
-    let skip = |i: i64| {
-        (skip_empty && row_tokens[i as usize] == 0.0)
-            || (skip_zero && batch.advantages[i as usize] == 0.0)
+    // `i` is a row of this process's batch.
+    let skip = |i: usize| {
+        (skip_empty && local_tokens[i] == 0.0) || (skip_zero && batch.advantages[i] == 0.0)
     };
     for order in orders.iter().take(cfg.epochs) {
         for chunk in order.chunks(per) {
             let info = minibatch_info(chunk, &row_tokens, cfg.loss_scale_factor);
-            let rows: Vec<i64> = chunk.iter().copied().filter(|&i| !skip(i)).collect();
-            acc.rows_skipped += chunk.len() - rows.len();
+            let mine: Vec<usize> = chunk
+                .iter()
+                .map(|&i| i as usize)
+                .filter(|i| local.contains(i))
+                .map(|i| i - offset)
+                .collect();
+            let rows: Vec<i64> = mine
+                .iter()
+                .copied()
+                .filter(|&i| !skip(i))
+                .map(|i| i as i64)
+                .collect();
+            acc.rows_skipped += mine.len() - rows.len();
+            // verl's metrics are token-means over the rows that ran; across ranks each rank's
+            // mean is weighted by its share of those tokens.
+            let ran_local: f64 = rows.iter().map(|&i| local_tokens[i as usize]).sum();
+            let (weight, any_ran) = match dp {
+                Some(d) => {
+                    let t = Tensor::from_slice(&[ran_local, rows.len() as f64]);
+                    d.pg.all_reduce(&[&t], ReduceOp::Sum)?;
+                    let total = t.double_value(&[0]);
+                    let w = if total > 0.0 { ran_local / total } else { 0.0 };
+                    (w, t.double_value(&[1]) > 0.0)
+                }
+                None => (1.0, !rows.is_empty()),
+            };
+            if any_ran {
+                acc.trained_steps += 1;
+            }
             opt.zero_grad();
             if rows.is_empty() {
                 // Every gradient is zero; AdamW still steps (its moments decay), as it would
@@ -426,11 +497,13 @@ pub fn policy_update(
                 loss.backward();
                 acc.loss += loss.double_value(&[]);
                 acc.pg_loss += stats.pg_loss;
-                acc.kl += stats.kl.unwrap_or(0.0);
+                acc.kl += stats.kl.unwrap_or(0.0) * weight;
                 for (k, v) in stats.metrics {
-                    *metrics.entry(k).or_default() += v;
+                    *metrics.entry(k).or_default() += v * weight;
                 }
-                acc.trained_steps += 1;
+            }
+            if let Some(d) = dp {
+                all_reduce_gradients(d.pg, &policy.vs, DEFAULT_BUCKET_BYTES)?;
             }
             let step = opt.clip_and_step(cfg.max_grad_norm, cfg.lr);
             if step.stepped {
@@ -441,6 +514,19 @@ pub fn policy_update(
             acc.optimizer_steps += 1;
         }
     }
+    if let Some(d) = dp {
+        // Loss and pg_loss are sums of globally normalised terms, the KL and verl's metrics
+        // sums of token-weighted shares: their totals are the single-process values.
+        acc.loss = sum_over_ranks(d.pg, acc.loss)?;
+        acc.pg_loss = sum_over_ranks(d.pg, acc.pg_loss)?;
+        acc.kl = sum_over_ranks(d.pg, acc.kl)?;
+        // A fixed key list: every rank must issue the same collectives, whatever it ran.
+        for k in REPORTED_METRICS {
+            let v = metrics.get(*k).copied().unwrap_or(0.0);
+            metrics.insert(k.to_string(), sum_over_ranks(d.pg, v)?);
+        }
+        acc.rows_skipped = sum_over_ranks(d.pg, acc.rows_skipped as f64)? as usize;
+    }
     // Loss and gradient norm of an all-zero mini-batch are exactly 0; the KL and verl's
     // metrics of skipped rows are not computed, so those average over trained steps.
     acc.loss /= acc.optimizer_steps.max(1) as f64;
@@ -449,10 +535,10 @@ pub fn policy_update(
     let trained = acc.trained_steps.max(1) as f64;
     acc.kl /= trained;
     let metric = |k: &str| metrics.get(k).copied().unwrap_or(0.0) / trained;
-    acc.pg_clipfrac = metric("actor/pg_clipfrac");
-    acc.pg_clipfrac_lower = metric("actor/pg_clipfrac_lower");
-    acc.ppo_kl = metric("actor/ppo_kl");
-    acc
+    acc.pg_clipfrac = metric(REPORTED_METRICS[0]);
+    acc.pg_clipfrac_lower = metric(REPORTED_METRICS[1]);
+    acc.ppo_kl = metric(REPORTED_METRICS[2]);
+    Ok(acc)
 }
 
 /// Defines every parameter's gradient as zeros (a backward pass through `0 * Σ p`).

@@ -103,7 +103,7 @@ pub fn run(
     for step in 0..warmup + iterations {
         trainer.state.step = step;
         let start = Instant::now();
-        let m = grpo::run_step(&mut trainer, &env, &grpo_cfg, &cfg.ppo, cfg.seed)?;
+        let m = grpo::run_step(&mut trainer, &env, &grpo_cfg, &cfg.ppo, cfg.seed, false)?;
         let elapsed = start.elapsed().as_secs_f64();
         if step >= warmup {
             times.push(elapsed);

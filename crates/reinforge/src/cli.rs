@@ -87,6 +87,11 @@ EXAMPLES:
       --set grpo.algorithm=dr_grpo --set grpo.max_completion_length=512 --lora-r 16
                                                    train a checkpoint (HF layout in runs/<name>/checkpoints/final)")]
 struct TrainArgs {
+    /// Run N data-parallel ranks on this machine (Gloo, one process each): a local stand-in
+    /// for `torchrun --nproc-per-node N reinforge train ...`, which works too, as does any
+    /// launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (docs/distributed.md).
+    #[arg(long, value_name = "N")]
+    nproc: Option<usize>,
     /// TOML config to start from (defaults fill every key it leaves out).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -256,6 +261,9 @@ pub fn main() -> Result<ExitCode> {
 }
 
 fn train(args: TrainArgs) -> Result<ExitCode> {
+    if let Some(n) = args.nproc.filter(|&n| n > 1) {
+        return crate::launch::local_ranks(n);
+    }
     if let (Some(model), Some(data)) = (&args.model, &args.data) {
         return train_on_data(&args, model, data);
     }
@@ -298,6 +306,7 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
             );
             Ok(ExitCode::from(130))
         }
+        Outcome::Rank => Ok(ExitCode::SUCCESS),
     }
 }
 

@@ -13,7 +13,7 @@ mod ppo;
 mod rollout;
 
 pub use ppo::PpoConfig;
-pub use rollout::{EngineKind, RolloutConfig};
+pub use rollout::{EngineKind, RolloutConfig, RolloutRng};
 
 /// Everything `reinforge train` needs. Unknown keys are errors, so a typo never goes unnoticed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -44,6 +44,21 @@ impl RunDir {
     /// Creates `<runs_dir>/<name>` holding `config` as `config.toml`; refuses an existing run.
     fn create_with(cfg: &TrainConfig, config: &str) -> Result<Self> {
         let root = Path::new(&cfg.runs_dir).join(cfg.run_name());
+        // Data-parallel ranks other than 0 use the directory rank 0 creates.
+        if let Some(env) = reinforge_torch::dist::DistEnv::from_env()?.filter(|e| e.rank > 0) {
+            let deadline = std::time::Instant::now() + crate::dp::timeout();
+            while !root.join("config.toml").exists() {
+                if std::time::Instant::now() > deadline {
+                    bail!(
+                        "rank {}: rank 0 did not create {}",
+                        env.rank,
+                        root.display()
+                    );
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            return Ok(Self { root });
+        }
         if root.join("config.toml").exists() {
             bail!(
                 "{} already holds a run; continue it with `reinforge train --resume {}`, or pick another name with --set name=NEW",

@@ -43,7 +43,11 @@ pub fn lr_at(cfg: &SftConfig, step: usize) -> f64 {
 }
 
 /// Trains on `batch` as SFT step `trainer.state.step` and returns its metrics line.
-pub fn run_step(trainer: &mut Trainer, cfg: &SftConfig, batch: &SequenceBatch) -> SftLine {
+pub fn run_step(
+    trainer: &mut Trainer,
+    cfg: &SftConfig,
+    batch: &SequenceBatch,
+) -> anyhow::Result<SftLine> {
     let step = trainer.state.step;
     let lr = lr_at(cfg, step);
     let SftStats {
@@ -57,15 +61,16 @@ pub fn run_step(trainer: &mut Trainer, cfg: &SftConfig, batch: &SequenceBatch) -
         batch,
         lr,
         cfg.max_grad_norm,
-    );
-    SftLine {
+        trainer.dp.as_ref().map(|d| &d.pg),
+    )?;
+    Ok(SftLine {
         step,
         loss,
         grad_norm,
         lr,
         tokens,
         nonfinite_grad_steps,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -35,6 +35,8 @@ pub enum Outcome {
     Finished(Box<Summary>),
     /// Stopped by Ctrl-C after saving `checkpoints/latest`.
     Interrupted,
+    /// A data-parallel rank other than 0 finished its share (rank 0 reports).
+    Rank,
 }
 
 /// Checks that the task's prompts, SFT examples and completions fit the model's positions.
@@ -75,6 +77,15 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     } else {
         Policy::new(&cfg.model, device, cfg.seed as i64)?
     };
+    // One rank of a data-parallel job (torchrun's variables): every rank starts from rank 0's
+    // weights.
+    let dp = crate::dp::Dp::from_env(device)?.map(std::sync::Arc::new);
+    if let Some(d) = &dp {
+        reinforge_torch::dist::broadcast_parameters(&d.pg, &policy.vs)?;
+        if d.rank() == 0 {
+            eprintln!("data-parallel: {} ranks (Gloo)", d.world());
+        }
+    }
     if resumed {
         eprintln!(
             "resuming {} from {:?} step {}",
@@ -91,6 +102,11 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
         Box::new(|dir: &Path| env.save_files(dir)),
     )
     .stop_after_nonfinite_steps(cfg.max_nonfinite_steps);
+    trainer.dp = dp.clone();
+    let sft_rows = match &dp {
+        Some(d) => d.rows(cfg.sft.batch_size, "sft.batch_size")?,
+        None => 0..cfg.sft.batch_size,
+    };
 
     // Stage 1: SFT warm-start.
     if trainer.state.phase == Phase::Sft {
@@ -103,14 +119,15 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
             metrics_file: "sft_metrics.jsonl",
         };
         let end = trainer.run_phase(run, &plan, |t| {
-            let batch = sft_data::sft_batch(
+            let batch = sft_data::sft_batch_rows(
                 &cfg.task,
                 cfg.sft.batch_size,
                 cfg.seed,
                 t.state.step,
                 t.policy.device(),
+                sft_rows.clone(),
             );
-            Ok(sft::run_step(t, &cfg.sft, &batch))
+            sft::run_step(t, &cfg.sft, &batch)
         })?;
         if end == PhaseEnd::Interrupted {
             return Ok(Outcome::Interrupted);
@@ -128,6 +145,11 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
         Split::Heldout,
     );
     let eval_sft_path = run.path("eval_sft.json");
+    if let Some(d) = dp.as_ref().filter(|d| d.rank() != 0) {
+        // Rank 0 saved the SFT checkpoint and evaluates; the other ranks go on to RL with it.
+        d.barrier()?;
+        return rl_rank(cfg, run, &env, &mut trainer, &latest, device);
+    }
     let eval_sft: EvalReport = if eval_sft_path.exists() {
         read_json(&eval_sft_path)?
     } else {
@@ -153,6 +175,9 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     if crate::interrupt::interrupted() {
         return Ok(Outcome::Interrupted);
     }
+    if let Some(d) = &dp {
+        d.barrier()?;
+    }
 
     // Stage 3: RL (PPO with a critic for the `gae` estimator).
     if grpo::needs_reference(&cfg.grpo, &cfg.ppo) {
@@ -164,6 +189,9 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
         return Ok(Outcome::Interrupted);
     }
     trainer.save(run, "final", false)?;
+    if let Some(d) = &dp {
+        d.barrier()?;
+    }
 
     // Stage 4: evaluate after RL, then report.
     seed_torch(step_seed(cfg.seed, PHASE_EVAL, 2));
@@ -183,4 +211,28 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     );
     let summary = write_report(run, cfg, &trainer.state, &eval_sft, &eval_rl)?;
     Ok(Outcome::Finished(Box::new(summary)))
+}
+
+/// The RL phase on a data-parallel rank other than 0: it trains its share of every step and
+/// leaves evaluation, reports and checkpoints to rank 0.
+fn rl_rank(
+    cfg: &TrainConfig,
+    run: &RunDir,
+    env: &ArithEnv,
+    trainer: &mut Trainer,
+    latest: &Path,
+    device: reinforge_torch::Device,
+) -> Result<Outcome> {
+    if grpo::needs_reference(&cfg.grpo, &cfg.ppo) {
+        trainer.reference = Some(Policy::load(&run.checkpoint("sft"), device)?);
+    }
+    trainer.opt = optimizer(trainer.policy, cfg.grpo.lr, cfg.grpo.weight_decay);
+    trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
+    if grpo::run_phase(trainer, run, env, cfg, latest)? == PhaseEnd::Interrupted {
+        return Ok(Outcome::Interrupted);
+    }
+    if let Some(d) = &trainer.dp {
+        d.barrier()?;
+    }
+    Ok(Outcome::Rank)
 }

@@ -11,14 +11,17 @@ use super::env::encode_prompt;
 use crate::config::TaskConfig;
 use crate::seeds::{step_seed, PHASE_SFT};
 
-/// The SFT batch of `step`: training problems, each written in the direct pattern with
-/// probability `direct_share`, else in the columns pattern.
-pub fn sft_batch(
+/// The rows `rows` of SFT step `step`'s batch of `batch_size` examples (all of them, or a
+/// data-parallel rank's share: the same examples, packed without the others): training
+/// problems, each written in the direct pattern with probability `direct_share`, else in the
+/// columns pattern.
+pub fn sft_batch_rows(
     task_cfg: &TaskConfig,
     batch_size: usize,
     seed: u64,
     step: usize,
     device: Device,
+    rows: std::ops::Range<usize>,
 ) -> SequenceBatch {
     let task = ArithTask::new(task_cfg.digits);
     let tok = ArithTask::tokenizer();
@@ -39,8 +42,8 @@ pub fn sft_batch(
         prompts.push(encode_prompt(&task, &p));
         completions.push(c);
     }
-    let p: Vec<&[i64]> = prompts.iter().map(Vec::as_slice).collect();
-    let c: Vec<&[i64]> = completions.iter().map(Vec::as_slice).collect();
+    let p: Vec<&[i64]> = prompts[rows.clone()].iter().map(Vec::as_slice).collect();
+    let c: Vec<&[i64]> = completions[rows].iter().map(Vec::as_slice).collect();
     SequenceBatch::new(&p, &c, PAD, device)
 }
 

@@ -15,6 +15,19 @@ pub enum EngineKind {
     Openai,
 }
 
+/// Where the local engine's sampling randomness comes from (`rollout.rng`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutRng {
+    /// torch's generator, seeded per step, over the whole batch (multinomial draws).
+    #[default]
+    Batch,
+    /// Noise keyed by (step seed, global row, position) (Gumbel-max draws): a row samples the
+    /// same tokens whichever rows share its batch, so data-parallel ranks reproduce one
+    /// process. Data-parallel runs always use it; set it on a single process to compare.
+    PerRow,
+}
+
 /// `[rollout]`: the generation engine, weight pushes and asynchrony (names follow verl's
 /// `actor_rollout_ref.rollout.*` and prime-rl's `async_level` where they exist).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,6 +51,8 @@ pub struct RolloutConfig {
     /// `k` updates older than the ones being trained is allowed, older ones are dropped and
     /// drawn again (prime-rl's `async_level`). 0 = synchronous.
     pub max_staleness: usize,
+    /// Sampling randomness of the local engine.
+    pub rng: RolloutRng,
 }
 
 impl Default for RolloutConfig {
@@ -50,6 +65,7 @@ impl Default for RolloutConfig {
             retries: 3,
             weights_dir: String::new(),
             max_staleness: 0,
+            rng: RolloutRng::Batch,
         }
     }
 }

@@ -16,9 +16,9 @@ use std::time::Instant;
 use anyhow::{anyhow, Result};
 
 use super::{sample, update_step, Drawn, StepMetrics, UpdateExtras};
-use crate::config::{EngineKind, TrainConfig};
+use crate::config::{EngineKind, RolloutRng, TrainConfig};
 use crate::env::Environment;
-use crate::rollout::local::{LocalEngine, Snapshots};
+use crate::rollout::local::{LocalEngine, RowDraw, Snapshots};
 use crate::rollout::openai::RemoteEngines;
 use crate::rollout::push::push;
 use crate::rollout::Engine;
@@ -45,9 +45,15 @@ pub fn run(
     };
     let k = cfg.rollout.max_staleness;
     let g = &cfg.grpo;
+    let per_row = cfg.rollout.rng == RolloutRng::PerRow;
+    if trainer.dp.is_some() && (remote.is_some() || k > 0) {
+        anyhow::bail!(
+            "data-parallel training samples on the local engine, synchronously: set rollout.engine = \"local\" and rollout.max_staleness = 0"
+        );
+    }
     match (&remote, k) {
         (None, 0) => trainer.run_phase(run, plan, |t| {
-            super::run_step(t, env, g, &cfg.ppo, cfg.seed)
+            super::run_step(t, env, g, &cfg.ppo, cfg.seed, per_row)
         }),
         (Some(engines), 0) => {
             let mut pushed: Option<u64> = None;
@@ -211,6 +217,7 @@ impl Ahead<'_> {
                         policy: t.policy,
                         pad_id: env.pad_id(),
                         version: step as u64,
+                        draw: RowDraw::default(),
                     };
                     sample(&engine, env, &cfg.grpo, s)?
                 }

@@ -17,13 +17,13 @@ use reinforge_rl::advantage::outcome::outcome_advantages;
 use reinforge_rl::{GroupStats, Groups};
 use reinforge_torch::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
 use reinforge_torch::pack::{pack, LogprobGap, PackOptions, Packed, RolloutRef};
-use reinforge_torch::train::{policy_update, UpdateConfig, UpdateStats};
+use reinforge_torch::train::{policy_update, DataParallel, UpdateConfig, UpdateStats};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{GrpoConfig, PpoConfig, TrainConfig, GAE};
 use crate::critic::{self, CriticState};
 use crate::env::{EnvMetrics, Environment, Rollout};
-use crate::rollout::local::LocalEngine;
+use crate::rollout::local::{LocalEngine, RowDraw};
 use crate::rollout::{Engine, PushStats};
 use crate::run_dir::RunDir;
 use crate::seeds::{step_seed, PHASE_GRPO};
@@ -393,13 +393,29 @@ pub fn run_step(
     cfg: &GrpoConfig,
     ppo: &PpoConfig,
     seed: u64,
+    per_row: bool,
 ) -> Result<StepMetrics> {
     let step = t.state.step;
     let s = step_seed(seed, PHASE_GRPO, step as u64);
+    // A data-parallel rank samples its rows of the step's batch, with per-row noise.
+    let rows = match &t.dp {
+        Some(dp) => Some(dp.rows(
+            cfg.prompts_per_step * cfg.num_generations,
+            "grpo.prompts_per_step x grpo.num_generations",
+        )?),
+        None => None,
+    };
+    if t.dp.is_some() && cfg.dynamic_sampling {
+        bail!("grpo.dynamic_sampling is not supported with data-parallel ranks yet");
+    }
     let engine = LocalEngine {
         policy: t.policy,
         pad_id: env.pad_id(),
         version: step as u64,
+        draw: RowDraw {
+            per_row: per_row || rows.is_some(),
+            rows,
+        },
     };
     let drawn = sample(&engine, env, cfg, s)?;
     update_step(t, env, drawn, cfg, ppo, seed, UpdateExtras::default())
@@ -440,10 +456,32 @@ pub fn update_step(
         dynamic,
         sample_seconds,
     } = drawn;
+    // Data-parallel: keep this rank's rows; rewards and lengths of the whole batch are
+    // gathered, so group statistics and advantages are the single-process ones.
+    let dp = t.dp.clone();
+    let (rollouts, rewards, lens, local) = match &dp {
+        Some(dp) => {
+            let range = dp.rows(rollouts.len(), "the step's rollouts")?;
+            let mine: Vec<Rollout> = rollouts[range.clone()].to_vec();
+            let rewards = dp.gather(&rewards[range.clone()])?;
+            let lens_local: Vec<f64> = mine.iter().map(|r| r.tokens.len() as f64).collect();
+            let lens: Vec<usize> = dp
+                .gather(&lens_local)?
+                .iter()
+                .map(|&l| l as usize)
+                .collect();
+            (mine, rewards, lens, range)
+        }
+        None => {
+            let lens: Vec<usize> = rollouts.iter().map(|r| r.tokens.len()).collect();
+            let n = rollouts.len();
+            (rollouts, rewards, lens, 0..n)
+        }
+    };
+    let n_global = rewards.len();
 
-    let groups = Groups::contiguous(rollouts.len() / g, g);
+    let groups = Groups::contiguous(n_global / g, g);
     let stats = GroupStats::of(&rewards, &groups);
-    let lens: Vec<usize> = rollouts.iter().map(|r| r.tokens.len()).collect();
 
     let update_start = Instant::now();
     let mut packed = pack_rollouts(t, env, &rollouts, cfg, extras.measure_gap)?;
@@ -451,7 +489,7 @@ pub fn update_step(
     let mut shuffles = |epochs: usize| -> Vec<Vec<i64>> {
         (0..epochs)
             .map(|_| {
-                let mut o: Vec<i64> = (0..rollouts.len() as i64).collect();
+                let mut o: Vec<i64> = (0..n_global as i64).collect();
                 o.shuffle(&mut rng);
                 o
             })
@@ -460,6 +498,9 @@ pub fn update_step(
     let orders = shuffles(cfg.ppo_epochs);
     let mut train_policy = true;
     let mut critic_metrics = None;
+    if use_critic && dp.is_some() {
+        bail!("PPO's critic (grpo.advantage_estimator = \"gae\") is not supported with data-parallel ranks yet");
+    }
     match t.critic.as_mut().filter(|_| use_critic) {
         None => {
             let a = outcome_advantages(
@@ -469,7 +510,8 @@ pub fn update_step(
                 &groups,
                 &cfg.advantage,
             )?;
-            packed.set_advantages(&a.per_row, a.per_token.as_deref());
+            let per_token = a.per_token.as_deref().map(|t| &t[local.clone()]);
+            packed.set_advantages(&a.per_row[local.clone()], per_token);
         }
         Some(c) => {
             let scored = critic::score(c, &mut packed, &rewards, ppo)?;
@@ -495,6 +537,14 @@ pub fn update_step(
             });
         }
     }
+    let shard = match &dp {
+        Some(d) => Some(DataParallel {
+            pg: &d.pg,
+            row_offset: local.start,
+            global_row_tokens: d.gather(&packed.batch.row_tokens())?,
+        }),
+        None => None,
+    };
     let u = if train_policy {
         policy_update(
             t.policy,
@@ -502,13 +552,14 @@ pub fn update_step(
             &packed.batch,
             &update_config(cfg)?,
             &orders,
-        )
+            shard.as_ref(),
+        )?
     } else {
         UpdateStats::default()
     };
     let update_seconds = update_start.elapsed().as_secs_f64();
 
-    let n = rollouts.len() as f64;
+    let n = n_global as f64;
     let tokens: usize = lens.iter().sum();
     // The step's wall time: its weight push (remote engines), sampling, and the update.
     let push_seconds = extras.push.map_or(0.0, |p| p.seconds);
@@ -518,14 +569,37 @@ pub fn update_step(
     let entropy = match &packed.gap {
         Some(gap) if sampled_entropies == 0 => gap.trainer_entropy,
         _ => {
-            rollouts
+            let sum: f64 = rollouts
                 .iter()
                 .flat_map(|r| &r.entropies)
                 .map(|&e| e as f64)
-                .sum::<f64>()
-                / sampled_entropies.max(1) as f64
+                .sum();
+            match &dp {
+                Some(d) => d.sum(sum)? / d.sum(sampled_entropies as f64)?.max(1.0),
+                None => sum / sampled_entropies.max(1) as f64,
+            }
         }
     };
+    let truncated = rollouts.iter().filter(|r| r.truncated).count() as f64;
+    let truncated = match &dp {
+        Some(d) => d.sum(truncated)?,
+        None => truncated,
+    };
+    // Environment metrics are means over rollouts: with equal shards, the mean over ranks
+    // (a key a rank lacks counts as 0 there; conditional means are approximate).
+    let mut env_metrics = env.metrics(&rollouts);
+    if let Some(d) = &dp {
+        let all = d.gather_maps(&env_metrics)?;
+        let keys: std::collections::BTreeSet<String> =
+            all.iter().flat_map(|m| m.keys().cloned()).collect();
+        env_metrics = keys
+            .into_iter()
+            .map(|k| {
+                let sum: f64 = all.iter().map(|m| m.get(&k).copied().unwrap_or(0.0)).sum();
+                (k, sum / all.len() as f64)
+            })
+            .collect();
+    }
     Ok(StepMetrics {
         step,
         reward_mean: stats.mean,
@@ -541,8 +615,8 @@ pub fn update_step(
         grad_norm: u.grad_norm,
         rows_skipped_frac: u.rows_skipped as f64 / (n * cfg.ppo_epochs as f64),
         response_length: tokens as f64 / n,
-        truncated_frac: rollouts.iter().filter(|r| r.truncated).count() as f64 / n,
-        env: env.metrics(&rollouts),
+        truncated_frac: truncated / n,
+        env: env_metrics,
         dynamic_draws: dynamic.map(|(d, _)| d as f64),
         dynamic_kept_groups: dynamic.map(|(_, k)| k as f64),
         critic: critic_metrics,

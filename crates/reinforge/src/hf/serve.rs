@@ -147,6 +147,7 @@ impl Generator for TorchGenerator {
         let mut hooks = GenerateHooks {
             top_logprobs: s.top_logprobs,
             on_step: Some(&mut hook),
+            row_rng: None,
         };
         let completions = generate_with(
             &self.policy.model,

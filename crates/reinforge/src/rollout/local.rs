@@ -5,6 +5,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::Result;
 use reinforge_torch::model::Transformer;
+use reinforge_torch::sampling::{generate_with, Completion, GenerateHooks, RowRng};
 use reinforge_torch::Device;
 use reinforge_torch::{generate, Policy, SamplingParams, SharedPolicy};
 
@@ -12,12 +13,24 @@ use super::{wait_until, Engine, Generated};
 use crate::seeds::seed_torch;
 
 /// The trainer's own sampler on the policy being trained: exactly the draw of a synchronous
-/// run (torch's generator seeded with the step's seed, then one batched `generate`).
+/// run (torch's generator seeded with the step's seed, then one batched `generate`), or with
+/// per-row noise ([`RowDraw`]).
 pub struct LocalEngine<'a> {
     pub policy: &'a Policy,
     pub pad_id: i64,
     /// The weight version the policy holds (set by the trainer after each update).
     pub version: u64,
+    pub draw: RowDraw,
+}
+
+/// How the local engine draws a batch: torch's batch generator (`per_row = false`, the
+/// default), or noise keyed by each row's global index (`rollout.rng = "per_row"`), and
+/// then optionally only the rows `rows` (a data-parallel rank's share; the other rows come
+/// back empty).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowDraw {
+    pub per_row: bool,
+    pub rows: Option<std::ops::Range<usize>>,
 }
 
 impl Engine for LocalEngine<'_> {
@@ -28,13 +41,49 @@ impl Engine for LocalEngine<'_> {
         seed: u64,
     ) -> Result<Generated> {
         let model = (&self.policy.model, self.policy.device());
-        Ok(sample(
-            model,
-            prompts,
+        if !self.draw.per_row {
+            return Ok(sample(
+                model,
+                prompts,
+                params,
+                (self.pad_id, seed),
+                self.version,
+            ));
+        }
+        let rows = self.draw.rows.clone().unwrap_or(0..prompts.len());
+        let rows = rows.start.min(prompts.len())..rows.end.min(prompts.len());
+        let mut hooks = GenerateHooks {
+            row_rng: Some(RowRng {
+                seed,
+                row_offset: rows.start,
+            }),
+            ..GenerateHooks::default()
+        };
+        let mine = generate_with(
+            model.0,
+            &prompts[rows.clone()],
             params,
-            (self.pad_id, seed),
-            self.version,
-        ))
+            self.pad_id,
+            model.1,
+            &mut hooks,
+        );
+        let mut completions: Vec<Completion> = (0..prompts.len())
+            .map(|_| Completion {
+                tokens: vec![],
+                logprobs: vec![],
+                entropies: vec![],
+                truncated: true,
+                top: vec![],
+                aborted: false,
+            })
+            .collect();
+        for (slot, c) in completions[rows].iter_mut().zip(mine) {
+            *slot = c;
+        }
+        Ok(Generated {
+            completions,
+            version: self.version,
+        })
     }
 }
 

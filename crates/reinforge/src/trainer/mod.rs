@@ -75,6 +75,9 @@ pub struct Trainer<'a> {
     pub reference: Option<Policy>,
     /// PPO's critic (`grpo.advantage_estimator = "gae"`).
     pub critic: Option<CriticState>,
+    /// This process's data-parallel job, when it is one rank of several: only rank 0 writes
+    /// metrics and checkpoints.
+    pub dp: Option<std::sync::Arc<crate::dp::Dp>>,
     pub state: TrainerState,
     files: Files<'a>,
     /// Writes the model files instead of `policy.save` (a reward model's own layout).
@@ -91,6 +94,7 @@ impl<'a> Trainer<'a> {
             opt,
             reference: None,
             critic: None,
+            dp: None,
             state,
             files,
             model_writer: None,
@@ -118,8 +122,17 @@ impl<'a> Trainer<'a> {
         self.opt = opt;
     }
 
-    /// Writes `checkpoints/<tag>`; `resumable` adds the optimizer states.
+    /// Whether this process writes the run's files (a single process, or rank 0).
+    pub fn writes(&self) -> bool {
+        self.dp.as_ref().is_none_or(|d| d.rank() == 0)
+    }
+
+    /// Writes `checkpoints/<tag>` (rank 0 only: the others return its path); `resumable` adds
+    /// the optimizer states.
     pub fn save(&self, run: &RunDir, tag: &str, resumable: bool) -> Result<PathBuf> {
+        if !self.writes() {
+            return Ok(run.checkpoint(tag));
+        }
         checkpoint::save(
             run,
             tag,
@@ -147,8 +160,14 @@ impl<'a> Trainer<'a> {
         mut step: impl FnMut(&mut Self) -> Result<L>,
     ) -> Result<PhaseEnd> {
         let phase = self.state.phase;
-        run.truncate_jsonl(plan.metrics_file, self.state.step)?;
-        let bar = progress::bar(plan.steps as u64, phase.label());
+        if self.writes() {
+            run.truncate_jsonl(plan.metrics_file, self.state.step)?;
+        }
+        let bar = if self.writes() {
+            progress::bar(plan.steps as u64, phase.label())
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
         bar.set_position(self.state.step as u64);
         let start = Instant::now();
         let base = *self.state.seconds_mut(phase);
@@ -180,7 +199,9 @@ impl<'a> Trainer<'a> {
                 }
             };
             bar.set_message(line.bar_message());
-            run.append_jsonl(plan.metrics_file, &line)?;
+            if self.writes() {
+                run.append_jsonl(plan.metrics_file, &line)?;
+            }
             self.state.step += 1;
             bar.inc(1);
             nonfinite_run = if line.nonfinite_grad_steps() > 0 {
