@@ -417,7 +417,12 @@ pub fn is_data_run(run: &RunDir) -> bool {
 pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcome> {
     let device = parse_device(&cfg.device)?;
     set_threads(cfg.threads);
-    write_json(&run.path(DATA_RUN_FILE), data)?;
+    // One rank of a data-parallel job (torchrun's variables): rank 0 writes the run's files.
+    let dp = crate::dp::Dp::from_env(device)?.map(std::sync::Arc::new);
+    let writes = dp.as_ref().is_none_or(|d| d.rank() == 0);
+    if writes {
+        write_json(&run.path(DATA_RUN_FILE), data)?;
+    }
     let latest = run.checkpoint("latest");
     let resumed = latest.join(STATE_FILE).exists();
     let state = if resumed {
@@ -449,9 +454,16 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
     let reward = build_reward(data)?;
     let env = DataEnv::new(&model, data, reward, cfg.grpo.max_completion_length)?;
     eprintln!("{} prompts from {}", env.len(), data.data.display());
-    let heldout = heldout_env(&model, data, cfg)?;
+    if let Some(d) = &dp {
+        reinforge_torch::dist::broadcast_parameters(&d.pg, &model.policy.vs)?;
+    }
+    // Held-out evaluations run on rank 0; the others wait at a barrier.
+    let heldout = heldout_env(&model, data, cfg)?.filter(|_| writes);
     if let Some(h) = &heldout {
         evaluate_base(h, &model.policy, cfg, run, resumed)?;
+    }
+    if let Some(d) = &dp {
+        d.barrier()?;
     }
     let files = |dir: &Path| -> Result<()> {
         env.save_files(dir)?;
@@ -466,6 +478,7 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
     let mut trainer = Trainer::new(&model.policy, opt, state, Box::new(files))
         .stop_after_nonfinite_steps(cfg.max_nonfinite_steps);
     trainer.reference = reference;
+    trainer.dp = dp.clone();
     if resumed {
         trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
         eprintln!(
@@ -478,6 +491,12 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
         return Ok(DataOutcome::Interrupted);
     }
     let out = trainer.save(run, "final", false)?;
+    if let Some(d) = &dp {
+        d.barrier()?;
+        if !writes {
+            return Ok(DataOutcome::Finished(out));
+        }
+    }
     if data.lora.is_some() {
         let adapter = run.checkpoint("final-adapter");
         model

@@ -183,6 +183,17 @@ impl<'a> Trainer<'a> {
             }
             let line = match step(self) {
                 Ok(line) => line,
+                Err(e) if self.dp.is_some() => {
+                    // A data-parallel step can fail inside its update (a rank stopped during a
+                    // collective), with the weights part-way: keep the last checkpoint.
+                    bar.abandon();
+                    return Err(e.context(format!(
+                        "{} step {} failed; continue from the last checkpoint with `reinforge train --resume {}` (and the same ranks)",
+                        phase.label(),
+                        self.state.step,
+                        run.root.display()
+                    )));
+                }
                 Err(e) => {
                     // Nothing is lost: the weights are still those after the last finished
                     // step (a step fails while sampling, before its update).

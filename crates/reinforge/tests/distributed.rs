@@ -1,0 +1,233 @@
+//! Data-parallel training on torch.distributed (Gloo, one thread per rank): 2 and 4 ranks
+//! reproduce one process holding the whole batch (the default experiment, SFT then 10 RL
+//! steps, and a LoRA dataset run), and a job whose rank dies fails naming it, then resumes
+//! from its last checkpoint to the uninterrupted run's weights.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::root;
+use common::tiny::{column, metrics, train_args};
+use reinforge_torch::{Device, Policy};
+
+/// The tiny experiment with a short SFT, 10 RL steps and per-row sampling (which
+/// data-parallel runs use, so one process draws what the ranks draw).
+const DP: &[&str] = &[
+    "sft.steps=20",
+    "grpo.steps=10",
+    "threads=1",
+    "rollout.rng=\"per_row\"",
+];
+
+fn run_ok(args: &[String]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_reinforge"))
+        .args(args)
+        .env("REINFORGE_DIST_TIMEOUT_S", "60")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{:?}\n{}",
+        args,
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The largest parameter difference of two checkpoints.
+fn param_gap(a: &Path, b: &Path) -> f64 {
+    let (pa, pb) = (
+        Policy::load(a, Device::Cpu).unwrap(),
+        Policy::load(b, Device::Cpu).unwrap(),
+    );
+    let vb = pb.vs.variables();
+    pa.vs
+        .variables()
+        .iter()
+        .map(|(k, t)| (t - &vb[k]).abs().max().double_value(&[]))
+        .fold(0.0, f64::max)
+}
+
+/// The largest difference of the learning metrics of two runs, step by step.
+fn metric_gap(a: &Path, b: &Path) -> f64 {
+    let (ma, mb) = (metrics(a), metrics(b));
+    assert_eq!(ma.len(), mb.len());
+    [
+        "reward/mean",
+        "loss",
+        "grad_norm",
+        "entropy",
+        "pg_clipfrac",
+        "response_length",
+    ]
+    .iter()
+    .map(|k| common::max_abs_diff(&column(&ma, k), &column(&mb, k)))
+    .fold(0.0, f64::max)
+}
+
+#[test]
+fn ranks_reproduce_one_process_on_the_default_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path();
+    run_ok(&train_args(runs, "one", DP));
+    for n in ["2", "4"] {
+        let mut args = train_args(runs, &format!("n{n}"), DP);
+        args.splice(1..1, ["--nproc".to_string(), n.to_string()]);
+        run_ok(&args);
+        let (one, many) = (runs.join("one"), runs.join(format!("n{n}")));
+        let p = param_gap(
+            &one.join("checkpoints/final"),
+            &many.join("checkpoints/final"),
+        );
+        let m = metric_gap(&one, &many);
+        eprintln!("{n} ranks: max |Δparam| {p:.2e}, max |Δmetric| {m:.2e}");
+        assert!(p < 1e-5, "{n} ranks: parameters differ by {p}");
+        assert!(m < 1e-4, "{n} ranks: metrics differ by {m}");
+    }
+}
+
+#[test]
+fn ranks_reproduce_one_process_on_a_lora_dataset_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rows: String = (0..32)
+        .map(|i| {
+            format!(
+                "{{\"prompt\": \"What is {}+{}?\", \"answer\": \"{}\"}}\n",
+                i % 7,
+                i % 5,
+                i % 7 + i % 5
+            )
+        })
+        .collect();
+    std::fs::write(d.join("data.jsonl"), rows).unwrap();
+    // A reward the random fixture earns sometimes: any digit in the answer.
+    std::fs::write(
+        d.join("digit.toml"),
+        "[components.digit]\ntype = \"format\"\npattern = \"[0-9]\"\n",
+    )
+    .unwrap();
+    let args = |name: &str, nproc: Option<&str>| -> Vec<String> {
+        let mut a: Vec<String> = vec!["train".into()];
+        if let Some(n) = nproc {
+            a.extend(["--nproc".into(), n.into()]);
+        }
+        let model = root().join("fixtures/hf/models/llama");
+        a.extend(
+            [
+                "--model",
+                model.to_str().unwrap(),
+                "--data",
+                d.join("data.jsonl").to_str().unwrap(),
+                "--reward",
+                d.join("digit.toml").to_str().unwrap(),
+                "--lora-r",
+                "4",
+            ]
+            .map(String::from),
+        );
+        for kv in [
+            format!("runs_dir={}", d.join("runs").display()),
+            format!("name={name}"),
+            "threads=1".into(),
+            "grpo.steps=10".into(),
+            "grpo.prompts_per_step=4".into(),
+            "grpo.num_generations=4".into(),
+            "grpo.max_completion_length=8".into(),
+            "grpo.lr=1e-2".into(),
+            "rollout.rng=\"per_row\"".into(),
+        ] {
+            a.extend(["--set".into(), kv]);
+        }
+        a
+    };
+    run_ok(&args("one", None));
+    run_ok(&args("two", Some("2")));
+    let runs = d.join("runs");
+    let p = param_gap(
+        &runs.join("one/checkpoints/final"),
+        &runs.join("two/checkpoints/final"),
+    );
+    let rewards = column(&metrics(&runs.join("one")), "reward/mean");
+    eprintln!("LoRA, 2 ranks: max |Δparam| {p:.2e}; rewards {rewards:?}");
+    assert!(
+        rewards.iter().any(|&r| r > 0.0 && r < 1.0),
+        "no learning signal: {rewards:?}"
+    );
+    assert!(p < 1e-5, "parameters differ by {p}");
+    assert!(metric_gap(&runs.join("one"), &runs.join("two")) < 1e-4);
+}
+
+/// Starts rank `rank` of `world` of `args` (as torchrun would), stderr captured.
+fn rank(args: &[String], rank: usize, world: usize, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_reinforge"))
+        .args(args)
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .env("REINFORGE_DIST_TIMEOUT_S", "20")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_killed_rank_is_named_and_the_job_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path();
+    let long = [DP, &["grpo.steps=400", "grpo.checkpoint_every=2"]].concat();
+    let args = train_args(runs, "killed", &long);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut r0 = rank(&args, 0, 2, port);
+    let mut r1 = rank(&args, 1, 2, port);
+    let run: PathBuf = runs.join("killed");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !run.join("metrics.jsonl").exists() || metrics(&run).len() < 5 {
+        assert!(Instant::now() < deadline, "the job made no RL progress");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    r1.kill().unwrap();
+    let _ = r1.wait();
+    let killed_at = Instant::now();
+    let out = r0.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!(
+        "rank 0 exited {:.1} s after the kill",
+        killed_at.elapsed().as_secs_f64()
+    );
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("rank 1 stopped"), "{err}");
+    assert!(killed_at.elapsed() < Duration::from_secs(40));
+    // Resume with 2 ranks to step 10, and compare with an uninterrupted single process.
+    let done = metrics(&run).len();
+    let mut resume = vec![
+        "train".to_string(),
+        "--nproc".into(),
+        "2".into(),
+        "--resume".into(),
+    ];
+    resume.push(run.display().to_string());
+    let cfg = run.join("config.toml");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("steps = 400", "steps = 10");
+    std::fs::write(&cfg, text).unwrap();
+    assert!(done < 10, "the kill came too late ({done} steps)");
+    run_ok(&resume);
+    assert_eq!(metrics(&run).len(), 10);
+    run_ok(&train_args(runs, "straight", DP));
+    let p = param_gap(
+        &run.join("checkpoints/final"),
+        &runs.join("straight/checkpoints/final"),
+    );
+    eprintln!("killed at step {done}, resumed: max |Δparam| vs uninterrupted {p:.2e}");
+    assert!(p < 1e-5, "{p}");
+}
