@@ -10,9 +10,13 @@ use reinforge_torch::dist::{Backend, DistEnv, ProcessGroup, ReduceOp};
 use reinforge_torch::tch::{Kind, Tensor};
 
 fn main() -> anyhow::Result<()> {
-    let env = DistEnv::from_env()?.ok_or_else(|| anyhow::anyhow!("launch with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT"))?;
+    let env = DistEnv::from_env()?
+        .ok_or_else(|| anyhow::anyhow!("launch with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT"))?;
     let pg = ProcessGroup::init(&env, Backend::Gloo, Duration::from_secs(120))?;
-    let iters: usize = std::env::var("ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let iters: usize = std::env::var("ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
     for mb in [1usize, 4, 16, 64] {
         let n = (mb << 20) / 4;
         let t = Tensor::ones([n as i64], (Kind::Float, reinforge_torch::Device::Cpu));

@@ -581,6 +581,12 @@ pub fn broadcast_parameters(pg: &ProcessGroup, vs: &tch::nn::VarStore) -> Result
     Ok(())
 }
 
+impl std::fmt::Debug for ProcessGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProcessGroup(rank {} of {})", self.rank, self.world)
+    }
+}
+
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);

@@ -63,10 +63,13 @@ pub fn sft_step(
     loss.backward();
     let mut value = loss.double_value(&[]);
     if let Some(pg) = dp {
-        all_reduce_gradients(pg, &policy.vs, DEFAULT_BUCKET_BYTES)?;
+        // A sharded optimizer reduce-scatters the gradients itself.
+        if !opt.is_sharded() {
+            all_reduce_gradients(pg, &policy.vs, DEFAULT_BUCKET_BYTES)?;
+        }
         value = sum_over_ranks(pg, value)?;
     }
-    let step = opt.clip_and_step(max_grad_norm, lr);
+    let step = opt.clip_and_step_sharded(max_grad_norm, lr)?;
     Ok(SftStats {
         loss: value,
         grad_norm: step.grad_norm,
@@ -502,10 +505,10 @@ pub fn policy_update(
                     *metrics.entry(k).or_default() += v * weight;
                 }
             }
-            if let Some(d) = dp {
+            if let Some(d) = dp.filter(|_| !opt.is_sharded()) {
                 all_reduce_gradients(d.pg, &policy.vs, DEFAULT_BUCKET_BYTES)?;
             }
-            let step = opt.clip_and_step(cfg.max_grad_norm, cfg.lr);
+            let step = opt.clip_and_step_sharded(cfg.max_grad_norm, cfg.lr)?;
             if step.stepped {
                 acc.grad_norm += step.grad_norm;
             } else {

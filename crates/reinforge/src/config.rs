@@ -35,6 +35,10 @@ pub struct TrainConfig {
     /// NaN or infinite gradient norm (their optimizer steps are skipped); 0 = never stop.
     #[serde(default = "five")]
     pub max_nonfinite_steps: usize,
+    /// Data-parallel runs: 1 shards the optimizer state over the ranks (ZeRO stage 1), 0
+    /// keeps a full copy on every rank. A single process ignores it.
+    #[serde(default)]
+    pub zero_stage: u8,
     pub task: TaskConfig,
     /// The transformer, with HF `config.json` field names.
     pub model: ModelConfig,
@@ -237,6 +241,7 @@ impl Default for TrainConfig {
             device: "cpu".into(),
             threads: 1,
             max_nonfinite_steps: five(),
+            zero_stage: 0,
             task: TaskConfig {
                 digits: 3,
                 direct_share: 0.5,

@@ -29,7 +29,7 @@ pub fn timeout() -> Duration {
 
 /// This process's place in a data-parallel job and its process group.
 pub struct Dp {
-    pub pg: ProcessGroup,
+    pub pg: std::sync::Arc<ProcessGroup>,
     pub env: DistEnv,
 }
 
@@ -47,7 +47,7 @@ impl Dp {
             Device::Cpu => Backend::Gloo,
             _ => Backend::Nccl,
         };
-        let pg = ProcessGroup::init(&env, backend, timeout())?;
+        let pg = std::sync::Arc::new(ProcessGroup::init(&env, backend, timeout())?);
         Ok(Some(Self { pg, env }))
     }
 

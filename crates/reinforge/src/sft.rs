@@ -61,7 +61,7 @@ pub fn run_step(
         batch,
         lr,
         cfg.max_grad_norm,
-        trainer.dp.as_ref().map(|d| &d.pg),
+        trainer.dp.as_ref().map(|d| &*d.pg),
     )?;
     Ok(SftLine {
         step,

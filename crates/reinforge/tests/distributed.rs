@@ -1,6 +1,6 @@
 //! Data-parallel training on torch.distributed (Gloo, one thread per rank): 2 and 4 ranks
 //! reproduce one process holding the whole batch (the default experiment, SFT then 10 RL
-//! steps, and a LoRA dataset run), and a job whose rank dies fails naming it, then resumes
+//! steps, also with the optimizer state sharded, and a LoRA dataset run), and a job whose rank dies fails naming it, then resumes
 //! from its last checkpoint to the uninterrupted run's weights.
 
 mod common;
@@ -72,17 +72,20 @@ fn ranks_reproduce_one_process_on_the_default_experiment() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path();
     run_ok(&train_args(runs, "one", DP));
-    for n in ["2", "4"] {
-        let mut args = train_args(runs, &format!("n{n}"), DP);
+    // 2 and 4 ranks, and 2 ranks with the optimizer state sharded (ZeRO-1).
+    for (n, zero) in [("2", "0"), ("4", "0"), ("2", "1")] {
+        let name = format!("n{n}-zero{zero}");
+        let zero_key = format!("zero_stage={zero}");
+        let mut args = train_args(runs, &name, &[DP, &[zero_key.as_str()]].concat());
         args.splice(1..1, ["--nproc".to_string(), n.to_string()]);
         run_ok(&args);
-        let (one, many) = (runs.join("one"), runs.join(format!("n{n}")));
+        let (one, many) = (runs.join("one"), runs.join(&name));
         let p = param_gap(
             &one.join("checkpoints/final"),
             &many.join("checkpoints/final"),
         );
         let m = metric_gap(&one, &many);
-        eprintln!("{n} ranks: max |Δparam| {p:.2e}, max |Δmetric| {m:.2e}");
+        eprintln!("{n} ranks, zero_stage {zero}: max |Δparam| {p:.2e}, max |Δmetric| {m:.2e}");
         assert!(p < 1e-5, "{n} ranks: parameters differ by {p}");
         assert!(m < 1e-4, "{n} ranks: metrics differ by {m}");
     }

@@ -103,6 +103,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     )
     .stop_after_nonfinite_steps(cfg.max_nonfinite_steps);
     trainer.dp = dp.clone();
+    trainer.zero1 = cfg.zero_stage == 1;
     let sft_rows = match &dp {
         Some(d) => d.rows(cfg.sft.batch_size, "sft.batch_size")?,
         None => 0..cfg.sft.batch_size,
@@ -113,6 +114,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
         if resumed {
             trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
         }
+        trainer.shard_optimizer();
         let plan = PhasePlan {
             steps: cfg.sft.steps,
             checkpoint_every: cfg.sft.checkpoint_every,
@@ -185,6 +187,14 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     }
     trainer.opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
     trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
+    trainer.shard_optimizer();
+    if dp.is_some() {
+        eprintln!(
+            "rank 0 optimizer state: {:.2} MB (zero_stage = {})",
+            trainer.opt.state_bytes() as f64 / 1e6,
+            cfg.zero_stage
+        );
+    }
     if grpo::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {
         return Ok(Outcome::Interrupted);
     }
@@ -228,6 +238,7 @@ fn rl_rank(
     }
     trainer.opt = optimizer(trainer.policy, cfg.grpo.lr, cfg.grpo.weight_decay);
     trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
+    trainer.shard_optimizer();
     if grpo::run_phase(trainer, run, env, cfg, latest)? == PhaseEnd::Interrupted {
         return Ok(Outcome::Interrupted);
     }

@@ -479,12 +479,21 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
         .stop_after_nonfinite_steps(cfg.max_nonfinite_steps);
     trainer.reference = reference;
     trainer.dp = dp.clone();
+    trainer.zero1 = cfg.zero_stage == 1;
     if resumed {
         trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
         eprintln!(
             "resuming {} at step {}",
             run.root.display(),
             trainer.state.step
+        );
+    }
+    trainer.shard_optimizer();
+    if writes && dp.is_some() {
+        eprintln!(
+            "rank 0 optimizer state: {:.2} MB (zero_stage = {})",
+            trainer.opt.state_bytes() as f64 / 1e6,
+            cfg.zero_stage
         );
     }
     if grpo::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {

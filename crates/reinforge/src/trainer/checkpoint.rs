@@ -27,6 +27,11 @@ pub struct Contents<'a> {
     pub files: &'a dyn Fn(&Path) -> Result<()>,
     /// Writes the model in place of `policy.save` when set.
     pub model_writer: Option<&'a dyn Fn(&Path) -> Result<()>>,
+    /// Sharded optimizer moments gathered from every rank (ZeRO-1).
+    pub gathered: Option<&'a (
+        Vec<reinforge_torch::tch::Tensor>,
+        Vec<reinforge_torch::tch::Tensor>,
+    )>,
 }
 
 /// Writes `checkpoints/<tag>` of `run` atomically; returns its path.
@@ -42,7 +47,7 @@ pub fn save(run: &RunDir, tag: &str, c: &Contents) -> Result<PathBuf> {
     }
     (c.files)(&tmp)?;
     if let Some(opt) = c.opt {
-        opt.save(&tmp.join(OPTIMIZER_FILE))?;
+        opt.save_gathered(&tmp.join(OPTIMIZER_FILE), c.gathered)?;
     }
     if let Some(critic) = c.critic {
         critic.save(&tmp, c.opt.is_some())?;

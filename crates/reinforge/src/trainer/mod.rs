@@ -78,6 +78,8 @@ pub struct Trainer<'a> {
     /// This process's data-parallel job, when it is one rank of several: only rank 0 writes
     /// metrics and checkpoints.
     pub dp: Option<std::sync::Arc<crate::dp::Dp>>,
+    /// Shard the optimizer state over the ranks (ZeRO-1, `zero_stage = 1`).
+    pub zero1: bool,
     pub state: TrainerState,
     files: Files<'a>,
     /// Writes the model files instead of `policy.save` (a reward model's own layout).
@@ -95,6 +97,7 @@ impl<'a> Trainer<'a> {
             reference: None,
             critic: None,
             dp: None,
+            zero1: false,
             state,
             files,
             model_writer: None,
@@ -120,6 +123,15 @@ impl<'a> Trainer<'a> {
         self.state.phase = phase;
         self.state.step = 0;
         self.opt = opt;
+        self.shard_optimizer();
+    }
+
+    /// Shards the optimizer's moments over the ranks when this is a data-parallel run with
+    /// `zero_stage = 1` (call after creating or loading an optimizer).
+    pub fn shard_optimizer(&mut self) {
+        if let (true, Some(d)) = (self.zero1, &self.dp) {
+            self.opt.shard_over(d.pg.clone());
+        }
     }
 
     /// Whether this process writes the run's files (a single process, or rank 0).
@@ -130,6 +142,12 @@ impl<'a> Trainer<'a> {
     /// Writes `checkpoints/<tag>` (rank 0 only: the others return its path); `resumable` adds
     /// the optimizer states.
     pub fn save(&self, run: &RunDir, tag: &str, resumable: bool) -> Result<PathBuf> {
+        // Sharded moments are gathered by every rank; rank 0 writes them.
+        let gathered = if resumable {
+            self.opt.gather_state()?
+        } else {
+            None
+        };
         if !self.writes() {
             return Ok(run.checkpoint(tag));
         }
@@ -143,6 +161,7 @@ impl<'a> Trainer<'a> {
                 state: &self.state,
                 files: &*self.files,
                 model_writer: self.model_writer.as_deref(),
+                gathered: gathered.as_ref(),
             },
         )
     }
