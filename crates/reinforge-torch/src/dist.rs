@@ -405,8 +405,19 @@ impl ProcessGroup {
 
     /// Every rank's `t`, in rank order (same shape on every rank).
     pub fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>> {
+        let outs: Vec<Tensor> = (0..self.world).map(|_| t.empty_like()).collect();
+        self.all_gather_into(t, &outs)?;
+        Ok(outs)
+    }
+
+    /// Every rank's `t` written into `outs` (one per rank, in rank order; views of one buffer
+    /// work, so a gather needs no extra copy).
+    pub fn all_gather_into(&self, t: &Tensor, outs: &[Tensor]) -> Result<()> {
+        if outs.len() != self.world {
+            bail!("all_gather needs one output per rank ({}), got {}", self.world, outs.len());
+        }
         let mut input = t.shallow_clone();
-        let mut outs: Vec<Tensor> = (0..self.world).map(|_| t.empty_like()).collect();
+        let mut outs: Vec<Tensor> = outs.iter().map(Tensor::shallow_clone).collect();
         let mut ptrs: Vec<*mut c_void> = outs.iter_mut().map(|o| o.as_mut_ptr().cast()).collect();
         let ip = input.as_mut_ptr().cast();
         self.check("all_gather", |err, len| {
@@ -421,8 +432,7 @@ impl ProcessGroup {
                     len,
                 )
             }
-        })?;
-        Ok(outs)
+        })
     }
 
     /// Reduces `inputs[r]` over ranks for every `r` and returns this rank's share

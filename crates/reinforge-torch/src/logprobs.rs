@@ -132,6 +132,40 @@ fn chunk_logprobs(
     (logp, ent)
 }
 
+/// Final hidden states `[B, H]` of `seqs` (right-padded with `pad_id` into one batch) at one
+/// position per row, `at(row)`: a P2L prompt's last token, a reward model's last non-pad
+/// token, a judge's next-token position.
+pub fn hidden_at(
+    model: &Transformer,
+    device: tch::Device,
+    seqs: &[Vec<i64>],
+    pad_id: i64,
+    at: impl Fn(&[i64]) -> i64,
+) -> Tensor {
+    let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
+    let empty: Vec<&[i64]> = seqs.iter().map(|_| &[][..]).collect();
+    let batch = SequenceBatch::new(&refs, &empty, pad_id, device);
+    let hidden = model.hidden(
+        &ForwardInput {
+            ids: &batch.ids,
+            positions: &batch.positions,
+            key_mask: &batch.attn,
+        },
+        None,
+    );
+    let positions: Vec<i64> = seqs.iter().map(|s| at(s)).collect();
+    let idx = Tensor::from_slice(&positions)
+        .to_device(device)
+        .view([-1, 1, 1])
+        .expand([seqs.len() as i64, 1, hidden.size()[2]], false);
+    hidden.gather(1, &idx, false).squeeze_dim(1)
+}
+
+/// The last position of a sequence (0 for an empty one).
+pub fn last_position(seq: &[i64]) -> i64 {
+    seq.len().max(1) as i64 - 1
+}
+
 /// Log-probabilities `[B, K]` (float32) of the `candidates` token ids as the token following
 /// each of `prompts` (a full-vocabulary softmax at each prompt's last position): how a judge's
 /// verdict ("A" or "B", a rating "1".."5") is read without sampling. `device` holds `model`.
@@ -142,23 +176,7 @@ pub fn next_token_logprobs(
     pad_id: i64,
     candidates: &[i64],
 ) -> Tensor {
-    let refs: Vec<&[i64]> = prompts.iter().map(Vec::as_slice).collect();
-    let empty: Vec<&[i64]> = prompts.iter().map(|_| &[][..]).collect();
-    let batch = SequenceBatch::new(&refs, &empty, pad_id, device);
-    let hidden = model.hidden(
-        &ForwardInput {
-            ids: &batch.ids,
-            positions: &batch.positions,
-            key_mask: &batch.attn,
-        },
-        None,
-    );
-    let last: Vec<i64> = prompts.iter().map(|p| p.len().max(1) as i64 - 1).collect();
-    let idx = Tensor::from_slice(&last)
-        .to_device(device)
-        .view([-1, 1, 1])
-        .expand([prompts.len() as i64, 1, hidden.size()[2]], false);
-    let at_last = hidden.gather(1, &idx, false).squeeze_dim(1);
+    let at_last = hidden_at(model, device, prompts, pad_id, last_position);
     let logp = model
         .logits(&at_last)
         .to_kind(Kind::Float)

@@ -65,10 +65,76 @@ pub struct AdamW {
 #[derive(Debug)]
 struct Shard {
     pg: Arc<ProcessGroup>,
-    /// Elements of all parameters.
-    total: i64,
-    /// Elements per rank.
-    per: i64,
+    layout: Layout,
+}
+
+/// The flat parameter space cut into buckets of `bucket` elements (the last one padded), each
+/// bucket into `world` slices of `slice` elements; rank `r` owns slice `r` of every bucket.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    world: i64,
+    rank: i64,
+    bucket: i64,
+    slice: i64,
+    buckets: i64,
+}
+
+/// Elements per ZeRO-1 bucket: 25 MB of float32, as the gradient all-reduce's buckets.
+const BUCKET_ELEMENTS: i64 = (25 << 20) / 4;
+
+impl Layout {
+    fn new(total: i64, world: i64, rank: i64) -> Self {
+        let slice = (BUCKET_ELEMENTS.min(total.max(1)) + world - 1) / world;
+        let bucket = slice * world;
+        Self {
+            world,
+            rank,
+            bucket,
+            slice,
+            buckets: (total + bucket - 1) / bucket,
+        }
+    }
+
+    /// Elements `[start, start + len)` of the concatenation of `flat` (1-D tensors), zeros past
+    /// the end, as a new tensor.
+    fn copy_range(&self, flat: &[Tensor], start: i64, len: i64) -> Tensor {
+        let out = Tensor::zeros([len], (flat[0].kind(), flat[0].device()));
+        let mut offset = 0;
+        for t in flat {
+            let n = t.size()[0];
+            let (lo, hi) = (start.max(offset), (start + len).min(offset + n));
+            if lo < hi {
+                out.narrow(0, lo - start, hi - lo)
+                    .copy_(&t.narrow(0, lo - offset, hi - lo));
+            }
+            offset += n;
+        }
+        out
+    }
+
+    /// Writes `src` into elements `[start, start + src.len)` of the concatenation of `flat`
+    /// (views of the parameters), ignoring the padding.
+    fn write_range(&self, flat: &[Tensor], start: i64, src: &Tensor) {
+        let len = src.size()[0];
+        let mut offset = 0;
+        for t in flat {
+            let n = t.size()[0];
+            let (lo, hi) = (start.max(offset), (start + len).min(offset + n));
+            if lo < hi {
+                t.narrow(0, lo - offset, hi - lo)
+                    .copy_(&src.narrow(0, lo - start, hi - lo));
+            }
+            offset += n;
+        }
+    }
+
+    /// This rank's slices of every bucket of the concatenation of `flat`, one tensor.
+    fn my_slices(&self, flat: &[Tensor]) -> Tensor {
+        let parts: Vec<Tensor> = (0..self.buckets)
+            .map(|k| self.copy_range(flat, k * self.bucket + self.rank * self.slice, self.slice))
+            .collect();
+        Tensor::cat(&parts, 0)
+    }
 }
 
 impl AdamW {
@@ -101,16 +167,12 @@ impl AdamW {
     pub fn shard_over(&mut self, pg: Arc<ProcessGroup>) {
         let _guard = tch::no_grad_guard();
         let total: i64 = self.params.iter().map(|p| p.numel() as i64).sum();
-        let w = pg.world() as i64;
-        let per = (total + w - 1) / w;
-        let start = pg.rank() as i64 * per;
-        let slice = |parts: &[Tensor]| {
-            let flat = pad_to(&flatten(parts), per * w);
-            flat.narrow(0, start, per).copy()
-        };
-        self.exp_avg = vec![slice(&self.exp_avg)];
-        self.exp_avg_sq = vec![slice(&self.exp_avg_sq)];
-        self.shard = Some(Shard { pg, total, per });
+        let layout = Layout::new(total, pg.world() as i64, pg.rank() as i64);
+        let m: Vec<Tensor> = self.exp_avg.iter().map(|t| t.reshape([-1])).collect();
+        let v: Vec<Tensor> = self.exp_avg_sq.iter().map(|t| t.reshape([-1])).collect();
+        self.exp_avg = vec![layout.my_slices(&m)];
+        self.exp_avg_sq = vec![layout.my_slices(&v)];
+        self.shard = Some(Shard { pg, layout });
     }
 
     /// Whether the moments are sharded (ZeRO-1).
@@ -127,34 +189,38 @@ impl AdamW {
             .sum()
     }
 
-    /// The ZeRO-1 step: reduce-scatters the summed gradients (no separate all-reduce), clips by
-    /// the global norm, updates this rank's slice and all-gathers the parameters. Every rank
-    /// calls it at the same point. Unsharded, it is [`Self::clip_and_step`].
+    /// The ZeRO-1 step, bucket by bucket so no full-size buffer is made: reduce-scatters each
+    /// bucket of the summed gradients (no separate all-reduce), clips by the global norm,
+    /// updates this rank's slice of every bucket and all-gathers the bucket back into the
+    /// parameters. Every rank calls it at the same point. Unsharded, it is
+    /// [`Self::clip_and_step`].
     pub fn clip_and_step_sharded(&mut self, max_norm: f64, lr: f64) -> Result<GradStep> {
         let Some(shard) = &self.shard else {
             return Ok(self.clip_and_step(max_norm, lr));
         };
         let _guard = tch::no_grad_guard();
-        let (pg, total, per) = (shard.pg.clone(), shard.total, shard.per);
-        let w = pg.world() as i64;
+        let (pg, l) = (shard.pg.clone(), shard.layout);
         let grads: Vec<Tensor> = self
             .params
             .iter()
             .map(|p| {
                 let g = p.grad();
                 if g.defined() {
-                    g
+                    g.reshape([-1])
                 } else {
-                    p.zeros_like()
+                    p.zeros_like().reshape([-1])
                 }
             })
             .collect();
-        let flat = pad_to(&flatten(&grads), per * w);
-        let chunks: Vec<Tensor> = (0..w)
-            .map(|k| flat.narrow(0, k * per, per).copy())
-            .collect();
-        let g = pg.reduce_scatter(&chunks, ReduceOp::Sum)?;
-        let sq = g.square().sum(tch::Kind::Float);
+        // Pass 1: this rank's slice of every bucket of the summed gradients, and the norm.
+        let mine = Tensor::zeros([l.buckets * l.slice], (tch::Kind::Float, self.params[0].device()));
+        for k in 0..l.buckets {
+            let bucket = l.copy_range(&grads, k * l.bucket, l.bucket);
+            let parts: Vec<Tensor> = (0..l.world).map(|r| bucket.narrow(0, r * l.slice, l.slice)).collect();
+            let reduced = pg.reduce_scatter(&parts, ReduceOp::Sum)?;
+            mine.narrow(0, k * l.slice, l.slice).copy_(&reduced);
+        }
+        let sq = mine.square().sum(tch::Kind::Float);
         pg.all_reduce(&[&sq], ReduceOp::Sum)?;
         let grad_norm = sq.sqrt().double_value(&[]);
         self.zero_grad();
@@ -165,37 +231,33 @@ impl AdamW {
             });
         }
         let coef = max_norm / (grad_norm + 1e-6);
-        let g = if max_norm > 0.0 && coef < 1.0 {
-            g * coef
-        } else {
-            g
-        };
+        let g = if max_norm > 0.0 && coef < 1.0 { mine * coef } else { mine };
+        // Pass 2: update this rank's slices, all-gather each bucket into the parameters.
         self.steps += 1;
-        let c = &self.cfg;
+        let c = self.cfg.clone();
         let bc1 = 1.0 - c.beta1.powi(self.steps as i32);
         let bc2 = 1.0 - c.beta2.powi(self.steps as i32);
-        let start = pg.rank() as i64 * per;
-        let mut p = pad_to(&flatten(&self.params), per * w)
-            .narrow(0, start, per)
-            .copy();
-        if c.weight_decay != 0.0 {
-            let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
-        }
-        let (m, v) = (&mut self.exp_avg[0], &mut self.exp_avg_sq[0]);
-        let _ = m.g_mul_scalar_(c.beta1).g_add_(&(&g * (1.0 - c.beta1)));
-        let _ = v
-            .g_mul_scalar_(c.beta2)
-            .g_add_(&(g.square() * (1.0 - c.beta2)));
-        let denom = (v.sqrt() / bc2.sqrt()) + c.eps;
-        let _ = p.g_sub_(&((&*m / &denom) * (lr / bc1)));
-        let full = Tensor::cat(&pg.all_gather(&p)?, 0).narrow(0, 0, total);
-        let mut offset = 0;
-        for param in &self.params {
-            let n = param.numel() as i64;
-            param
+        let flat: Vec<Tensor> = self.params.iter().map(|p| p.reshape([-1])).collect();
+        for k in 0..l.buckets {
+            let at = k * l.slice;
+            let mut p = l.copy_range(&flat, k * l.bucket + l.rank * l.slice, l.slice);
+            if c.weight_decay != 0.0 {
+                let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
+            }
+            let gk = g.narrow(0, at, l.slice);
+            let m = self.exp_avg[0].narrow(0, at, l.slice);
+            let v = self.exp_avg_sq[0].narrow(0, at, l.slice);
+            let _ = m.shallow_clone().g_mul_scalar_(c.beta1).g_add_(&(&gk * (1.0 - c.beta1)));
+            let _ = v
                 .shallow_clone()
-                .copy_(&full.narrow(0, offset, n).view(param.size().as_slice()));
-            offset += n;
+                .g_mul_scalar_(c.beta2)
+                .g_add_(&(gk.square() * (1.0 - c.beta2)));
+            let denom = (v.sqrt() / bc2.sqrt()) + c.eps;
+            let _ = p.g_sub_(&((&m / &denom) * (lr / bc1)));
+            let bucket = Tensor::zeros([l.bucket], (p.kind(), p.device()));
+            let outs: Vec<Tensor> = (0..l.world).map(|r| bucket.narrow(0, r * l.slice, l.slice)).collect();
+            pg.all_gather_into(&p, &outs)?;
+            l.write_range(&flat, k * l.bucket, &bucket);
         }
         Ok(GradStep {
             grad_norm,
@@ -210,24 +272,19 @@ impl AdamW {
             return Ok(None);
         };
         let _guard = tch::no_grad_guard();
+        let l = shard.layout;
         let unflat = |t: &Tensor| -> Result<Vec<Tensor>> {
-            let full = Tensor::cat(&shard.pg.all_gather(t)?, 0);
-            let mut offset = 0;
-            Ok(self
-                .params
-                .iter()
-                .map(|p| {
-                    let n = p.numel() as i64;
-                    let part = full.narrow(0, offset, n).view(p.size().as_slice()).copy();
-                    offset += n;
-                    part
-                })
-                .collect())
+            let out: Vec<Tensor> = self.params.iter().map(|p| p.zeros_like()).collect();
+            let flat: Vec<Tensor> = out.iter().map(|o| o.reshape([-1])).collect();
+            for k in 0..l.buckets {
+                let bucket = Tensor::zeros([l.bucket], (t.kind(), t.device()));
+                let outs: Vec<Tensor> = (0..l.world).map(|r| bucket.narrow(0, r * l.slice, l.slice)).collect();
+                shard.pg.all_gather_into(&t.narrow(0, k * l.slice, l.slice), &outs)?;
+                l.write_range(&flat, k * l.bucket, &bucket);
+            }
+            Ok(out)
         };
-        Ok(Some((
-            unflat(&self.exp_avg[0])?,
-            unflat(&self.exp_avg_sq[0])?,
-        )))
+        Ok(Some((unflat(&self.exp_avg[0])?, unflat(&self.exp_avg_sq[0])?)))
     }
 
     /// Number of updates taken.
@@ -401,21 +458,5 @@ mod tests {
         assert!(s.stepped && (s.grad_norm - 12f64.sqrt()).abs() < 1e-5);
         assert_eq!(opt.steps(), 1);
         assert!(Vec::<f32>::try_from(&w).unwrap().iter().all(|&x| x < 1.0));
-    }
-}
-
-/// The tensors flattened and concatenated (one 1-D tensor).
-fn flatten(parts: &[Tensor]) -> Tensor {
-    let flat: Vec<Tensor> = parts.iter().map(|t| t.reshape([-1])).collect();
-    Tensor::cat(&flat, 0)
-}
-
-/// `t` (1-D) zero-padded to `len` elements.
-fn pad_to(t: &Tensor, len: i64) -> Tensor {
-    let n = t.size()[0];
-    if n >= len {
-        t.shallow_clone()
-    } else {
-        t.constant_pad_nd([0, len - n])
     }
 }

@@ -11,10 +11,9 @@ use anyhow::{bail, Context, Result};
 use tch::nn::{Init, VarStore};
 use tch::{Device, Kind, Tensor};
 
-use crate::batch::SequenceBatch;
 use crate::config::ModelConfig;
 use crate::loss::p2l::{HeadOutputs, P2lLoss};
-use crate::model::{ForwardInput, Transformer};
+use crate::model::Transformer;
 use crate::optim::{AdamW, AdamWConfig};
 use crate::policy::Policy;
 
@@ -127,26 +126,14 @@ impl P2lModel {
 
     /// Head outputs for `prompts` (token ids), read at each prompt's last token.
     pub fn heads(&self, prompts: &[Vec<i64>], pad_id: i64) -> Heads {
-        let refs: Vec<&[i64]> = prompts.iter().map(Vec::as_slice).collect();
-        let empty: Vec<&[i64]> = prompts.iter().map(|_| &[][..]).collect();
-        let batch = SequenceBatch::new(&refs, &empty, pad_id, self.vs.device());
-        let hidden = self.model.hidden(
-            &ForwardInput {
-                ids: &batch.ids,
-                positions: &batch.positions,
-                key_mask: &batch.attn,
-            },
-            None,
-        );
-        let last: Vec<i64> = prompts.iter().map(|p| p.len().max(1) as i64 - 1).collect();
-        let idx = Tensor::from_slice(&last)
-            .to_device(self.vs.device())
-            .view([-1, 1, 1])
-            .expand([prompts.len() as i64, 1, hidden.size()[2]], false);
-        let x = hidden
-            .gather(1, &idx, false)
-            .squeeze_dim(1)
-            .to_kind(Kind::Float);
+        let x = crate::logprobs::hidden_at(
+            &self.model,
+            self.vs.device(),
+            prompts,
+            pad_id,
+            crate::logprobs::last_position,
+        )
+        .to_kind(Kind::Float);
         Heads {
             coefs: self.coefs.forward(&x),
             eta: self.eta.as_ref().map(|l| l.forward(&x)),

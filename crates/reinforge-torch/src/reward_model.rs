@@ -13,10 +13,9 @@ use serde_json::{json, Value};
 use tch::nn::Init;
 use tch::{Kind, Tensor};
 
-use crate::batch::SequenceBatch;
 use crate::checkpoint::{self, config_json, LoadOptions};
 use crate::lora::LoraConfig;
-use crate::model::{ForwardInput, Transformer};
+use crate::model::Transformer;
 use crate::policy::Policy;
 
 /// The score head's parameter name (transformers' `score = nn.Linear(H, 1, bias=False)`).
@@ -117,29 +116,13 @@ impl RewardModel {
 
     /// Rewards `[B]` (float32) of token sequences, each read at its last non-pad token.
     pub fn scores(&self, seqs: &[Vec<i64>]) -> Tensor {
-        let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
-        let empty: Vec<&[i64]> = seqs.iter().map(|_| &[][..]).collect();
-        let device = self.policy.device();
-        let batch = SequenceBatch::new(&refs, &empty, self.pad_id, device);
-        let hidden = self.policy.model.hidden(
-            &ForwardInput {
-                ids: &batch.ids,
-                positions: &batch.positions,
-                key_mask: &batch.attn,
-            },
-            None,
-        );
-        let last: Vec<i64> = seqs.iter().map(|s| last_non_pad(s, self.pad_id)).collect();
-        let idx = Tensor::from_slice(&last)
-            .to_device(device)
-            .view([-1, 1, 1])
-            .expand([seqs.len() as i64, 1, hidden.size()[2]], false);
-        hidden
-            .gather(1, &idx, false)
-            .squeeze_dim(1)
-            .linear::<Tensor>(&self.score, None)
-            .squeeze_dim(-1)
-            .to_kind(Kind::Float)
+        let pad = self.pad_id;
+        crate::logprobs::hidden_at(&self.policy.model, self.policy.device(), seqs, pad, |s| {
+            last_non_pad(s, pad)
+        })
+        .linear::<Tensor>(&self.score, None)
+        .squeeze_dim(-1)
+        .to_kind(Kind::Float)
     }
 }
 

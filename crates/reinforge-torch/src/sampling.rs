@@ -249,7 +249,8 @@ impl Running {
     }
 }
 
-fn empty_completion() -> Completion {
+/// A completion with no tokens (truncated at length 0).
+pub fn empty_completion() -> Completion {
     Completion {
         tokens: vec![],
         logprobs: vec![],

@@ -182,7 +182,8 @@ fn rank(args: &[String], rank: usize, world: usize, port: u16) -> Child {
 fn a_killed_rank_is_named_and_the_job_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path();
-    let long = [DP, &["grpo.steps=400", "grpo.checkpoint_every=2"]].concat();
+    // With the optimizer state sharded: the checkpoint gathers it, the resume shards it again.
+    let long = [DP, &["grpo.steps=400", "grpo.checkpoint_every=2", "zero_stage=1"]].concat();
     let args = train_args(runs, "killed", &long);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -21,7 +21,7 @@ use super::pairs::{
 };
 use super::PromptStyle;
 use crate::run_dir::{read_json, write_json, RunDir};
-use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
+use crate::trainer::checkpoint::STATE_FILE;
 use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, StepLog, Trainer, TrainerState};
 
 /// Train a reward model on preference pairs (TRL RewardTrainer's loss).
@@ -297,12 +297,7 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
     )
     .with_model_writer(Box::new(|dir: &Path| rm.save(dir)));
     if resumed {
-        trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
-        eprintln!(
-            "resuming {} at step {}",
-            run.root.display(),
-            trainer.state.step
-        );
+        trainer.resume_optimizer(&run, &latest)?;
     }
     let plan = PhasePlan {
         steps: args.steps,

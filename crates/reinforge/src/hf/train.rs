@@ -28,7 +28,7 @@ use crate::grpo;
 use crate::multi_turn::{converse, EpisodeLimits};
 use crate::rollout::{Engine, Generated};
 use crate::run_dir::{read_json, write_json, RunDir};
-use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
+use crate::trainer::checkpoint::STATE_FILE;
 use crate::trainer::{optimizer, Phase, PhaseEnd, Trainer, TrainerState};
 use reinforge_tasks::data::Message;
 
@@ -420,6 +420,9 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
     // One rank of a data-parallel job (torchrun's variables): rank 0 writes the run's files.
     let dp = crate::dp::Dp::from_env(device)?.map(std::sync::Arc::new);
     let writes = dp.as_ref().is_none_or(|d| d.rank() == 0);
+    if dp.is_some() && data.tools.is_some() {
+        bail!("--tools (multi-turn episodes) is not supported with data-parallel ranks yet");
+    }
     if writes {
         write_json(&run.path(DATA_RUN_FILE), data)?;
     }
@@ -481,12 +484,7 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
     trainer.dp = dp.clone();
     trainer.zero1 = cfg.zero_stage == 1;
     if resumed {
-        trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
-        eprintln!(
-            "resuming {} at step {}",
-            run.root.display(),
-            trainer.state.step
-        );
+        trainer.resume_optimizer(run, &latest)?;
     }
     trainer.shard_optimizer();
     if writes && dp.is_some() {

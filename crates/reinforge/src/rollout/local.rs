@@ -5,7 +5,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::Result;
 use reinforge_torch::model::Transformer;
-use reinforge_torch::sampling::{generate_with, Completion, GenerateHooks, RowRng};
+use reinforge_torch::sampling::{empty_completion, generate_with, Completion, GenerateHooks, RowRng};
 use reinforge_torch::Device;
 use reinforge_torch::{generate, Policy, SamplingParams, SharedPolicy};
 
@@ -67,16 +67,8 @@ impl Engine for LocalEngine<'_> {
             model.1,
             &mut hooks,
         );
-        let mut completions: Vec<Completion> = (0..prompts.len())
-            .map(|_| Completion {
-                tokens: vec![],
-                logprobs: vec![],
-                entropies: vec![],
-                truncated: true,
-                top: vec![],
-                aborted: false,
-            })
-            .collect();
+        let mut completions: Vec<Completion> =
+            (0..prompts.len()).map(|_| empty_completion()).collect();
         for (slot, c) in completions[rows].iter_mut().zip(mine) {
             *slot = c;
         }

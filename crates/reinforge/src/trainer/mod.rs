@@ -126,6 +126,17 @@ impl<'a> Trainer<'a> {
         self.shard_optimizer();
     }
 
+    /// Restores the optimizer state of the checkpoint a run resumes from, and says so.
+    pub fn resume_optimizer(&mut self, run: &RunDir, latest: &Path) -> Result<()> {
+        self.opt.load(&latest.join(checkpoint::OPTIMIZER_FILE))?;
+        eprintln!(
+            "resuming {} at step {}",
+            run.root.display(),
+            self.state.step
+        );
+        Ok(())
+    }
+
     /// Shards the optimizer's moments over the ranks when this is a data-parallel run with
     /// `zero_stage = 1` (call after creating or loading an optimizer).
     pub fn shard_optimizer(&mut self) {
