@@ -414,7 +414,11 @@ impl ProcessGroup {
     /// work, so a gather needs no extra copy).
     pub fn all_gather_into(&self, t: &Tensor, outs: &[Tensor]) -> Result<()> {
         if outs.len() != self.world {
-            bail!("all_gather needs one output per rank ({}), got {}", self.world, outs.len());
+            bail!(
+                "all_gather needs one output per rank ({}), got {}",
+                self.world,
+                outs.len()
+            );
         }
         let mut input = t.shallow_clone();
         let mut outs: Vec<Tensor> = outs.iter().map(Tensor::shallow_clone).collect();

@@ -146,8 +146,8 @@ impl AdamW {
             .filter(|(_, t)| t.requires_grad())
             .collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
-        let exp_avg = named.iter().map(|(_, t)| t.zeros_like()).collect();
-        let exp_avg_sq = named.iter().map(|(_, t)| t.zeros_like()).collect();
+        // The moments are allocated on first use (a sharded optimizer never holds them whole).
+        let (exp_avg, exp_avg_sq) = (vec![], vec![]);
         let (names, params) = named.into_iter().unzip();
         Self {
             cfg,
@@ -168,10 +168,21 @@ impl AdamW {
         let _guard = tch::no_grad_guard();
         let total: i64 = self.params.iter().map(|p| p.numel() as i64).sum();
         let layout = Layout::new(total, pg.world() as i64, pg.rank() as i64);
-        let m: Vec<Tensor> = self.exp_avg.iter().map(|t| t.reshape([-1])).collect();
-        let v: Vec<Tensor> = self.exp_avg_sq.iter().map(|t| t.reshape([-1])).collect();
-        self.exp_avg = vec![layout.my_slices(&m)];
-        self.exp_avg_sq = vec![layout.my_slices(&v)];
+        if self.exp_avg.is_empty() {
+            let zeros = || {
+                Tensor::zeros(
+                    [layout.buckets * layout.slice],
+                    (tch::Kind::Float, self.params[0].device()),
+                )
+            };
+            self.exp_avg = vec![zeros()];
+            self.exp_avg_sq = vec![zeros()];
+        } else {
+            let m: Vec<Tensor> = self.exp_avg.iter().map(|t| t.reshape([-1])).collect();
+            let v: Vec<Tensor> = self.exp_avg_sq.iter().map(|t| t.reshape([-1])).collect();
+            self.exp_avg = vec![layout.my_slices(&m)];
+            self.exp_avg_sq = vec![layout.my_slices(&v)];
+        }
         self.shard = Some(Shard { pg, layout });
     }
 
@@ -182,6 +193,15 @@ impl AdamW {
 
     /// Bytes of optimizer state this process holds (the two moments).
     pub fn state_bytes(&self) -> usize {
+        if self.exp_avg.is_empty() {
+            // Not allocated yet: what the first step will allocate.
+            let one: usize = self
+                .params
+                .iter()
+                .map(|p| p.numel() * p.kind().elt_size_in_bytes())
+                .sum();
+            return 2 * one;
+        }
         self.exp_avg
             .iter()
             .chain(&self.exp_avg_sq)
@@ -213,10 +233,15 @@ impl AdamW {
             })
             .collect();
         // Pass 1: this rank's slice of every bucket of the summed gradients, and the norm.
-        let mine = Tensor::zeros([l.buckets * l.slice], (tch::Kind::Float, self.params[0].device()));
+        let mine = Tensor::zeros(
+            [l.buckets * l.slice],
+            (tch::Kind::Float, self.params[0].device()),
+        );
         for k in 0..l.buckets {
             let bucket = l.copy_range(&grads, k * l.bucket, l.bucket);
-            let parts: Vec<Tensor> = (0..l.world).map(|r| bucket.narrow(0, r * l.slice, l.slice)).collect();
+            let parts: Vec<Tensor> = (0..l.world)
+                .map(|r| bucket.narrow(0, r * l.slice, l.slice))
+                .collect();
             let reduced = pg.reduce_scatter(&parts, ReduceOp::Sum)?;
             mine.narrow(0, k * l.slice, l.slice).copy_(&reduced);
         }
@@ -231,7 +256,10 @@ impl AdamW {
             });
         }
         let coef = max_norm / (grad_norm + 1e-6);
-        let g = if max_norm > 0.0 && coef < 1.0 { mine * coef } else { mine };
+        let mut g = mine;
+        if max_norm > 0.0 && coef < 1.0 {
+            let _ = g.g_mul_scalar_(coef);
+        }
         // Pass 2: update this rank's slices, all-gather each bucket into the parameters.
         self.steps += 1;
         let c = self.cfg.clone();
@@ -247,7 +275,10 @@ impl AdamW {
             let gk = g.narrow(0, at, l.slice);
             let m = self.exp_avg[0].narrow(0, at, l.slice);
             let v = self.exp_avg_sq[0].narrow(0, at, l.slice);
-            let _ = m.shallow_clone().g_mul_scalar_(c.beta1).g_add_(&(&gk * (1.0 - c.beta1)));
+            let _ = m
+                .shallow_clone()
+                .g_mul_scalar_(c.beta1)
+                .g_add_(&(&gk * (1.0 - c.beta1)));
             let _ = v
                 .shallow_clone()
                 .g_mul_scalar_(c.beta2)
@@ -255,7 +286,9 @@ impl AdamW {
             let denom = (v.sqrt() / bc2.sqrt()) + c.eps;
             let _ = p.g_sub_(&((&m / &denom) * (lr / bc1)));
             let bucket = Tensor::zeros([l.bucket], (p.kind(), p.device()));
-            let outs: Vec<Tensor> = (0..l.world).map(|r| bucket.narrow(0, r * l.slice, l.slice)).collect();
+            let outs: Vec<Tensor> = (0..l.world)
+                .map(|r| bucket.narrow(0, r * l.slice, l.slice))
+                .collect();
             pg.all_gather_into(&p, &outs)?;
             l.write_range(&flat, k * l.bucket, &bucket);
         }
@@ -278,13 +311,28 @@ impl AdamW {
             let flat: Vec<Tensor> = out.iter().map(|o| o.reshape([-1])).collect();
             for k in 0..l.buckets {
                 let bucket = Tensor::zeros([l.bucket], (t.kind(), t.device()));
-                let outs: Vec<Tensor> = (0..l.world).map(|r| bucket.narrow(0, r * l.slice, l.slice)).collect();
-                shard.pg.all_gather_into(&t.narrow(0, k * l.slice, l.slice), &outs)?;
+                let outs: Vec<Tensor> = (0..l.world)
+                    .map(|r| bucket.narrow(0, r * l.slice, l.slice))
+                    .collect();
+                shard
+                    .pg
+                    .all_gather_into(&t.narrow(0, k * l.slice, l.slice), &outs)?;
                 l.write_range(&flat, k * l.bucket, &bucket);
             }
             Ok(out)
         };
-        Ok(Some((unflat(&self.exp_avg[0])?, unflat(&self.exp_avg_sq[0])?)))
+        Ok(Some((
+            unflat(&self.exp_avg[0])?,
+            unflat(&self.exp_avg_sq[0])?,
+        )))
+    }
+
+    /// Allocates zero moments for every parameter if they are not there yet.
+    fn ensure_moments(&mut self) {
+        if self.exp_avg.is_empty() && self.shard.is_none() {
+            self.exp_avg = self.params.iter().map(Tensor::zeros_like).collect();
+            self.exp_avg_sq = self.params.iter().map(Tensor::zeros_like).collect();
+        }
     }
 
     /// Number of updates taken.
@@ -351,6 +399,7 @@ impl AdamW {
     /// One AdamW update with learning rate `lr` from the current gradients.
     pub fn step(&mut self, lr: f64) {
         let _guard = tch::no_grad_guard();
+        self.ensure_moments();
         self.steps += 1;
         let c = &self.cfg;
         let bc1 = 1.0 - c.beta1.powi(self.steps as i32);
@@ -386,11 +435,20 @@ impl AdamW {
     ) -> Result<()> {
         let (m, v) = match (gathered, &self.shard) {
             (Some((m, v)), _) => (m.as_slice(), v.as_slice()),
+            (None, None) if self.exp_avg.is_empty() => {
+                let z: Vec<Tensor> = self.params.iter().map(Tensor::zeros_like).collect();
+                return self.write(path, &z, &z);
+            }
             (None, None) => (self.exp_avg.as_slice(), self.exp_avg_sq.as_slice()),
             (None, Some(_)) => anyhow::bail!(
                 "sharded optimizer state must be gathered from every rank before saving"
             ),
         };
+        self.write(path, m, v)
+    }
+
+    /// Writes the step count and moments `m`, `v` (one per parameter).
+    fn write(&self, path: &Path, m: &[Tensor], v: &[Tensor]) -> Result<()> {
         let mut named: Vec<(String, Tensor)> =
             vec![("steps".into(), Tensor::from_slice(&[self.steps]))];
         for (i, n) in self.names.iter().enumerate() {
@@ -423,6 +481,7 @@ impl AdamW {
                 .with_context(|| format!("{}: missing tensor `{k}`", path.display()))
         };
         self.steps = get("steps")?.int64_value(&[0]);
+        self.ensure_moments();
         for (i, n) in self.names.iter().enumerate() {
             self.exp_avg[i].copy_(get(&format!("exp_avg.{n}"))?);
             self.exp_avg_sq[i].copy_(get(&format!("exp_avg_sq.{n}"))?);

@@ -306,6 +306,7 @@ fn rows_admitted_mid_batch_decode_as_they_would_alone() {
     let mut hooks = GenerateHooks {
         top_logprobs: 0,
         on_step: Some(&mut hook),
+        row_rng: None,
     };
     let got = generate_with(&p.model, &running, &params, 0, Device::Cpu, &mut hooks);
     assert_eq!(got.len(), 4);
@@ -316,4 +317,42 @@ fn rows_admitted_mid_batch_decode_as_they_would_alone() {
         }
     }
     assert_eq!(ends, vec![1; 4]);
+}
+
+/// With per-row noise a row samples the same tokens whatever else is in its batch (what lets
+/// data-parallel ranks reproduce one process), and different seeds or rows draw differently.
+#[test]
+fn per_row_sampling_does_not_depend_on_the_batch() {
+    use reinforge_torch::sampling::{generate_with, GenerateHooks, RowRng};
+    let p = Policy::new(&tiny(true, false), Device::Cpu, 5).unwrap();
+    let params = SamplingParams {
+        temperature: 1.0,
+        max_new_tokens: 12,
+        ..Default::default()
+    };
+    let prompts: Vec<Vec<i64>> = vec![vec![1, 5, 6], vec![1, 5, 6], vec![1, 7], vec![1, 2, 3, 4]];
+    let draw = |rows: std::ops::Range<usize>, seed: u64| {
+        let mut hooks = GenerateHooks {
+            row_rng: Some(RowRng {
+                seed,
+                row_offset: rows.start,
+            }),
+            ..GenerateHooks::default()
+        };
+        generate_with(
+            &p.model,
+            &prompts[rows],
+            &params,
+            0,
+            Device::Cpu,
+            &mut hooks,
+        )
+    };
+    let all = draw(0..4, 9);
+    let tail = draw(2..4, 9);
+    assert_eq!(all[2].tokens, tail[0].tokens);
+    assert_eq!(all[3].tokens, tail[1].tokens);
+    // Same prompt, different rows: different noise, so different samples.
+    assert_ne!(all[0].tokens, all[1].tokens);
+    assert_ne!(draw(0..4, 10)[0].tokens, all[0].tokens);
 }

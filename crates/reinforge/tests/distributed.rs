@@ -183,14 +183,18 @@ fn a_killed_rank_is_named_and_the_job_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path();
     // With the optimizer state sharded: the checkpoint gathers it, the resume shards it again.
-    let long = [DP, &["grpo.steps=400", "grpo.checkpoint_every=2", "zero_stage=1"]].concat();
+    let long = [
+        DP,
+        &["grpo.steps=400", "grpo.checkpoint_every=2", "zero_stage=1"],
+    ]
+    .concat();
     let args = train_args(runs, "killed", &long);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let mut r0 = rank(&args, 0, 2, port);
+    let r0 = rank(&args, 0, 2, port);
     let mut r1 = rank(&args, 1, 2, port);
     let run: PathBuf = runs.join("killed");
     let deadline = Instant::now() + Duration::from_secs(120);

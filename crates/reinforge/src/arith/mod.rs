@@ -81,7 +81,9 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     // weights.
     let dp = crate::dp::Dp::from_env(device)?.map(std::sync::Arc::new);
     if dp.is_some() && cfg.task.attempts > 1 {
-        anyhow::bail!("task.attempts > 1 (multi-turn episodes) is not supported with data-parallel ranks yet");
+        anyhow::bail!(
+            "task.attempts > 1 (multi-turn episodes) is not supported with data-parallel ranks yet"
+        );
     }
     if let Some(d) = &dp {
         reinforge_torch::dist::broadcast_parameters(&d.pg, &policy.vs)?;

@@ -5,7 +5,9 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::Result;
 use reinforge_torch::model::Transformer;
-use reinforge_torch::sampling::{empty_completion, generate_with, Completion, GenerateHooks, RowRng};
+use reinforge_torch::sampling::{
+    empty_completion, generate_with, Completion, GenerateHooks, RowRng,
+};
 use reinforge_torch::Device;
 use reinforge_torch::{generate, Policy, SamplingParams, SharedPolicy};
 
