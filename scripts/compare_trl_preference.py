@@ -20,13 +20,13 @@ Inputs are made identical and checked, not assumed:
     (`score-rm`) are checked against transformers on the same ids.
 
 Speed: seconds per optimizer step on the same model, batch and thread count, the two run
-alternately for ROUNDS rounds. reinforge: `dpo_seconds`/`rm_seconds` of
-checkpoints/final/trainer_state.json (the phase's wall time) of a run of WARMUP+STEPS steps minus
-that of a run of WARMUP steps, divided by STEPS (so start-up, reference log-probs and loading are
-left out). TRL: time between consecutive `on_step_end` callbacks of `trainer.train()` (the
-whole loop iteration: batch, forward, backward, clip, AdamW, logging), over the steps after
-WARMUP; the median and the mean of those steps are both reported, the ratio uses the mean (the
-reinforge number is a mean over the same steps). Medians are over rounds.
+alternately (reinforge DPO, TRL DPO, reinforge RM, TRL RM) for ROUNDS rounds of WARMUP+STEPS
+steps each. reinforge: the time between consecutive lines of its metrics.jsonl (one per step,
+watched every millisecond); TRL: the time between consecutive `on_step_end` callbacks of
+`trainer.train()`. Both are the whole loop iteration (batch, forward, backward, clip, AdamW,
+logging). Per round the median of the steps after WARMUP, then the median over rounds; the
+ratio is reinforge / TRL. As a cross-check, reinforge's own phase time
+(checkpoints/final/trainer_state.json `dpo_seconds`/`rm_seconds`) divided by its steps.
 
 usage: .venv-trl/bin/python scripts/compare_trl_preference.py --bin target/release/reinforge
          [--model fixtures/hf/models/llama] [--pairs 8] [--threads 2] [--work DIR] ...
@@ -69,13 +69,13 @@ def parse_args():
     p.add_argument("--rm-lr", type=float, default=1e-3)
     p.add_argument("--beta", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0, help="torch seed of the new score head")
-    p.add_argument("--warmup", type=int, default=2, help="steps left out of the timings")
+    p.add_argument("--warmup", type=int, default=2, help="first steps left out of the timings (>= 1)")
     p.add_argument("--steps", type=int, default=10, help="timed steps per run")
     p.add_argument("--rounds", type=int, default=2, help="timing rounds (reinforge and TRL alternate)")
     p.add_argument("--tol", type=float, default=1e-5, help="the acceptance bound on |reinforge - TRL|")
     a = p.parse_args()
-    if a.warmup + a.steps < 2 or a.steps < 1 or a.rounds < 1 or a.pairs < 1:
-        p.error("need --steps >= 1, --warmup + --steps >= 2, --rounds >= 1, --pairs >= 1")
+    if a.warmup < 1 or a.steps < 2 or a.rounds < 1 or a.pairs < 1:
+        p.error("need --warmup >= 1 (the first step includes loading), --steps >= 2, --rounds >= 1, --pairs >= 1")
     return a
 
 
@@ -325,16 +325,39 @@ def trl_rm(rm_dir, id_rows, args, steps, out_dir):
 
 
 def reinforge_train(bin_, kind, model, data, out, n, lr, steps, args, env):
-    """Runs `reinforge train-dpo|train-rm`; returns its metrics lines and phase seconds."""
+    """Runs `reinforge train-dpo|train-rm`; returns its metrics lines, the seconds of each step
+    and the phase seconds of checkpoints/final/trainer_state.json.
+
+    Step times: reinforge appends one metrics.jsonl line per optimizer step, so a poll of the
+    file (every millisecond) timestamps each step's end; step i lasts from line i-1 to line i
+    (step 0 from the start of the process, which includes loading: the warm-up drops it).
+    """
     shutil.rmtree(out, ignore_errors=True)
     cmd = [bin_, f"train-{kind}", "--model", model, "--data", data, "--output", out, "--steps", steps,
            "--batch-size", n, "--lr", lr, "--raw", "--threads", args.threads]
     if kind == "dpo":
         cmd += ["--beta", args.beta]
-    run(cmd, env)
+    metrics = out / "metrics.jsonl"
+    marks = [time.perf_counter()]
+    proc = subprocess.Popen([str(c) for c in cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    seen = 0
+    while proc.poll() is None:
+        try:
+            lines = metrics.read_bytes().count(b"\n")
+        except FileNotFoundError:
+            lines = 0
+        marks += [time.perf_counter()] * (lines - seen)
+        seen = max(seen, lines)
+        time.sleep(0.001)
+    log = proc.stdout.read()
+    if proc.returncode != 0:
+        sys.exit(f"error: {' '.join(map(str, cmd))} failed ({proc.returncode}):\n{log[-3000:]}")
     state = json.loads((out / "checkpoints/final/trainer_state.json").read_text())
-    lines = read_jsonl(out / "metrics.jsonl")
-    return lines, state[f"{kind}_seconds"]
+    lines = read_jsonl(metrics)
+    if len(marks) != len(lines) + 1:
+        sys.exit(f"error: saw {len(marks) - 1} of the {len(lines)} lines of {metrics} appear")
+    return lines, [b - a for a, b in zip(marks, marks[1:])], state[f"{kind}_seconds"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,17 +414,20 @@ def trl_own_rm_ids(tok, pairs):
     ]
 
 
-def timing_stats(per_round_ours, per_round_trl_steps):
-    ours = statistics.median(per_round_ours)
-    trl_mean = statistics.median(statistics.fmean(s) for s in per_round_trl_steps)
-    trl_median = statistics.median(statistics.median(s) for s in per_round_trl_steps)
+def timing_stats(ours_rounds, trl_rounds, phase_per_step):
+    """Seconds per step after the warm-up: per round the median (and mean) of the steps, then
+    the median over rounds; the ratio is of the medians."""
+    med = lambda rounds, f: statistics.median(f(r) for r in rounds)
+    ours, trl = med(ours_rounds, statistics.median), med(trl_rounds, statistics.median)
     return {
-        "reinforge_s_per_step_rounds": per_round_ours,
-        "reinforge_s_per_step": ours,
-        "trl_s_per_step_mean": trl_mean,
-        "trl_s_per_step_median": trl_median,
-        "trl_step_seconds_rounds": per_round_trl_steps,
-        "ratio_reinforge_over_trl": ours / trl_mean,
+        "reinforge_s_per_step_median": ours,
+        "reinforge_s_per_step_mean": med(ours_rounds, statistics.fmean),
+        "reinforge_phase_seconds_per_step": statistics.median(phase_per_step),
+        "trl_s_per_step_median": trl,
+        "trl_s_per_step_mean": med(trl_rounds, statistics.fmean),
+        "ratio_reinforge_over_trl": ours / trl,
+        "reinforge_step_seconds_rounds": ours_rounds,
+        "trl_step_seconds_rounds": trl_rounds,
     }
 
 
@@ -444,17 +470,17 @@ def main():
         c == r["chosen_full"] and j == r["rejected_full"] for (c, j), r in zip(own, ids)
     )
 
-    dpo_ours_t, dpo_trl_t, rm_ours_t, rm_trl_t = [], [], [], []
+    loads = [os.getloadavg()[0]]  # 1-minute load average before each round and at the end
+    dpo_ours_t, dpo_trl_t, rm_ours_t, rm_trl_t, dpo_phase, rm_phase = [], [], [], [], [], []
     dpo_cmp = rm_cmp = dpo_bad = ref_diff = None
     optimizers = {}
     for rnd in range(args.rounds):
-        # DPO: reinforge (WARMUP and WARMUP+STEPS steps), then TRL; the first round's
-        # WARMUP+STEPS runs also give the metrics compared.
-        _, s_short = reinforge_train(bin_, "dpo", policy, work / "pairs.jsonl", work / "rf_dpo_short", n,
-                                     args.dpo_lr, args.warmup, args, env) if args.warmup else (None, 0.0)
-        lines, s_long = reinforge_train(bin_, "dpo", policy, work / "pairs.jsonl", work / "rf_dpo", n,
-                                        args.dpo_lr, total, args, env)
-        dpo_ours_t.append((s_long - s_short) / args.steps)
+        # DPO: reinforge, then TRL, WARMUP+STEPS steps each; the first round's runs also give
+        # the metrics compared.
+        lines, secs, phase = reinforge_train(bin_, "dpo", policy, work / "pairs.jsonl", work / "rf_dpo", n,
+                                             args.dpo_lr, total, args, env)
+        dpo_ours_t.append(secs[args.warmup:])
+        dpo_phase.append(phase / total)
         rec, data, optimizers["dpo"] = trl_dpo(policy, pairs, args, total, work / "trl_dpo")
         dpo_trl_t.append(rec.step_seconds()[args.warmup:])
         if rnd == 0:
@@ -466,21 +492,21 @@ def main():
                 max(abs(a - b) for a, b in zip(refs[1], data["ref_rejected_logps"])),
             )
         # Reward model: both from start_rm.
-        _, s_short = reinforge_train(bin_, "rm", rm_dir, work / "pairs.jsonl", work / "rf_rm_short", n,
-                                     args.rm_lr, args.warmup, args, env) if args.warmup else (None, 0.0)
-        lines, s_long = reinforge_train(bin_, "rm", rm_dir, work / "pairs.jsonl", work / "rf_rm", n,
-                                        args.rm_lr, total, args, env)
-        rm_ours_t.append((s_long - s_short) / args.steps)
+        lines, secs, phase = reinforge_train(bin_, "rm", rm_dir, work / "pairs.jsonl", work / "rf_rm", n,
+                                             args.rm_lr, total, args, env)
+        rm_ours_t.append(secs[args.warmup:])
+        rm_phase.append(phase / total)
         rec, optimizers["rm"] = trl_rm(rm_dir, ids, args, total, work / "trl_rm")
         rm_trl_t.append(rec.step_seconds()[args.warmup:])
         if rnd == 0:
             rm_cmp = compare(lines, rec.logs, RM_METRICS)
+        loads.append(os.getloadavg()[0])
 
     # The model as given, when its config's pad_token_id is not the id TRL pads with: the
     # embedding row of that id is frozen in transformers (padding_idx) and trained by reinforge.
     as_is = None
     if config_pad != pad_id:
-        lines, _ = reinforge_train(bin_, "dpo", model, work / "pairs.jsonl", work / "rf_dpo_as_is", n,
+        lines, _, _ = reinforge_train(bin_, "dpo", model, work / "pairs.jsonl", work / "rf_dpo_as_is", n,
                                    args.dpo_lr, 2, args, env)
         rec, _, _ = trl_dpo(model, pairs, args, 2, work / "trl_dpo_as_is")
         as_is = {
@@ -519,11 +545,12 @@ def main():
             "within_tolerance": rm_cmp["max_abs_diff_all"] <= args.tol,
         },
         "timing": {
-            "method": "reinforge: (phase seconds of a WARMUP+STEPS run - of a WARMUP run) / STEPS, median over "
-                      "rounds; TRL: on_step_end-to-on_step_end seconds of the steps after WARMUP, mean (and "
-                      "median) per round, median over rounds; ratio = reinforge / TRL mean",
-            "dpo": timing_stats(dpo_ours_t, dpo_trl_t),
-            "rm": timing_stats(rm_ours_t, rm_trl_t),
+            "method": "seconds between consecutive step ends (reinforge: metrics.jsonl lines, TRL: "
+                      "on_step_end), steps after the warm-up; median per round, median over rounds; "
+                      "ratio = reinforge / TRL of those medians",
+            "load_average_1min": loads,
+            "dpo": timing_stats(dpo_ours_t, dpo_trl_t, dpo_phase),
+            "rm": timing_stats(rm_ours_t, rm_trl_t, rm_phase),
         },
     }
     text = json.dumps(summary, indent=1)
