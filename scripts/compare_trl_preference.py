@@ -36,7 +36,6 @@ scripts/compare_trl_preference.sh.
 
 import argparse
 import json
-import math
 import os
 import pathlib
 import shutil
@@ -72,6 +71,8 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=2, help="first steps left out of the timings (>= 1)")
     p.add_argument("--steps", type=int, default=10, help="timed steps per run")
     p.add_argument("--rounds", type=int, default=2, help="timing rounds (reinforge and TRL alternate)")
+    p.add_argument("--no-diagnose", dest="diagnose", action="store_false",
+                   help="skip the TRL runs on 1 thread that give the float32 noise floor and float64 grad norms")
     p.add_argument("--tol", type=float, default=1e-5, help="the acceptance bound on |reinforge - TRL|")
     a = p.parse_args()
     if a.warmup < 1 or a.steps < 2 or a.rounds < 1 or a.pairs < 1:
@@ -273,7 +274,33 @@ def common_args(n, lr, steps, out_dir):
     )
 
 
-def trl_dpo(model_dir, pairs, args, steps, out_dir):
+def optimizer_name(trainer):
+    """The torch optimizer under accelerate's wrapper, with its `fused` setting."""
+    opt = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
+    return f"{type(opt).__name__}(fused={opt.defaults.get('fused')})"
+
+
+def record_f64_grad_norm(trainer, rec):
+    """Wraps the trainer's `_clip_grad_norm` to record the pre-clip gradient norm computed in
+    float64 (into `rec.grad_norm_f64`), then clips as before. Used in the diagnostic runs only:
+    TRL logs the norm `torch.nn.utils.clip_grad_norm_` computes in float32 with
+    `torch.linalg.vector_norm`, whose CPU reduction loses ~1e-5 relative on tensors of ~1M
+    elements (SmolLM2's)."""
+    import torch
+
+    clip = trainer._clip_grad_norm
+    rec.grad_norm_f64 = []
+
+    def wrapped(model):
+        with torch.no_grad():
+            sq = sum(p.grad.double().square().sum() for p in model.parameters() if p.grad is not None)
+        rec.grad_norm_f64.append(float(sq.sqrt()))
+        return clip(model)
+
+    trainer._clip_grad_norm = wrapped
+
+
+def trl_dpo(model_dir, pairs, args, steps, out_dir, diagnose=False):
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -293,11 +320,13 @@ def trl_dpo(model_dir, pairs, args, steps, out_dir):
         model=model, args=cfg, train_dataset=Dataset.from_list(pairs), processing_class=tok, callbacks=[rec]
     )
     data = trainer.train_dataset
+    if diagnose:
+        record_f64_grad_norm(trainer, rec)
     trainer.train()
-    return rec, data, type(trainer.optimizer).__name__
+    return rec, data, optimizer_name(trainer)
 
 
-def trl_rm(rm_dir, id_rows, args, steps, out_dir):
+def trl_rm(rm_dir, id_rows, args, steps, out_dir, diagnose=False):
     import torch
     from datasets import Dataset
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -316,8 +345,10 @@ def trl_rm(rm_dir, id_rows, args, steps, out_dir):
         processing_class=tok,
         callbacks=[rec],
     )
+    if diagnose:
+        record_f64_grad_norm(trainer, rec)
     trainer.train()
-    return rec, type(trainer.optimizer).__name__
+    return rec, optimizer_name(trainer)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,7 +400,10 @@ def compare(ours_lines, trl_logs, names):
     reinforge's step s (the logs are written after the update)."""
     steps, worst, worst_rel = [], {m: 0.0 for m in names}, {m: 0.0 for m in names}
     for s in (0, 1):
-        ours = next(l for l in ours_lines if l["step"] == s)
+        if isinstance(ours_lines, dict):  # another TRL run's logs
+            ours = ours_lines[s + 1]
+        else:
+            ours = next(l for l in ours_lines if l["step"] == s)
         theirs = trl_logs[s + 1]
         row = {}
         for m in names:
@@ -484,7 +518,7 @@ def main():
         rec, data, optimizers["dpo"] = trl_dpo(policy, pairs, args, total, work / "trl_dpo")
         dpo_trl_t.append(rec.step_seconds()[args.warmup:])
         if rnd == 0:
-            dpo_cmp = compare(lines, rec.logs, DPO_METRICS)
+            dpo_cmp, trl_dpo_logs = compare(lines, rec.logs, DPO_METRICS), rec.logs
             dpo_bad = check_dpo_ids(data, ids)
             refs = json.loads((work / "rf_dpo/reference_logps.json").read_text())
             ref_diff = max(
@@ -499,7 +533,7 @@ def main():
         rec, optimizers["rm"] = trl_rm(rm_dir, ids, args, total, work / "trl_rm")
         rm_trl_t.append(rec.step_seconds()[args.warmup:])
         if rnd == 0:
-            rm_cmp = compare(lines, rec.logs, RM_METRICS)
+            rm_cmp, trl_rm_logs = compare(lines, rec.logs, RM_METRICS), rec.logs
         loads.append(os.getloadavg()[0])
 
     # The model as given, when its config's pad_token_id is not the id TRL pads with: the
@@ -517,6 +551,23 @@ def main():
             "cause": "transformers' nn.Embedding(padding_idx=config.pad_token_id) gives that embedding row "
                      "no gradient; reinforge trains it",
         }
+
+    # Diagnostics: TRL again on 1 thread (the float32 noise floor: TRL against itself with another
+    # reduction order), recording the float64 norm of its gradients before clipping.
+    diag = {}
+    if args.diagnose:
+        torch.set_num_threads(1)
+        rec_d, _, _ = trl_dpo(policy, pairs, args, 2, work / "trl_dpo_diag", diagnose=True)
+        rec_r, _ = trl_rm(rm_dir, ids, args, 2, work / "trl_rm_diag", diagnose=True)
+        torch.set_num_threads(args.threads)
+        for name, rec1, ref, cmp_ in (("dpo", rec_d, trl_dpo_logs, dpo_cmp), ("rm", rec_r, trl_rm_logs, rm_cmp)):
+            floor = compare(rec1.logs, ref, DPO_METRICS if name == "dpo" else RM_METRICS)
+            diag[name] = {
+                "trl_1_thread_vs_trl_max_abs_diff": floor["max_abs_diff"],
+                "trl_grad_norm_f64_1_thread": rec1.grad_norm_f64,
+                "reinforge_grad_norm": [st["grad_norm"]["reinforge"] for st in cmp_["steps"]],
+                "trl_logged_grad_norm": [st["grad_norm"]["trl"] for st in cmp_["steps"]],
+            }
 
     summary = {
         "model": str(model),
@@ -544,6 +595,7 @@ def main():
             **rm_cmp,
             "within_tolerance": rm_cmp["max_abs_diff_all"] <= args.tol,
         },
+        "diagnostics": diag,
         "timing": {
             "method": "seconds between consecutive step ends (reinforge: metrics.jsonl lines, TRL: "
                       "on_step_end), steps after the warm-up; median per round, median over rounds; "
