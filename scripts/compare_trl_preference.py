@@ -72,7 +72,7 @@ def parse_args():
     p.add_argument("--steps", type=int, default=10, help="timed steps per run")
     p.add_argument("--rounds", type=int, default=2, help="timing rounds (reinforge and TRL alternate)")
     p.add_argument("--no-diagnose", dest="diagnose", action="store_false",
-                   help="skip the TRL runs on 1 thread that give the float32 noise floor and float64 grad norms")
+                   help="skip the TRL runs with non-fused AdamW (float32 noise floor) and float64 grad norms")
     p.add_argument("--tol", type=float, default=1e-5, help="the acceptance bound on |reinforge - TRL|")
     a = p.parse_args()
     if a.warmup < 1 or a.steps < 2 or a.rounds < 1 or a.pairs < 1:
@@ -247,7 +247,7 @@ def step_timer():
     return Recorder()
 
 
-def common_args(n, lr, steps, out_dir):
+def common_args(n, lr, steps, out_dir, optim=None):
     """TrainingArguments fields both TRL trainers get: one batch of all N pairs, constant lr, no
     warm-up, AdamW (TRL's default optimiser), no weight decay, clip at 1, float32 on CPU."""
     return dict(
@@ -271,6 +271,7 @@ def common_args(n, lr, steps, out_dir):
         dataloader_num_workers=0,
         max_length=None,
         seed=0,
+        **({"optim": optim} if optim else {}),
     )
 
 
@@ -309,7 +310,7 @@ def trl_dpo(model_dir, pairs, args, steps, out_dir, diagnose=False):
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     cfg = DPOConfig(
-        **common_args(len(pairs), args.dpo_lr, steps, out_dir),
+        **common_args(len(pairs), args.dpo_lr, steps, out_dir, "adamw_torch" if diagnose else None),
         beta=args.beta,
         loss_type=["sigmoid"],
         precompute_ref_log_probs=True,
@@ -334,7 +335,10 @@ def trl_rm(rm_dir, id_rows, args, steps, out_dir, diagnose=False):
 
     tok = AutoTokenizer.from_pretrained(rm_dir)
     model = AutoModelForSequenceClassification.from_pretrained(rm_dir, dtype=torch.float32)
-    cfg = RewardConfig(**common_args(len(id_rows), args.rm_lr, steps, out_dir), pad_token=tok.pad_token)
+    cfg = RewardConfig(
+        **common_args(len(id_rows), args.rm_lr, steps, out_dir, "adamw_torch" if diagnose else None),
+        pad_token=tok.pad_token,
+    )
     rec = step_timer()
     trainer = RewardTrainer(
         model=model,
@@ -552,19 +556,18 @@ def main():
                      "no gradient; reinforge trains it",
         }
 
-    # Diagnostics: TRL again on 1 thread (the float32 noise floor: TRL against itself with another
-    # reduction order), recording the float64 norm of its gradients before clipping.
+    # Diagnostics: TRL again with torch's non-fused AdamW (optim="adamw_torch", foreach) instead of
+    # its default fused one: the float32 noise floor of step 1 (TRL against itself with another
+    # correct AdamW kernel); and the float64 norm of its gradients before clipping.
     diag = {}
     if args.diagnose:
-        torch.set_num_threads(1)
         rec_d, _, _ = trl_dpo(policy, pairs, args, 2, work / "trl_dpo_diag", diagnose=True)
         rec_r, _ = trl_rm(rm_dir, ids, args, 2, work / "trl_rm_diag", diagnose=True)
-        torch.set_num_threads(args.threads)
         for name, rec1, ref, cmp_ in (("dpo", rec_d, trl_dpo_logs, dpo_cmp), ("rm", rec_r, trl_rm_logs, rm_cmp)):
             floor = compare(rec1.logs, ref, DPO_METRICS if name == "dpo" else RM_METRICS)
             diag[name] = {
-                "trl_1_thread_vs_trl_max_abs_diff": floor["max_abs_diff"],
-                "trl_grad_norm_f64_1_thread": rec1.grad_norm_f64,
+                "trl_adamw_foreach_vs_fused_max_abs_diff": floor["max_abs_diff"],
+                "trl_grad_norm_f64": rec1.grad_norm_f64,
                 "reinforge_grad_norm": [st["grad_norm"]["reinforge"] for st in cmp_["steps"]],
                 "trl_logged_grad_norm": [st["grad_norm"]["trl"] for st in cmp_["steps"]],
             }
