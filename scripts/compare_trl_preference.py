@@ -524,6 +524,14 @@ def main():
         if rnd == 0:
             dpo_cmp, trl_dpo_logs = compare(lines, rec.logs, DPO_METRICS), rec.logs
             dpo_bad = check_dpo_ids(data, ids)
+            t0 = data[0]
+            print(f"pair 0 ids, TRL:       prompt {t0['prompt_ids']} chosen {t0['chosen_ids']} "
+                  f"rejected {t0['rejected_ids']}\n"
+                  f"pair 0 ids, reinforge: prompt {ids[0]['prompt_ids']} prompt+chosen {ids[0]['chosen_full']} "
+                  f"prompt+rejected {ids[0]['rejected_full']}", file=sys.stderr)
+            if dpo_bad:
+                print(f"warning: TRL's DPO token ids differ from reinforge's in {len(dpo_bad)} pairs: the "
+                      "metrics are not comparable (see dpo.token_id_mismatches)", file=sys.stderr)
             refs = json.loads((work / "rf_dpo/reference_logps.json").read_text())
             ref_diff = max(
                 max(abs(a - b) for a, b in zip(refs[0], data["ref_chosen_logps"])),
@@ -608,6 +616,11 @@ def main():
             "rm": timing_stats(rm_ours_t, rm_trl_t, rm_phase),
         },
     }
+    for name in ("dpo", "rm"):
+        d = summary[name]
+        print(f"{name}: max |reinforge - TRL| over steps 0-1 = {d['max_abs_diff_all']:.2e} "
+              f"({'within' if d['within_tolerance'] else 'above'} {args.tol:g}); ratio of step times "
+              f"reinforge/TRL = {summary['timing'][name]['ratio_reinforge_over_trl']:.2f}", file=sys.stderr)
     text = json.dumps(summary, indent=1)
     (work / "summary.json").write_text(text + "\n")
     print(text)
