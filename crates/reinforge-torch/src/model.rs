@@ -458,7 +458,15 @@ impl Transformer {
     pub fn hidden(&self, input: &ForwardInput, mut cache: Option<&mut KvCache>) -> Tensor {
         let t = input.ids.size()[1];
         let past = cache.as_ref().map_or(0, |c| c.len());
-        let mut x = Tensor::embedding(&self.embed, input.ids, -1, false, false);
+        // transformers' `nn.Embedding(..., padding_idx=config.pad_token_id)`: the pad token's
+        // row gets no gradient.
+        let vocab = self.cfg.vocab_size as i64;
+        let padding_idx = self
+            .cfg
+            .pad_token_id
+            .filter(|&p| (0..vocab).contains(&p))
+            .unwrap_or(-1);
+        let mut x = Tensor::embedding(&self.embed, input.ids, padding_idx, false, false);
         let rope = self.rope.tables(input.positions, x.kind());
         // One mask per distinct window (all layers share one in every supported family).
         let mut masks: Vec<(Option<i64>, Tensor)> = Vec::new();
@@ -479,6 +487,12 @@ impl Transformer {
             c.advance(t);
         }
         self.norm.forward(&x)
+    }
+
+    /// Sets `pad_token_id` (the embedding row that gets no gradient, as transformers'
+    /// `padding_idx`): a reward model pads with its tokenizer's pad token.
+    pub fn set_pad_token_id(&mut self, pad: Option<i64>) {
+        self.cfg.pad_token_id = pad;
     }
 
     /// Logits `[.., V]` of final hidden states `[.., H]` (the LM head, tied or not).

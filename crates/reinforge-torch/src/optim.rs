@@ -298,26 +298,33 @@ impl AdamW {
         })
     }
 
-    /// With sharded moments, gathers them from every rank into per-parameter tensors so rank 0
-    /// can [`Self::save`] them in the unsharded layout (collective: every rank calls it).
-    pub fn gather_state(&self) -> Result<Option<(Vec<Tensor>, Vec<Tensor>)>> {
+    /// With sharded moments, gathers them from every rank into per-parameter tensors so the
+    /// writing rank can [`Self::save`] them in the unsharded layout (collective: every rank
+    /// calls it; only a rank that `keep`s them holds the whole state, bucket by bucket).
+    pub fn gather_state(&self, keep: bool) -> Result<Option<(Vec<Tensor>, Vec<Tensor>)>> {
         let Some(shard) = &self.shard else {
             return Ok(None);
         };
         let _guard = tch::no_grad_guard();
         let l = shard.layout;
         let unflat = |t: &Tensor| -> Result<Vec<Tensor>> {
-            let out: Vec<Tensor> = self.params.iter().map(|p| p.zeros_like()).collect();
+            let out: Vec<Tensor> = if keep {
+                self.params.iter().map(|p| p.zeros_like()).collect()
+            } else {
+                vec![]
+            };
             let flat: Vec<Tensor> = out.iter().map(|o| o.reshape([-1])).collect();
+            let bucket = Tensor::zeros([l.bucket], (t.kind(), t.device()));
             for k in 0..l.buckets {
-                let bucket = Tensor::zeros([l.bucket], (t.kind(), t.device()));
                 let outs: Vec<Tensor> = (0..l.world)
                     .map(|r| bucket.narrow(0, r * l.slice, l.slice))
                     .collect();
                 shard
                     .pg
                     .all_gather_into(&t.narrow(0, k * l.slice, l.slice), &outs)?;
-                l.write_range(&flat, k * l.bucket, &bucket);
+                if keep {
+                    l.write_range(&flat, k * l.bucket, &bucket);
+                }
             }
             Ok(out)
         };

@@ -42,6 +42,8 @@ impl RewardModel {
         if let Some(cfg) = lora {
             policy.enable_lora(cfg)?;
         }
+        // transformers' sequence classifiers pad (and leave untrained) the tokenizer's pad id.
+        policy.model.set_pad_token_id(Some(pad_id));
         crate::value::freeze_lm_head(&policy.vs);
         let h = policy.model.config().hidden_size as i64;
         let score = (&policy.vs.root() / "score").var(

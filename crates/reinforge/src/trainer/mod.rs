@@ -155,7 +155,7 @@ impl<'a> Trainer<'a> {
     pub fn save(&self, run: &RunDir, tag: &str, resumable: bool) -> Result<PathBuf> {
         // Sharded moments are gathered by every rank; rank 0 writes them.
         let gathered = if resumable {
-            self.opt.gather_state()?
+            self.opt.gather_state(self.writes())?
         } else {
             None
         };
