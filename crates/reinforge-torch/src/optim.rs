@@ -13,6 +13,9 @@ use crate::dist::{ProcessGroup, ReduceOp};
 use serde::{Deserialize, Serialize};
 use tch::{nn::VarStore, Tensor};
 
+/// Both moments of every parameter (exp_avg, exp_avg_sq), one tensor per parameter.
+pub type Moments = (Vec<Tensor>, Vec<Tensor>);
+
 /// AdamW hyper-parameters (PyTorch names and defaults, except the learning rate).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -301,7 +304,7 @@ impl AdamW {
     /// With sharded moments, gathers them from every rank into per-parameter tensors so the
     /// writing rank can [`Self::save`] them in the unsharded layout (collective: every rank
     /// calls it; only a rank that `keep`s them holds the whole state, bucket by bucket).
-    pub fn gather_state(&self, keep: bool) -> Result<Option<(Vec<Tensor>, Vec<Tensor>)>> {
+    pub fn gather_state(&self, keep: bool) -> Result<Option<Moments>> {
         let Some(shard) = &self.shard else {
             return Ok(None);
         };
@@ -435,11 +438,7 @@ impl AdamW {
 
     /// Saves the moments and step count to a safetensors file. Sharded moments are saved from
     /// `gathered` ([`Self::gather_state`]), in the unsharded layout.
-    pub fn save_gathered(
-        &self,
-        path: &Path,
-        gathered: Option<&(Vec<Tensor>, Vec<Tensor>)>,
-    ) -> Result<()> {
+    pub fn save_gathered(&self, path: &Path, gathered: Option<&Moments>) -> Result<()> {
         let (m, v) = match (gathered, &self.shard) {
             (Some((m, v)), _) => (m.as_slice(), v.as_slice()),
             (None, None) if self.exp_avg.is_empty() => {

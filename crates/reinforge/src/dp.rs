@@ -63,7 +63,7 @@ impl Dp {
     /// (`what` names the setting in the error).
     pub fn rows(&self, n: usize, what: &str) -> Result<Range<usize>> {
         let w = self.world();
-        if n % w != 0 {
+        if !n.is_multiple_of(w) {
             bail!("{what} = {n} must be a multiple of the {w} ranks (groups are never split across ranks)");
         }
         let per = n / w;

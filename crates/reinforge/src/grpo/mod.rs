@@ -539,7 +539,7 @@ pub fn update_step(
     }
     let shard = match &dp {
         Some(d) => Some(DataParallel {
-            pg: &*d.pg,
+            pg: &d.pg,
             row_offset: local.start,
             global_row_tokens: d.gather(&packed.batch.row_tokens())?,
         }),

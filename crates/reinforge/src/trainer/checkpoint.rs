@@ -16,6 +16,9 @@ pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// File name of the trainer state inside a checkpoint directory.
 pub const STATE_FILE: &str = "trainer_state.json";
 
+/// Writes files into a checkpoint directory.
+pub type DirWriter<'a> = &'a dyn Fn(&Path) -> Result<()>;
+
 /// What goes into one checkpoint.
 pub struct Contents<'a> {
     pub policy: &'a Policy,
@@ -24,9 +27,9 @@ pub struct Contents<'a> {
     pub critic: Option<&'a CriticState>,
     pub state: &'a TrainerState,
     /// Task files (tokenizer, LoRA adapter, ...) written into the directory last.
-    pub files: &'a dyn Fn(&Path) -> Result<()>,
+    pub files: DirWriter<'a>,
     /// Writes the model in place of `policy.save` when set.
-    pub model_writer: Option<&'a dyn Fn(&Path) -> Result<()>>,
+    pub model_writer: Option<DirWriter<'a>>,
     /// Sharded optimizer moments gathered from every rank (ZeRO-1).
     pub gathered: Option<&'a (
         Vec<reinforge_torch::tch::Tensor>,
