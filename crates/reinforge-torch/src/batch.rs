@@ -71,6 +71,15 @@ impl SequenceBatch {
         }
     }
 
+    /// The model's input for a forward pass over these rows.
+    pub fn input(&self) -> crate::model::ForwardInput<'_> {
+        crate::model::ForwardInput {
+            ids: &self.ids,
+            positions: &self.positions,
+            key_mask: &self.attn,
+        }
+    }
+
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.prompt_lens.len()

@@ -11,7 +11,7 @@
 use tch::{Kind, Tensor};
 
 use crate::batch::SequenceBatch;
-use crate::model::{ForwardInput, Transformer};
+use crate::model::Transformer;
 
 /// Target positions whose logits are computed together: bounds the transient `[chunk, V]`
 /// tensors (softmax for the entropy) at 512 x V floats (100 MB for a 49k vocabulary).
@@ -46,14 +46,7 @@ pub fn token_logprobs_with(
     temperature: f64,
     entropy: Entropy,
 ) -> (Tensor, Tensor) {
-    let hidden = model.hidden(
-        &ForwardInput {
-            ids: &batch.ids,
-            positions: &batch.positions,
-            key_mask: &batch.attn,
-        },
-        None,
-    );
+    let hidden = model.hidden(&batch.input(), None);
     let (n, l, h) = hidden.size3().expect("hidden states are [N, L, H]");
     let rows = (l - 1) * n;
     let picked = batch
@@ -145,14 +138,7 @@ pub fn hidden_at(
     let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
     let empty: Vec<&[i64]> = seqs.iter().map(|_| &[][..]).collect();
     let batch = SequenceBatch::new(&refs, &empty, pad_id, device);
-    let hidden = model.hidden(
-        &ForwardInput {
-            ids: &batch.ids,
-            positions: &batch.positions,
-            key_mask: &batch.attn,
-        },
-        None,
-    );
+    let hidden = model.hidden(&batch.input(), None);
     let positions: Vec<i64> = seqs.iter().map(|s| at(s)).collect();
     let idx = Tensor::from_slice(&positions)
         .to_device(device)

@@ -17,7 +17,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::batch::SequenceBatch;
 use crate::config::ModelConfig;
-use crate::model::{ForwardInput, Transformer};
+use crate::model::Transformer;
 use crate::policy::Policy;
 
 /// File name of the critic's weights inside a checkpoint directory (backbone with HF names, plus
@@ -91,14 +91,7 @@ impl Critic {
     /// value of the prefix `ids[..=j]`, the state in which token `j + 1` is emitted. Only
     /// positions where `batch.loss_mask` is 1 (completion tokens) are meaningful.
     pub fn values(&self, batch: &SequenceBatch) -> Tensor {
-        let hidden = self.model.hidden(
-            &ForwardInput {
-                ids: &batch.ids,
-                positions: &batch.positions,
-                key_mask: &batch.attn,
-            },
-            None,
-        );
+        let hidden = self.model.hidden(&batch.input(), None);
         let l = hidden.size()[1];
         hidden
             .narrow(1, 0, l - 1)

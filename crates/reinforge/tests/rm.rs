@@ -308,62 +308,57 @@ fn lora_reward_model_resumes_exactly_and_saves_merged() {
     assert!(transformers_gap(&model, &scored, d) <= 1e-5);
 }
 
+/// Runs `args`, asserts it fails, and returns its stderr.
+fn fails(args: &[&str]) -> String {
+    let o = reinforge(args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "{args:?} succeeded");
+    err
+}
+
 #[test]
 fn reward_model_inputs_are_checked() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    let model = fixture();
+    let train = |data: &str, out: &str| {
+        fails(&[
+            "train-rm",
+            "--model",
+            model.to_str().unwrap(),
+            "--data",
+            d.join(data).to_str().unwrap(),
+            "--output",
+            d.join(out).to_str().unwrap(),
+        ])
+    };
     std::fs::write(
         d.join("bad.jsonl"),
         "{\"prompt\": \"x\", \"chosen\": \"y\"}\n",
     )
     .unwrap();
-    let o = reinforge(&[
-        "train-rm",
-        "--model",
-        fixture().to_str().unwrap(),
-        "--data",
-        d.join("bad.jsonl").to_str().unwrap(),
-        "--output",
-        d.join("run").to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("row 1") && err.contains("rejected"),
-        "{err}"
-    );
+    let err = train("bad.jsonl", "run");
+    assert!(err.contains("row 1") && err.contains("rejected"), "{err}");
     // A causal checkpoint is not a reward model.
     std::fs::write(
         d.join("rows.jsonl"),
         "{\"prompt\": \"x\", \"response\": \"y\"}\n",
     )
     .unwrap();
-    let o = reinforge(&[
+    let err = fails(&[
         "score-rm",
         "--model",
-        fixture().to_str().unwrap(),
+        model.to_str().unwrap(),
         "--data",
         d.join("rows.jsonl").to_str().unwrap(),
     ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("ForSequenceClassification"),
-        "{err}"
-    );
+    assert!(err.contains("ForSequenceClassification"), "{err}");
     // A margin on some rows only.
     std::fs::write(
         d.join("margin.jsonl"),
         "{\"prompt\": \"x\", \"chosen\": \"y\", \"rejected\": \"z\", \"margin\": 1.0}\n{\"prompt\": \"x\", \"chosen\": \"y\", \"rejected\": \"z\"}\n",
     )
     .unwrap();
-    let o = reinforge(&[
-        "train-rm",
-        "--model",
-        fixture().to_str().unwrap(),
-        "--data",
-        d.join("margin.jsonl").to_str().unwrap(),
-        "--output",
-        d.join("run2").to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("margin"), "{err}");
+    let err = train("margin.jsonl", "run2");
+    assert!(err.contains("margin"), "{err}");
 }
