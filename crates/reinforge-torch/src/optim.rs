@@ -272,22 +272,10 @@ impl AdamW {
         for k in 0..l.buckets {
             let at = k * l.slice;
             let mut p = l.copy_range(&flat, k * l.bucket + l.rank * l.slice, l.slice);
-            if c.weight_decay != 0.0 {
-                let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
-            }
             let gk = g.narrow(0, at, l.slice);
-            let m = self.exp_avg[0].narrow(0, at, l.slice);
-            let v = self.exp_avg_sq[0].narrow(0, at, l.slice);
-            let _ = m
-                .shallow_clone()
-                .g_mul_scalar_(c.beta1)
-                .g_add_(&(&gk * (1.0 - c.beta1)));
-            let _ = v
-                .shallow_clone()
-                .g_mul_scalar_(c.beta2)
-                .g_add_(&(gk.square() * (1.0 - c.beta2)));
-            let denom = (v.sqrt() / bc2.sqrt()) + c.eps;
-            let _ = p.g_sub_(&((&m / &denom) * (lr / bc1)));
+            let mut m = self.exp_avg[0].narrow(0, at, l.slice);
+            let mut v = self.exp_avg_sq[0].narrow(0, at, l.slice);
+            adamw_update(&mut p, &mut m, &mut v, &gk, (&c, lr, bc1, bc2));
             let bucket = Tensor::zeros([l.bucket], (p.kind(), p.device()));
             let outs: Vec<Tensor> = (0..l.world)
                 .map(|r| bucket.narrow(0, r * l.slice, l.slice))
@@ -424,15 +412,7 @@ impl AdamW {
             if !g.defined() {
                 continue;
             }
-            if c.weight_decay != 0.0 {
-                let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
-            }
-            let _ = m.g_mul_scalar_(c.beta1).g_add_(&(&g * (1.0 - c.beta1)));
-            let _ = v
-                .g_mul_scalar_(c.beta2)
-                .g_add_(&(g.square() * (1.0 - c.beta2)));
-            let denom = (v.sqrt() / bc2.sqrt()) + c.eps;
-            let _ = p.g_sub_(&((&*m / &denom) * (lr / bc1)));
+            adamw_update(p, m, v, &g, (c, lr, bc1, bc2));
         }
     }
 
@@ -524,4 +504,25 @@ mod tests {
         assert_eq!(opt.steps(), 1);
         assert!(Vec::<f32>::try_from(&w).unwrap().iter().all(|&x| x < 1.0));
     }
+}
+
+/// One AdamW update of `p` with gradient `g` and moments `m`, `v`, in place (PyTorch's
+/// `torch.optim.AdamW` math: decoupled weight decay, `lerp` for the first moment as torch's
+/// single-tensor implementation writes it), with three parameter-sized temporaries.
+fn adamw_update(
+    p: &mut Tensor,
+    m: &mut Tensor,
+    v: &mut Tensor,
+    g: &Tensor,
+    (c, lr, bc1, bc2): (&AdamWConfig, f64, f64, f64),
+) {
+    if c.weight_decay != 0.0 {
+        let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
+    }
+    let _ = m.lerp_(g, 1.0 - c.beta1);
+    let _ = v.g_mul_scalar_(c.beta2);
+    let _ = v.g_add_(&g.square().g_mul_scalar_(1.0 - c.beta2));
+    let mut denom = v.sqrt();
+    let _ = denom.g_div_scalar_(bc2.sqrt()).g_add_scalar_(c.eps);
+    let _ = p.g_sub_(&(&*m / &denom).g_mul_scalar_(lr / bc1));
 }
