@@ -476,6 +476,27 @@ impl AdamW {
     }
 }
 
+/// One AdamW update of `p` with gradient `g` and moments `m`, `v`, in place (PyTorch's
+/// `torch.optim.AdamW` math: decoupled weight decay, `lerp` for the first moment as torch's
+/// single-tensor implementation writes it), with three parameter-sized temporaries.
+fn adamw_update(
+    p: &mut Tensor,
+    m: &mut Tensor,
+    v: &mut Tensor,
+    g: &Tensor,
+    (c, lr, bc1, bc2): (&AdamWConfig, f64, f64, f64),
+) {
+    if c.weight_decay != 0.0 {
+        let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
+    }
+    let _ = m.lerp_(g, 1.0 - c.beta1);
+    let _ = v.g_mul_scalar_(c.beta2);
+    let _ = v.g_add_(&g.square().g_mul_scalar_(1.0 - c.beta2));
+    let mut denom = v.sqrt();
+    let _ = denom.g_div_scalar_(bc2.sqrt()).g_add_scalar_(c.eps);
+    let _ = p.g_sub_(&(&*m / &denom).g_mul_scalar_(lr / bc1));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,25 +525,4 @@ mod tests {
         assert_eq!(opt.steps(), 1);
         assert!(Vec::<f32>::try_from(&w).unwrap().iter().all(|&x| x < 1.0));
     }
-}
-
-/// One AdamW update of `p` with gradient `g` and moments `m`, `v`, in place (PyTorch's
-/// `torch.optim.AdamW` math: decoupled weight decay, `lerp` for the first moment as torch's
-/// single-tensor implementation writes it), with three parameter-sized temporaries.
-fn adamw_update(
-    p: &mut Tensor,
-    m: &mut Tensor,
-    v: &mut Tensor,
-    g: &Tensor,
-    (c, lr, bc1, bc2): (&AdamWConfig, f64, f64, f64),
-) {
-    if c.weight_decay != 0.0 {
-        let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
-    }
-    let _ = m.lerp_(g, 1.0 - c.beta1);
-    let _ = v.g_mul_scalar_(c.beta2);
-    let _ = v.g_add_(&g.square().g_mul_scalar_(1.0 - c.beta2));
-    let mut denom = v.sqrt();
-    let _ = denom.g_div_scalar_(bc2.sqrt()).g_add_scalar_(c.eps);
-    let _ = p.g_sub_(&(&*m / &denom).g_mul_scalar_(lr / bc1));
 }
