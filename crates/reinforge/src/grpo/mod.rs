@@ -5,6 +5,7 @@
 //! sampler's log-probs (the stored "old" policy).
 
 mod drive;
+mod shard;
 
 use std::path::Path;
 use std::time::Instant;
@@ -28,6 +29,7 @@ use crate::rollout::{Engine, PushStats};
 use crate::run_dir::RunDir;
 use crate::seeds::{step_seed, PHASE_GRPO};
 use crate::trainer::{PhaseEnd, PhasePlan, StepLog, Trainer};
+use shard::Shard;
 
 /// One line of `metrics.jsonl`. Keys under `timing/` measure wall time and so differ between
 /// runs; every other key is a deterministic function of the seed on CPU.
@@ -459,25 +461,12 @@ pub fn update_step(
     // Data-parallel: keep this rank's rows; rewards and lengths of the whole batch are
     // gathered, so group statistics and advantages are the single-process ones.
     let dp = t.dp.clone();
-    let (rollouts, rewards, lens, local) = match &dp {
-        Some(dp) => {
-            let range = dp.rows(rollouts.len(), "the step's rollouts")?;
-            let mine: Vec<Rollout> = rollouts[range.clone()].to_vec();
-            let rewards = dp.gather(&rewards[range.clone()])?;
-            let lens_local: Vec<f64> = mine.iter().map(|r| r.tokens.len() as f64).collect();
-            let lens: Vec<usize> = dp
-                .gather(&lens_local)?
-                .iter()
-                .map(|&l| l as usize)
-                .collect();
-            (mine, rewards, lens, range)
-        }
-        None => {
-            let lens: Vec<usize> = rollouts.iter().map(|r| r.tokens.len()).collect();
-            let n = rollouts.len();
-            (rollouts, rewards, lens, 0..n)
-        }
-    };
+    let Shard {
+        rollouts,
+        rewards,
+        lens,
+        local,
+    } = shard::keep_rows(dp.as_deref(), rollouts, rewards)?;
     let n_global = rewards.len();
 
     let groups = Groups::contiguous(n_global / g, g);
@@ -585,21 +574,7 @@ pub fn update_step(
         Some(d) => d.sum(truncated)?,
         None => truncated,
     };
-    // Environment metrics are means over rollouts: with equal shards, the mean over ranks
-    // (a key a rank lacks counts as 0 there; conditional means are approximate).
-    let mut env_metrics = env.metrics(&rollouts);
-    if let Some(d) = &dp {
-        let all = d.gather_maps(&env_metrics)?;
-        let keys: std::collections::BTreeSet<String> =
-            all.iter().flat_map(|m| m.keys().cloned()).collect();
-        env_metrics = keys
-            .into_iter()
-            .map(|k| {
-                let sum: f64 = all.iter().map(|m| m.get(&k).copied().unwrap_or(0.0)).sum();
-                (k, sum / all.len() as f64)
-            })
-            .collect();
-    }
+    let env_metrics = shard::env_metrics(dp.as_deref(), env.metrics(&rollouts))?;
     Ok(StepMetrics {
         step,
         reward_mean: stats.mean,
