@@ -132,7 +132,7 @@ fn response_rows(path: &Path, p: &[(u32, u32)]) {
 fn reward_model_learns_the_rule_loads_in_transformers_and_rewards_rl() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (train, test) = (pairs(512, 0), pairs(200, 1));
+    let (train, test) = (pairs(1024, 0), pairs(200, 1));
     write_pairs(&d.join("train.jsonl"), &train);
     write_pairs(&d.join("test.jsonl"), &test);
     let out = d.join("rm");
