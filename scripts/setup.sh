@@ -32,7 +32,7 @@ if [ ! -f "$stamp" ]; then
   # and reasoning-gym generates the real tasks (scripts/reasoning_gym_data.py); the official
   # openai client checks `reinforge serve --model` (scripts/clients/openai_policy_client.py).
   # The product never imports Python.
-  "$venv/bin/pip" install --disable-pip-version-check -q "torch==$TORCH_VERSION" numpy safetensors \
+  "$venv/bin/pip" install --disable-pip-version-check --no-cache-dir -q "torch==$TORCH_VERSION" numpy safetensors \
     "transformers==5.23.0" "peft==0.21.2" "gguf==0.19.0" "reasoning-gym==0.1.25" "openai==3.51.0"
   touch "$stamp"
 fi
