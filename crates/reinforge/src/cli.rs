@@ -52,6 +52,11 @@ enum Command {
     RmEval(crate::tools::rm_eval::RmEvalArgs),
     /// Preference optimisation of a checkpoint on chosen/rejected pairs (TRL's DPO loss types).
     TrainDpo(crate::hf::dpo::TrainDpoArgs),
+    /// Reference-free preference optimisation on pairs: TRL's ORPO (odds ratio plus the chosen
+    /// NLL).
+    TrainOrpo(crate::hf::orpo::TrainOrpoArgs),
+    /// Preference optimisation on unpaired good/bad completions: TRL's KTO.
+    TrainKto(crate::hf::kto::TrainKtoArgs),
     /// Train a reward model on preference pairs (TRL's RewardTrainer loss), saved in
     /// transformers' *ForSequenceClassification layout.
     TrainRm(crate::hf::rm::TrainRmArgs),
@@ -249,6 +254,8 @@ pub fn main() -> Result<ExitCode> {
         Command::Stats(args) => crate::tools::stats::run(&args).map(|()| ExitCode::SUCCESS),
         Command::RmEval(args) => crate::tools::rm_eval::run(&args).map(|()| ExitCode::SUCCESS),
         Command::TrainDpo(args) => crate::hf::dpo::train(&args).map(|()| ExitCode::SUCCESS),
+        Command::TrainOrpo(args) => crate::hf::orpo::train(&args).map(|()| ExitCode::SUCCESS),
+        Command::TrainKto(args) => crate::hf::kto::train(&args).map(|()| ExitCode::SUCCESS),
         Command::TrainRm(args) => crate::hf::rm::train(&args).map(|()| ExitCode::SUCCESS),
         Command::ScoreRm(args) => crate::hf::rm::score(&args).map(|()| ExitCode::SUCCESS),
         Command::Judge(args) => crate::hf::judge::run(&args).map(|()| ExitCode::SUCCESS),

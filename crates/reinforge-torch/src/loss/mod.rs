@@ -13,6 +13,8 @@
 //! - [`trl`]: TRL's `_compute_loss` (grpo, bnpo, dr_grpo, dapo, cispo, sapo) with its metrics;
 //! - [`dpo`]: TRL's DPO family (every `loss_type`, f-divergences, the logged metrics,
 //!   [`dpo::DpoLoss`]);
+//! - [`orpo`]: TRL's ORPO (odds-ratio term plus the chosen NLL, reference-free);
+//! - [`kto`]: TRL's KTO on unpaired rows (`kto`, `apo_zero_unpaired`, [`kto::KtoLoss`]);
 //! - [`reward_model`]: TRL's Bradley-Terry reward-model loss (margins, reward centering);
 //! - [`p2l`]: Prompt-to-Leaderboard's losses (lmarena/p2l `p2l/model.py`: bt, bt-tie, rk,
 //!   rk-reparam, ba, grk/bag, [`p2l::P2lLoss`]).
@@ -24,7 +26,9 @@ pub mod agg;
 pub mod clip_family;
 pub mod dpo;
 pub mod kl;
+pub mod kto;
 mod names;
+pub mod orpo;
 pub mod p2l;
 pub mod pg_family;
 pub mod policy;

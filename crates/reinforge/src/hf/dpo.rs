@@ -4,22 +4,18 @@
 //! training, from the starting model (TRL's `precompute_ref_log_probs`), so no frozen copy is
 //! kept.
 
-use std::path::{Path, PathBuf};
-
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::Args;
-use reinforge_torch::logprobs::{token_logprobs_with, Entropy};
 use reinforge_torch::loss::dpo::{dpo_loss, DpoBatch, DpoConfig, DpoLoss, FDivergence};
-use reinforge_torch::tch::{Kind, Tensor};
-use reinforge_torch::{copy_aux_files, Policy, SequenceBatch};
+use reinforge_torch::tch::Tensor;
+use reinforge_torch::Policy;
 use serde::Serialize;
 
-use super::args::{count, ModelArgs};
+use super::offline::{completion_logps, OfflineArgs};
 use super::pairs::{read_pairs, step_rows, Pairs};
-use crate::run_dir::{read_json, write_json, RunDir};
+use crate::run_dir::{read_json, write_json};
 use crate::tools::ByName;
-use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
-use crate::trainer::{optimizer, Phase, PhasePlan, StepLog, Trainer, TrainerState};
+use crate::trainer::{StepLog, Trainer};
 
 /// Train a checkpoint on preference pairs with a DPO-family loss (TRL's loss types).
 #[derive(Args, Debug)]
@@ -36,16 +32,7 @@ EXAMPLES:
   (run it again with the same --output to continue after Ctrl-C)")]
 pub struct TrainDpoArgs {
     #[command(flatten)]
-    pub model: ModelArgs,
-    /// Preference pairs.
-    #[arg(long, value_name = "FILE")]
-    pub data: PathBuf,
-    /// Held-out pairs: rewards/accuracies and the chosen log-prob before and after training.
-    #[arg(long, value_name = "FILE")]
-    pub heldout: Option<PathBuf>,
-    /// Run directory (checkpoints, metrics.jsonl, report.json); an existing one is resumed.
-    #[arg(long, short, value_name = "DIR")]
-    pub output: PathBuf,
+    pub common: OfflineArgs,
     #[arg(long, value_parser = ByName(DpoLoss::ALL), default_value = "sigmoid")]
     pub loss_type: DpoLoss,
     #[arg(long, default_value_t = 0.1, value_parser = crate::tools::positive)]
@@ -58,36 +45,12 @@ pub struct TrainDpoArgs {
     pub f_alpha_divergence_coef: f64,
     #[arg(long, default_value_t = 0.05, value_parser = crate::tools::positive)]
     pub discopop_tau: f64,
-    /// Optimizer steps.
-    #[arg(long, default_value_t = 50, value_parser = count)]
-    pub steps: usize,
-    /// Pairs per step.
-    #[arg(long, default_value_t = 8, value_parser = count)]
-    pub batch_size: usize,
-    /// AdamW learning rate (TRL's DPOConfig default 1e-6).
-    #[arg(long, default_value_t = 1e-6, value_parser = crate::tools::positive)]
-    pub lr: f64,
-    #[arg(long, default_value_t = 1.0, value_parser = crate::tools::positive)]
-    pub max_grad_norm: f64,
-    /// Save checkpoints/latest every this many steps (0: at the end and on Ctrl-C).
-    #[arg(long, default_value_t = 0)]
-    pub checkpoint_every: usize,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Use prompt text as is, without the chat template.
-    #[arg(long)]
-    pub raw: bool,
 }
 
 /// Summed completion log-probs of `rows` of `pairs` under `policy`: `[2B]`, chosen first.
 fn sequence_logps(policy: &Policy, pairs: &Pairs, rows: &[usize], pad: i64) -> Tensor {
-    let mut prompts: Vec<&[i64]> = rows.iter().map(|&r| pairs.prompts[r].as_slice()).collect();
-    prompts.extend(rows.iter().map(|&r| pairs.prompts[r].as_slice()));
-    let mut completions: Vec<&[i64]> = rows.iter().map(|&r| pairs.chosen[r].as_slice()).collect();
-    completions.extend(rows.iter().map(|&r| pairs.rejected[r].as_slice()));
-    let batch = SequenceBatch::new(&prompts, &completions, pad, policy.device());
-    let (logp, _) = token_logprobs_with(&policy.model, &batch, 1.0, Entropy::Skip);
-    (logp * &batch.loss_mask).sum_dim_intlist(1, false, Kind::Float)
+    let (prompts, completions) = pairs.sides(rows);
+    completion_logps(policy, &prompts, &completions, pad)
 }
 
 /// Lengths `[B]` of the chosen or rejected completions of `rows`.
@@ -231,81 +194,40 @@ impl BatchTensors {
 
 /// Runs `train-dpo`.
 pub fn train(args: &TrainDpoArgs) -> Result<()> {
-    let model = args.model.load()?;
+    let common = &args.common;
+    let model = common.model.load()?;
     let pad = model.pad_id();
-    let train = read_pairs(&args.data, &model, args.raw)?;
-    let heldout = args
+    let train = read_pairs(&common.data, &model, common.raw)?;
+    let heldout = common
         .heldout
         .as_ref()
-        .map(|p| read_pairs(p, &model, args.raw))
+        .map(|p| read_pairs(p, &model, common.raw))
         .transpose()?;
     let cfg = config(args);
-    let run = RunDir {
-        root: args.output.clone(),
-    };
-    std::fs::create_dir_all(run.root.join("checkpoints"))
-        .with_context(|| format!("creating {}", run.root.display()))?;
+    let run = common.run_dir()?;
     // References and the held-out baseline come from the starting model (kept in the run
     // directory, so a resumed run uses the same ones).
     let refs_path = run.path("reference_logps.json");
     let refs: (Vec<f32>, Vec<f32>) = if refs_path.exists() {
         read_json(&refs_path)?
     } else {
-        let r = reference_logps(&model.policy, &train, pad, args.batch_size);
+        let r = reference_logps(&model.policy, &train, pad, common.batch_size);
         write_json(&refs_path, &r)?;
         r
     };
     let heldout_refs = heldout
         .as_ref()
-        .map(|h| reference_logps(&model.policy, h, pad, args.batch_size));
+        .map(|h| reference_logps(&model.policy, h, pad, common.batch_size));
     let before = match (&heldout, &heldout_refs) {
         (Some(h), Some(r)) => Some(evaluate(&model.policy, h, r, &cfg, pad)?),
         _ => None,
     };
-    let latest = run.checkpoint("latest");
-    let resumed = latest.join(STATE_FILE).exists();
-    let device = model.policy.device();
-    let policy = if resumed {
-        Policy::load(&latest, device)?
-    } else {
-        model.policy
-    };
-    let state = if resumed {
-        read_json::<TrainerState>(&latest.join(STATE_FILE))?
-    } else {
-        TrainerState::start(Phase::Dpo)
-    };
-    let files = |dir: &Path| -> Result<()> {
-        copy_aux_files(&args.model.model, dir)?;
-        Ok(())
-    };
-    let mut trainer = Trainer::new(
-        &policy,
-        optimizer(&policy, args.lr, 0.0),
-        state,
-        Box::new(files),
-    );
-    if resumed {
-        trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
-    }
-    let plan = PhasePlan {
-        steps: args.steps,
-        checkpoint_every: args.checkpoint_every,
-        metrics_file: "metrics.jsonl",
-    };
-    let end = trainer.run_phase(&run, &plan, |t| {
-        let rows = step_rows(
-            train.prompts.len(),
-            args.batch_size,
-            args.seed,
-            t.state.step,
-        );
-        t.opt.zero_grad();
-        let lp = sequence_logps(t.policy, &train, &rows, pad);
-        let view = batch_of(&lp, rows.len() as i64, &refs, &train, &rows);
+    let step = |t: &mut Trainer, rows: &[usize]| {
+        let lp = sequence_logps(t.policy, &train, rows, pad);
+        let view = batch_of(&lp, rows.len() as i64, &refs, &train, rows);
         let out = dpo_loss(&cfg, &view.view())?;
         out.loss.backward();
-        let g = t.opt.clip_and_step(args.max_grad_norm, args.lr);
+        let g = t.opt.clip_and_step(common.max_grad_norm, common.lr);
         Ok(DpoLine {
             step: t.state.step,
             loss: out.loss.double_value(&[]),
@@ -318,17 +240,14 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
             grad_norm: g.grad_norm,
             nonfinite_grad_steps: usize::from(!g.stepped),
         })
-    })?;
-    if end == crate::trainer::PhaseEnd::Interrupted {
-        bail!("stopped; run the same command again to continue");
-    }
-    trainer.save(&run, "latest", true)?;
-    trainer.save(&run, "final", false)?;
+    };
+    let rows = |step| step_rows(train.len(), common.batch_size, common.seed, step);
+    let policy = common.train(model.policy, &run, step, rows)?;
     let after = match (&heldout, &heldout_refs) {
         (Some(h), Some(r)) => Some(evaluate(&policy, h, r, &cfg, pad)?),
         _ => None,
     };
-    let report = serde_json::json!({"loss_type": args.loss_type, "beta": args.beta, "steps": args.steps,
+    let report = serde_json::json!({"loss_type": args.loss_type, "beta": args.beta, "steps": common.steps,
                                     "heldout_before": before, "heldout_after": after});
     write_json(&run.path("report.json"), &report)?;
     println!("{}", serde_json::to_string_pretty(&report)?);

@@ -1,0 +1,207 @@
+//! `reinforge train-orpo`: reference-free preference optimisation of a Hugging Face checkpoint
+//! with TRL's ORPO (`reinforge_torch::loss::orpo`), through the one trainer. One forward pass
+//! per step reads both things ORPO needs: the completions' log-probs (the odds ratio) and the
+//! chosen sequences' log-probs over prompt and completion (TRL's NLL term).
+
+use anyhow::Result;
+use clap::Args;
+use reinforge_torch::loss::orpo::{orpo_loss, OrpoBatch, OrpoOutput};
+use reinforge_torch::tch::{Kind, Tensor};
+use reinforge_torch::Policy;
+use serde::Serialize;
+
+use super::offline::{lengths_of, token_logps, OfflineArgs};
+use super::pairs::{read_pairs, step_rows, Pairs};
+use crate::run_dir::write_json;
+use crate::trainer::{StepLog, Trainer};
+
+/// Train a checkpoint on preference pairs with ORPO (no reference model).
+#[derive(Args, Debug)]
+#[command(after_help = "\
+DATA (jsonl or parquet): {\"prompt\": TEXT or [messages], \"chosen\": TEXT, \"rejected\": TEXT}
+Loss (TRL ORPOTrainer): mean NLL of the chosen sequences (prompt included, as TRL counts it)
+minus beta * mean log-sigmoid of the log odds ratio of the per-token mean log-probs.
+metrics.jsonl logs TRL's names: loss, rewards/chosen, rewards/rejected, rewards/accuracies,
+rewards/margins, logps/chosen, logps/rejected, nll_loss, log_odds_ratio, log_odds_chosen.
+
+EXAMPLES:
+  reinforge train-orpo --model ckpt --data pairs.jsonl --heldout test.jsonl --output runs/orpo
+  (run it again with the same --output to continue after Ctrl-C)")]
+pub struct TrainOrpoArgs {
+    #[command(flatten)]
+    pub common: OfflineArgs,
+    /// Weight of the odds-ratio term (TRL's ORPOConfig.beta, the paper's lambda).
+    #[arg(long, default_value_t = 0.1, value_parser = crate::tools::positive)]
+    pub beta: f64,
+}
+
+/// The per-pair sums ORPO reads, from one forward pass.
+struct OrpoTensors {
+    chosen: Tensor,
+    rejected: Tensor,
+    len_c: Tensor,
+    len_r: Tensor,
+    full: Tensor,
+    full_len: Tensor,
+}
+
+impl OrpoTensors {
+    /// Reads `rows` of `pairs` under `policy`. The chosen rows are packed with only their first
+    /// token as "prompt", so the per-token log-probs cover every token TRL's NLL counts; the
+    /// completion sums use the usual prompt/completion split of the same ids.
+    fn read(policy: &Policy, pairs: &Pairs, rows: &[usize], pad: i64) -> Self {
+        let (prompts, completions) = pairs.sides(rows);
+        let b = rows.len();
+        let seqs: Vec<Vec<i64>> = prompts
+            .iter()
+            .zip(&completions)
+            .map(|(p, c)| [*p, *c].concat())
+            .collect();
+        // Chosen rows: everything after the first token is scored; rejected rows as usual.
+        let heads: Vec<&[i64]> = (0..2 * b)
+            .map(|i| {
+                if i < b {
+                    &seqs[i][..1]
+                } else {
+                    prompts[i]
+                }
+            })
+            .collect();
+        let tails: Vec<&[i64]> = (0..2 * b)
+            .map(|i| {
+                if i < b {
+                    &seqs[i][1..]
+                } else {
+                    completions[i]
+                }
+            })
+            .collect();
+        let (logp, forward) = token_logps(policy, &heads, &tails, pad);
+        let split = reinforge_torch::SequenceBatch::new(&prompts, &completions, pad, policy.device());
+        let sum = |mask: &Tensor| (&logp * mask).sum_dim_intlist(1, false, Kind::Float);
+        let completion = sum(&split.loss_mask);
+        let full = sum(&forward.loss_mask);
+        let b = b as i64;
+        Self {
+            chosen: completion.narrow(0, 0, b),
+            rejected: completion.narrow(0, b, b),
+            len_c: lengths_of(&completions[..rows.len()]),
+            len_r: lengths_of(&completions[rows.len()..]),
+            full: full.narrow(0, 0, b),
+            full_len: lengths_of(&tails[..rows.len()]),
+        }
+    }
+
+    fn view(&self) -> OrpoBatch<'_> {
+        OrpoBatch {
+            chosen_logps: &self.chosen,
+            rejected_logps: &self.rejected,
+            chosen_lengths: &self.len_c,
+            rejected_lengths: &self.len_r,
+            chosen_full_logps: &self.full,
+            chosen_full_lengths: &self.full_len,
+        }
+    }
+}
+
+/// One line of `metrics.jsonl`, TRL's metric names.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrpoLine {
+    pub step: usize,
+    pub loss: f64,
+    #[serde(rename = "rewards/chosen")]
+    pub rewards_chosen: f64,
+    #[serde(rename = "rewards/rejected")]
+    pub rewards_rejected: f64,
+    #[serde(rename = "rewards/accuracies")]
+    pub rewards_accuracies: f64,
+    #[serde(rename = "rewards/margins")]
+    pub rewards_margins: f64,
+    #[serde(rename = "logps/chosen")]
+    pub logps_chosen: f64,
+    #[serde(rename = "logps/rejected")]
+    pub logps_rejected: f64,
+    pub nll_loss: f64,
+    pub log_odds_ratio: f64,
+    pub log_odds_chosen: f64,
+    pub grad_norm: f64,
+    #[serde(skip)]
+    pub nonfinite_grad_steps: usize,
+}
+
+impl OrpoLine {
+    fn new(step: usize, out: &OrpoOutput, grad_norm: f64, stepped: bool) -> Self {
+        Self {
+            step,
+            loss: out.loss.double_value(&[]),
+            rewards_chosen: out.rewards_chosen,
+            rewards_rejected: out.rewards_rejected,
+            rewards_accuracies: out.rewards_accuracies,
+            rewards_margins: out.rewards_margins,
+            logps_chosen: out.logps_chosen,
+            logps_rejected: out.logps_rejected,
+            nll_loss: out.nll_loss,
+            log_odds_ratio: out.log_odds_ratio,
+            log_odds_chosen: out.log_odds_chosen,
+            grad_norm,
+            nonfinite_grad_steps: usize::from(!stepped),
+        }
+    }
+}
+
+impl StepLog for OrpoLine {
+    fn bar_message(&self) -> String {
+        format!(
+            "loss {:.4} nll {:.3} acc {:.2}",
+            self.loss, self.nll_loss, self.rewards_accuracies
+        )
+    }
+
+    fn nonfinite_grad_steps(&self) -> usize {
+        self.nonfinite_grad_steps
+    }
+}
+
+/// ORPO's metrics on every held-out pair, without gradients (`grad_norm` 0).
+fn evaluate(policy: &Policy, pairs: &Pairs, beta: f64, pad: i64) -> Result<OrpoLine> {
+    let _guard = reinforge_torch::tch::no_grad_guard();
+    let rows: Vec<usize> = (0..pairs.len()).collect();
+    let t = OrpoTensors::read(policy, pairs, &rows, pad);
+    Ok(OrpoLine::new(0, &orpo_loss(beta, &t.view())?, 0.0, true))
+}
+
+/// Runs `train-orpo`.
+pub fn train(args: &TrainOrpoArgs) -> Result<()> {
+    let common = &args.common;
+    let model = common.model.load()?;
+    let pad = model.pad_id();
+    let train = read_pairs(&common.data, &model, common.raw)?;
+    let heldout = common
+        .heldout
+        .as_ref()
+        .map(|p| read_pairs(p, &model, common.raw))
+        .transpose()?;
+    let run = common.run_dir()?;
+    let before = heldout
+        .as_ref()
+        .map(|h| evaluate(&model.policy, h, args.beta, pad))
+        .transpose()?;
+    let step = |t: &mut Trainer, rows: &[usize]| {
+        let tensors = OrpoTensors::read(t.policy, &train, rows, pad);
+        let out = orpo_loss(args.beta, &tensors.view())?;
+        out.loss.backward();
+        let g = t.opt.clip_and_step(common.max_grad_norm, common.lr);
+        Ok(OrpoLine::new(t.state.step, &out, g.grad_norm, g.stepped))
+    };
+    let rows = |step| step_rows(train.len(), common.batch_size, common.seed, step);
+    let policy = common.train(model.policy, &run, step, rows)?;
+    let after = heldout
+        .as_ref()
+        .map(|h| evaluate(&policy, h, args.beta, pad))
+        .transpose()?;
+    let report = serde_json::json!({"loss_type": "orpo", "beta": args.beta, "steps": common.steps,
+                                    "heldout_before": before, "heldout_after": after});
+    write_json(&run.path("report.json"), &report)?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
