@@ -1,6 +1,7 @@
-//! `reinforge train-dpo` on pairs with a known rule (the chosen answer is polite, the
-//! rejected one curt): held-out `rewards/accuracies` and the chosen answers' log-prob rise,
-//! and a run stopped early continues from its checkpoint.
+//! The offline preference commands on data with a known rule (the chosen answer is polite,
+//! the rejected one curt): `train-dpo` and `train-orpo` raise held-out `rewards/accuracies`
+//! and the chosen answers' log-prob, `train-kto` separates the desirable rows' rewards from
+//! the undesirable ones', and a run stopped early continues from its checkpoint.
 
 use std::path::Path;
 use std::process::Command;
@@ -13,6 +14,21 @@ fn pairs(n: usize, offset: usize) -> String {
             let k = i + offset;
             json!({"prompt": format!("Question {k}: can you help me with task {}?", k * 7 % 13),
                    "chosen": "Sure, I can help with that.", "rejected": "No."})
+            .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+/// Unpaired rows: the polite answer desirable, the curt one not, alternating.
+fn unpaired(n: usize, offset: usize) -> String {
+    (0..n)
+        .map(|i| {
+            let k = i / 2 + offset;
+            let good = i % 2 == 0;
+            json!({"prompt": format!("Question {k}: can you help me with task {}?", k * 7 % 13),
+                   "completion": if good { "Sure, I can help with that." } else { "No." },
+                   "label": good})
             .to_string()
                 + "\n"
         })
@@ -34,27 +50,7 @@ fn dpo_learns_the_preference_and_resumes() {
     std::fs::write(d.join("test.jsonl"), pairs(16, 100)).unwrap();
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama");
     let out = d.join("run");
-    let args = |steps: &str| {
-        vec![
-            "train-dpo".to_string(),
-            "--model".into(),
-            model.display().to_string(),
-            "--data".into(),
-            d.join("train.jsonl").display().to_string(),
-            "--heldout".into(),
-            d.join("test.jsonl").display().to_string(),
-            "--output".into(),
-            out.display().to_string(),
-            "--steps".into(),
-            steps.into(),
-            "--batch-size".into(),
-            "8".into(),
-            "--lr".into(),
-            "1e-3".into(),
-            "--threads".into(),
-            "1".into(),
-        ]
-    };
+    let args = |steps: &str| command("train-dpo", &model, d, &out, steps);
     let run = |a: Vec<String>| {
         let refs: Vec<&str> = a.iter().map(String::as_str).collect();
         let o = reinforge(&refs);
@@ -63,20 +59,14 @@ fn dpo_learns_the_preference_and_resumes() {
     // 10 steps, then continue the same run to 20.
     run(args("10"));
     run(args("20"));
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report = report(&out);
     let (before, after) = (&report["heldout_before"], &report["heldout_after"]);
-    eprintln!("{report:#}");
     assert!(
         after["rewards_accuracies"].as_f64().unwrap() >= 0.9,
         "{report}"
     );
     assert!(after["logps_chosen"].as_f64().unwrap() > before["logps_chosen"].as_f64().unwrap());
-    let lines = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
-    let m: Vec<Value> = lines
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let m = metrics(&out);
     assert_eq!(m.len(), 20, "the second command continued the run");
     assert!(m.iter().enumerate().all(|(i, x)| x["step"] == i));
     for key in [
@@ -114,4 +104,121 @@ fn dpo_learns_the_preference_and_resumes() {
         !o.status.success() && err.contains("row 1") && err.contains("chosen"),
         "{err}"
     );
+}
+
+fn fixture_model() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama")
+}
+
+fn report(run: &Path) -> Value {
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("report.json")).unwrap()).unwrap();
+    eprintln!("{r:#}");
+    r
+}
+
+fn metrics(run: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn run_ok(args: Vec<String>) {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = reinforge(&refs);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn orpo_learns_the_preference_without_a_reference_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("train.jsonl"), pairs(48, 0)).unwrap();
+    std::fs::write(d.join("test.jsonl"), pairs(16, 100)).unwrap();
+    let out = d.join("run");
+    run_ok(command("train-orpo", &fixture_model(), d, &out, "10"));
+    run_ok(command("train-orpo", &fixture_model(), d, &out, "20"));
+    let report = report(&out);
+    let (before, after) = (&report["heldout_before"], &report["heldout_after"]);
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    assert!(f(after, "rewards/accuracies") >= 0.9, "{report}");
+    assert!(f(after, "logps/chosen") > f(before, "logps/chosen"));
+    assert!(f(after, "nll_loss") < f(before, "nll_loss"));
+    assert!(f(after, "log_odds_ratio") > f(before, "log_odds_ratio"));
+    let m = metrics(&out);
+    assert_eq!(m.len(), 20, "the second command continued the run");
+    assert!(
+        !out.join("reference_logps.json").exists(),
+        "ORPO reads no reference"
+    );
+    // The logged reward is beta times the mean per-token log-prob (TRL's definition).
+    for line in &m {
+        let (r, lp) = (f(line, "rewards/chosen"), f(line, "logps/chosen"));
+        assert!((r - 0.1 * lp).abs() < 1e-5 * lp.abs().max(1.0), "{line}");
+    }
+}
+
+#[test]
+fn kto_separates_desirable_from_undesirable_rows_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("train.jsonl"), unpaired(96, 0)).unwrap();
+    std::fs::write(d.join("test.jsonl"), unpaired(32, 100)).unwrap();
+    let out = d.join("run");
+    run_ok(command("train-kto", &fixture_model(), d, &out, "10"));
+    run_ok(command("train-kto", &fixture_model(), d, &out, "20"));
+    let report = report(&out);
+    let (before, after) = (&report["heldout_before"], &report["heldout_after"]);
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    // Before training the policy is the reference: every implicit reward is ~0.
+    assert!(f(before, "rewards/chosen").abs() < 1e-4, "{report}");
+    assert!(f(after, "rewards/chosen") > 0.0, "{report}");
+    assert!(f(after, "rewards/rejected") < 0.0, "{report}");
+    assert!(f(after, "logps/chosen") > f(before, "logps/chosen"));
+    let m = metrics(&out);
+    assert_eq!(m.len(), 20, "the second command continued the run");
+    // The KL point is a clamped mean: never negative.
+    assert!(m.iter().all(|l| f(l, "kl") >= 0.0));
+    // At the first step, with policy = reference, every per-row loss is 1 - sigmoid(0) = 0.5.
+    assert!((f(&m[0], "loss") - 0.5).abs() < 1e-4, "{}", m[0]);
+    // A row without a label names its row and field.
+    std::fs::write(
+        d.join("bad.jsonl"),
+        "{\"prompt\": \"x\", \"completion\": \"y\"}\n",
+    )
+    .unwrap();
+    let mut args = command("train-kto", &fixture_model(), d, &d.join("bad"), "1");
+    args[4] = d.join("bad.jsonl").display().to_string();
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = reinforge(&refs);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("row 1") && err.contains("label"),
+        "{err}"
+    );
+}
+
+/// The arguments of `cmd` on `dir`'s train.jsonl and test.jsonl for `steps` steps.
+fn command(cmd: &str, model: &Path, dir: &Path, out: &Path, steps: &str) -> Vec<String> {
+    vec![
+        cmd.to_string(),
+        "--model".into(),
+        model.display().to_string(),
+        "--data".into(),
+        dir.join("train.jsonl").display().to_string(),
+        "--heldout".into(),
+        dir.join("test.jsonl").display().to_string(),
+        "--output".into(),
+        out.display().to_string(),
+        "--steps".into(),
+        steps.into(),
+        "--batch-size".into(),
+        "8".into(),
+        "--lr".into(),
+        "1e-3".into(),
+        "--threads".into(),
+        "1".into(),
+    ]
 }

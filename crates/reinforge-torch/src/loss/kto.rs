@@ -123,7 +123,13 @@ pub fn kto_loss(cfg: &KtoConfig, b: &KtoBatch) -> Result<KtoOutput> {
     // TRL: the nan-sum of a side over its row count, absent when the side is empty.
     let side_mean = |t: &Tensor| {
         let count = t.size()[0];
-        (count > 0).then(|| t.detach().to_kind(Kind::Double).nansum(None::<&[i64]>, false, Kind::Double).double_value(&[]) / count as f64)
+        (count > 0).then(|| {
+            t.detach()
+                .to_kind(Kind::Double)
+                .nansum(None::<&[i64]>, false, Kind::Double)
+                .double_value(&[])
+                / count as f64
+        })
     };
     let rewards_chosen = side_mean(&(&chosen_lr * beta));
     let rewards_rejected = side_mean(&(&rejected_lr * beta));
@@ -174,7 +180,10 @@ mod tests {
         // Policy below the reference on the KL rows: the mean log-ratio is negative.
         let out = run(&cfg, &[-3.0, -3.0], &[-1.0, -1.0], &[true, false]);
         assert_eq!(out.kl, 0.0);
-        let (l, r) = (Tensor::from_slice(&[-1.0f64]), Tensor::from_slice(&[-1.0f64]));
+        let (l, r) = (
+            Tensor::from_slice(&[-1.0f64]),
+            Tensor::from_slice(&[-1.0f64]),
+        );
         let b = KtoBatch {
             logps: &l,
             ref_logps: &r,

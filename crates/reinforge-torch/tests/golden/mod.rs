@@ -44,3 +44,55 @@ pub fn tensor(v: &Value) -> Tensor {
         .view(shape(v).as_slice())
         .to_kind(Kind::Double)
 }
+
+/// Compares computed values with a case's expected ones (each shifted by `nudge`, to prove a
+/// harness fails) at relative tolerance `tol`, tracking the worst relative deviation seen.
+pub struct Compare<'c> {
+    pub case: &'c str,
+    pub nudge: f64,
+    pub worst: f64,
+}
+
+impl<'c> Compare<'c> {
+    pub fn new(case: &'c Value, nudge: f64) -> Self {
+        Self {
+            case: case["case"].as_str().unwrap_or("?"),
+            nudge,
+            worst: 0.0,
+        }
+    }
+
+    /// `Err` names the first value of `name` off by more than `tol` (relative, floor 1).
+    pub fn values(
+        &mut self,
+        name: &str,
+        got: &[f64],
+        want: &[f64],
+        tol: f64,
+    ) -> Result<(), String> {
+        if got.len() != want.len() {
+            return Err(format!(
+                "{} {name}: {} values, expected {}",
+                self.case,
+                got.len(),
+                want.len()
+            ));
+        }
+        for (k, (g, w)) in got.iter().zip(want).enumerate() {
+            let w = w + self.nudge;
+            let dev = (g - w).abs() / w.abs().max(1.0);
+            self.worst = self.worst.max(dev);
+            if dev > tol || dev.is_nan() {
+                return Err(format!("{} {name}[{k}] = {g}, reference {w}", self.case));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The gradient of `x` as float64 values (zeros when the loss did not read `x`).
+pub fn grad_values(x: &Tensor) -> Vec<f64> {
+    let g = x.grad();
+    let g = if g.defined() { g } else { x.zeros_like() };
+    Vec::<f64>::try_from(&g.to_kind(Kind::Double)).unwrap()
+}

@@ -27,6 +27,7 @@ use super::{LoadedModel, PromptStyle};
 use crate::run_dir::{read_json, write_json};
 use crate::tools::ByName;
 use crate::trainer::{StepLog, Trainer};
+use reinforge_tasks::read_records;
 
 /// TRL's `unpair_preference_dataset` maps in batches of this many pairs (datasets' default).
 const UNPAIR_CHUNK: usize = 1000;
@@ -115,7 +116,7 @@ pub fn read_unpaired(path: &Path, model: &LoadedModel, raw: bool) -> Result<Unpa
     let style = PromptStyle { raw, system: None };
     let max = model.max_positions();
     let mut rows = vec![];
-    for (i, r) in super::super::tasks_records(path, &prompt_columns())?
+    for (i, r) in read_records(path, &prompt_columns())?
         .into_iter()
         .enumerate()
     {
@@ -133,7 +134,10 @@ pub fn read_unpaired(path: &Path, model: &LoadedModel, raw: bool) -> Result<Unpa
         let parsed = if r.extra.contains_key("completion") {
             let label = match r.extra.get("label") {
                 Some(Value::Bool(b)) => *b,
-                _ => bail!("{} row {row}: `label` must be true or false", path.display()),
+                _ => bail!(
+                    "{} row {row}: `label` must be true or false",
+                    path.display()
+                ),
             };
             Row::Single(p, ids("completion")?, label)
         } else if r.extra.contains_key("chosen") {
@@ -194,7 +198,8 @@ fn unpair(rows: Vec<Row>, path: &Path) -> Result<Unpaired> {
             for (label, pick) in [(true, 1), (false, 2)] {
                 for (p, c, r) in chunk {
                     out.prompts.push(p.clone());
-                    out.completions.push(if pick == 1 { c.clone() } else { r.clone() });
+                    out.completions
+                        .push(if pick == 1 { c.clone() } else { r.clone() });
                     out.labels.push(label);
                 }
             }
@@ -358,6 +363,7 @@ fn evaluate(
         "kl": mean(&|l| Some(l.kl)),
         "rewards/chosen": mean(&|l| l.rewards_chosen),
         "rewards/rejected": mean(&|l| l.rewards_rejected),
+        "rewards/margins": mean(&|l| l.rewards_margins),
         "logps/chosen": mean(&|l| l.logps_chosen),
         "logps/rejected": mean(&|l| l.logps_rejected),
     }))
@@ -453,10 +459,16 @@ mod tests {
     fn pairs_unpair_per_chunk_chosen_first() {
         let pair = |i: i64| Row::Pair(vec![i], vec![10 + i], vec![20 + i]);
         let out = unpair(vec![pair(0), pair(1)], Path::new("x.jsonl")).unwrap();
-        assert_eq!(out.completions, vec![vec![10], vec![11], vec![20], vec![21]]);
+        assert_eq!(
+            out.completions,
+            vec![vec![10], vec![11], vec![20], vec![21]]
+        );
         assert_eq!(out.labels, vec![true, true, false, false]);
         let mixed = vec![pair(0), Row::Single(vec![1], vec![2], true)];
-        let err = unpair(mixed, Path::new("x.jsonl")).err().unwrap().to_string();
+        let err = unpair(mixed, Path::new("x.jsonl"))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("1 of 2 rows are pairs"), "{err}");
     }
 }

@@ -85,7 +85,7 @@ impl OfflineArgs {
             TrainerState::start(Phase::Dpo)
         };
         let model_dir = self.model.model.clone();
-        let files = move |dir: &Path| -> Result<()> { copy_aux_files(&model_dir, dir) };
+        let files = move |dir: &Path| -> Result<()> { copy_aux_files(&model_dir, dir).map(drop) };
         let mut trainer = Trainer::new(
             &policy,
             optimizer(&policy, self.lr, 0.0),

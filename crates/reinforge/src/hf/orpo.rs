@@ -59,25 +59,14 @@ impl OrpoTensors {
             .collect();
         // Chosen rows: everything after the first token is scored; rejected rows as usual.
         let heads: Vec<&[i64]> = (0..2 * b)
-            .map(|i| {
-                if i < b {
-                    &seqs[i][..1]
-                } else {
-                    prompts[i]
-                }
-            })
+            .map(|i| if i < b { &seqs[i][..1] } else { prompts[i] })
             .collect();
         let tails: Vec<&[i64]> = (0..2 * b)
-            .map(|i| {
-                if i < b {
-                    &seqs[i][1..]
-                } else {
-                    completions[i]
-                }
-            })
+            .map(|i| if i < b { &seqs[i][1..] } else { completions[i] })
             .collect();
         let (logp, forward) = token_logps(policy, &heads, &tails, pad);
-        let split = reinforge_torch::SequenceBatch::new(&prompts, &completions, pad, policy.device());
+        let split =
+            reinforge_torch::SequenceBatch::new(&prompts, &completions, pad, policy.device());
         let sum = |mask: &Tensor| (&logp * mask).sum_dim_intlist(1, false, Kind::Float);
         let completion = sum(&split.loss_mask);
         let full = sum(&forward.loss_mask);

@@ -38,9 +38,13 @@ impl Pairs {
     /// Prompts and completions of `rows`, every chosen first, then every rejected (`[2B]`).
     pub fn sides(&self, rows: &[usize]) -> (Vec<&[i64]>, Vec<&[i64]>) {
         let prompts: Vec<&[i64]> = rows.iter().map(|&r| self.prompts[r].as_slice()).collect();
-        let mut completions: Vec<&[i64]> = rows.iter().map(|&r| self.chosen[r].as_slice()).collect();
+        let mut completions: Vec<&[i64]> =
+            rows.iter().map(|&r| self.chosen[r].as_slice()).collect();
         completions.extend(rows.iter().map(|&r| self.rejected[r].as_slice()));
-        ([prompts.as_slice(), prompts.as_slice()].concat(), completions)
+        (
+            [prompts.as_slice(), prompts.as_slice()].concat(),
+            completions,
+        )
     }
 
     /// Whole sequences of `rows`: every chosen (`prompt ++ chosen`) first, then every rejected.
