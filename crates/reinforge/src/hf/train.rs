@@ -211,7 +211,8 @@ impl<'a> DataEnv<'a> {
         let ids = self.row_prompts(rows, g);
         let Some(tools) = &self.tools else {
             let generated = engine.generate(&ids, params, seed)?;
-            return self.score_rows(rows, g, ids, generated);
+            let drawn = engine.drawn_rows(ids.len());
+            return self.score_rows(rows, g, ids, generated, drawn);
         };
         let mut states: Vec<Conversation> = rows
             .iter()
@@ -268,19 +269,22 @@ impl<'a> DataEnv<'a> {
             .collect()
     }
 
-    /// Scores the completions of `g` samples of each of `rows` by the reward spec.
+    /// Scores the completions of `g` samples of each of `rows` by the reward spec; only the
+    /// `drawn` ones: the others are another rank's placeholders, scored 0 without calling the
+    /// reward (a reward model's forward pass is not free).
     fn score_rows(
         &self,
         rows: &[usize],
         g: usize,
         ids: Vec<Vec<i64>>,
         generated: Generated,
+        drawn: std::ops::Range<usize>,
     ) -> Result<Vec<Rollout>> {
         let (completions, version) = (generated.completions, generated.version);
-        let samples: Vec<Sample> = completions
+        let samples: Vec<Sample> = completions[drawn.clone()]
             .iter()
-            .enumerate()
-            .map(|(i, c)| {
+            .zip(drawn.clone())
+            .map(|(c, i)| {
                 let row = rows[i / g];
                 Sample {
                     prompt: self.prompts[row].0.clone(),
@@ -293,11 +297,15 @@ impl<'a> DataEnv<'a> {
             .reward
             .score(&samples)
             .with_context(|| format!("scoring the completions of data rows {rows:?} (0-based)"))?;
+        let mut totals = vec![0.0; completions.len()];
+        for (slot, s) in totals[drawn].iter_mut().zip(scores) {
+            *slot = s.total;
+        }
         Ok(completions
             .into_iter()
-            .zip(scores)
+            .zip(totals)
             .enumerate()
-            .map(|(i, (c, s))| Rollout {
+            .map(|(i, (c, total))| Rollout {
                 prompt: ids[i].clone(),
                 tokens: c.tokens,
                 logprobs: c.logprobs,
@@ -305,7 +313,7 @@ impl<'a> DataEnv<'a> {
                 truncated: c.truncated,
                 trained: None,
                 version,
-                score: s.total,
+                score: total,
                 label: None,
             })
             .collect())

@@ -79,6 +79,13 @@ impl Engine for LocalEngine<'_> {
             version: self.version,
         })
     }
+
+    fn drawn_rows(&self, n: usize) -> std::ops::Range<usize> {
+        match (&self.draw.rows, self.draw.per_row) {
+            (Some(r), true) => r.start.min(n)..r.end.min(n),
+            _ => 0..n,
+        }
+    }
 }
 
 /// Seeds torch with `seed` and samples on `model`, labelled with weight `version`.

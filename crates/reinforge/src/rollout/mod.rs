@@ -38,6 +38,13 @@ pub trait Engine {
         params: &SamplingParams,
         seed: u64,
     ) -> Result<Generated>;
+
+    /// The rows of an `n`-row batch this engine really samples; the others come back as
+    /// empty placeholders (a data-parallel rank samples only its share). Callers skip scoring
+    /// the placeholders. Every row by default.
+    fn drawn_rows(&self, n: usize) -> std::ops::Range<usize> {
+        0..n
+    }
 }
 
 /// What a weight push cost (one per step with a remote engine).
