@@ -4,12 +4,18 @@
 //! symbols but not Gloo's headers, which `ProcessGroupGloo.hpp` includes: scripts/setup.sh
 //! unpacks Debian's libgloo-dev into .venv/gloo (headers only; the code is libtorch's).
 //! NCCL is compiled in with `REINFORGE_NCCL=1` when CUDA's and NCCL's headers are present.
+//!
+//! Also compiles csrc/optim_shim.cpp (libtorch's fused AdamW kernel, which tch does not bind)
+//! whenever libtorch's headers are there, and sets `cfg(reinforge_fused_adamw)`; without it
+//! the optimizer uses the tch expression of the same update.
 
 use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(reinforge_c10d)");
+    println!("cargo:rustc-check-cfg=cfg(reinforge_fused_adamw)");
     println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/optim_shim.cpp");
     for var in [
         "LIBTORCH",
         "REINFORGE_GLOO_INCLUDE",
@@ -22,6 +28,7 @@ fn main() {
         println!("cargo:warning=LIBTORCH is not set: building without torch.distributed");
         return;
     };
+    compile_optim_shim(&libtorch);
     let Some(gloo) = gloo_include(&libtorch) else {
         println!(
             "cargo:warning=Gloo headers not found (scripts/setup.sh installs them into .venv/gloo): \
@@ -57,6 +64,26 @@ fn main() {
     }
     build.compile("reinforge_c10d");
     println!("cargo:rustc-cfg=reinforge_c10d");
+}
+
+/// Compiles the fused-AdamW shim when libtorch's headers are present.
+fn compile_optim_shim(libtorch: &Path) {
+    let include = libtorch.join("include");
+    if !include.join("ATen/ATen.h").is_file() {
+        println!("cargo:warning=libtorch headers not found: AdamW without the fused kernel");
+        return;
+    }
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("csrc/optim_shim.cpp")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-deprecated-declarations")
+        .warnings(false)
+        .compile("reinforge_optim");
+    println!("cargo:rustc-cfg=reinforge_fused_adamw");
 }
 
 /// Where `gloo/context.h` is: `REINFORGE_GLOO_INCLUDE`, the project's .venv/gloo (next to

@@ -266,8 +266,7 @@ impl AdamW {
         // Pass 2: update this rank's slices, all-gather each bucket into the parameters.
         self.steps += 1;
         let c = self.cfg.clone();
-        let bc1 = 1.0 - c.beta1.powi(self.steps as i32);
-        let bc2 = 1.0 - c.beta2.powi(self.steps as i32);
+        let step = self.steps;
         let flat: Vec<Tensor> = self.params.iter().map(|p| p.reshape([-1])).collect();
         for k in 0..l.buckets {
             let at = k * l.slice;
@@ -275,7 +274,7 @@ impl AdamW {
             let gk = g.narrow(0, at, l.slice);
             let mut m = self.exp_avg[0].narrow(0, at, l.slice);
             let mut v = self.exp_avg_sq[0].narrow(0, at, l.slice);
-            adamw_update(&mut p, &mut m, &mut v, &gk, (&c, lr, bc1, bc2));
+            adamw_update(&mut p, &mut m, &mut v, &gk, (&c, lr, step));
             let bucket = Tensor::zeros([l.bucket], (p.kind(), p.device()));
             let outs: Vec<Tensor> = (0..l.world)
                 .map(|r| bucket.narrow(0, r * l.slice, l.slice))
@@ -399,9 +398,7 @@ impl AdamW {
         let _guard = tch::no_grad_guard();
         self.ensure_moments();
         self.steps += 1;
-        let c = &self.cfg;
-        let bc1 = 1.0 - c.beta1.powi(self.steps as i32);
-        let bc2 = 1.0 - c.beta2.powi(self.steps as i32);
+        let (c, step) = (&self.cfg, self.steps);
         for ((p, m), v) in self
             .params
             .iter_mut()
@@ -412,7 +409,7 @@ impl AdamW {
             if !g.defined() {
                 continue;
             }
-            adamw_update(p, m, v, &g, (c, lr, bc1, bc2));
+            adamw_update(p, m, v, &g, (c, lr, step));
         }
     }
 
@@ -476,16 +473,38 @@ impl AdamW {
     }
 }
 
-/// One AdamW update of `p` with gradient `g` and moments `m`, `v`, in place (PyTorch's
-/// `torch.optim.AdamW` math: decoupled weight decay, `lerp` for the first moment as torch's
-/// single-tensor implementation writes it), with three parameter-sized temporaries.
+/// One AdamW update of `p` with gradient `g` and moments `m`, `v`, in place, at optimizer step
+/// `step` (1-based): libtorch's fused kernel where it is built in and accepts the tensors,
+/// else [`adamw_update_unfused`].
 fn adamw_update(
     p: &mut Tensor,
     m: &mut Tensor,
     v: &mut Tensor,
     g: &Tensor,
-    (c, lr, bc1, bc2): (&AdamWConfig, f64, f64, f64),
+    (c, lr, step): (&AdamWConfig, f64, i64),
 ) {
+    #[cfg(reinforge_fused_adamw)]
+    {
+        match fused::adamw(p, m, v, g, (c, lr, step)) {
+            Ok(()) => return,
+            Err(e) => fused::warn_once(&e),
+        }
+    }
+    adamw_update_unfused(p, m, v, g, (c, lr, step));
+}
+
+/// [`adamw_update`] as tch tensor expressions (PyTorch's single-tensor `torch.optim.AdamW`
+/// math: decoupled weight decay, `lerp` for the first moment), with three parameter-sized
+/// temporaries.
+fn adamw_update_unfused(
+    p: &mut Tensor,
+    m: &mut Tensor,
+    v: &mut Tensor,
+    g: &Tensor,
+    (c, lr, step): (&AdamWConfig, f64, i64),
+) {
+    let bc1 = 1.0 - c.beta1.powi(step as i32);
+    let bc2 = 1.0 - c.beta2.powi(step as i32);
     if c.weight_decay != 0.0 {
         let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
     }
@@ -497,10 +516,107 @@ fn adamw_update(
     let _ = p.g_sub_(&(&*m / &denom).g_mul_scalar_(lr / bc1));
 }
 
+/// The binding of csrc/optim_shim.cpp (libtorch's `_fused_adamw_`).
+#[cfg(reinforge_fused_adamw)]
+mod fused {
+    use std::ffi::{c_char, c_void, CStr};
+
+    use super::AdamWConfig;
+    use tch::Tensor;
+
+    extern "C" {
+        #[allow(clippy::too_many_arguments)]
+        fn rf_fused_adamw(
+            p: *mut c_void,
+            g: *mut c_void,
+            m: *mut c_void,
+            v: *mut c_void,
+            step: f64,
+            lr: f64,
+            beta1: f64,
+            beta2: f64,
+            weight_decay: f64,
+            eps: f64,
+            err: *mut c_char,
+            len: usize,
+        ) -> i32;
+    }
+
+    /// One fused AdamW step; `Err` carries libtorch's message (an unsupported dtype or device).
+    pub fn adamw(
+        p: &mut Tensor,
+        m: &mut Tensor,
+        v: &mut Tensor,
+        g: &Tensor,
+        (c, lr, step): (&AdamWConfig, f64, i64),
+    ) -> Result<(), String> {
+        let mut err = vec![0u8; 512];
+        let mut g = g.shallow_clone();
+        // SAFETY: each pointer is a live tch tensor (an `at::Tensor*`) for the whole call, and
+        // `err` holds `err.len()` bytes; the shim catches every C++ exception.
+        let rc = unsafe {
+            rf_fused_adamw(
+                p.as_mut_ptr().cast(),
+                g.as_mut_ptr().cast(),
+                m.as_mut_ptr().cast(),
+                v.as_mut_ptr().cast(),
+                step as f64,
+                lr,
+                c.beta1,
+                c.beta2,
+                c.weight_decay,
+                c.eps,
+                err.as_mut_ptr().cast(),
+                err.len(),
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let msg = CStr::from_bytes_until_nul(&err)
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Err(msg)
+    }
+
+    /// Says once per process that the fused kernel refused and the slower path runs.
+    pub fn warn_once(e: &str) {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            eprintln!("warning: fused AdamW unavailable ({e}); using the unfused update");
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tch::{Device, Kind};
+
+    #[test]
+    fn the_fused_kernel_and_the_tch_expression_take_the_same_steps() {
+        tch::manual_seed(3);
+        let c = AdamWConfig {
+            weight_decay: 0.1,
+            ..AdamWConfig::default()
+        };
+        let init = Tensor::randn([4096], (Kind::Float, Device::Cpu));
+        let fresh = || (init.copy(), init.zeros_like(), init.zeros_like());
+        let (mut p1, mut m1, mut v1) = fresh();
+        let (mut p2, mut m2, mut v2) = fresh();
+        for step in 1..=5 {
+            let g = Tensor::randn([4096], (Kind::Float, Device::Cpu));
+            #[cfg(reinforge_fused_adamw)]
+            fused::adamw(&mut p1, &mut m1, &mut v1, &g, (&c, 1e-2, step)).unwrap();
+            #[cfg(not(reinforge_fused_adamw))]
+            adamw_update(&mut p1, &mut m1, &mut v1, &g, (&c, 1e-2, step));
+            adamw_update_unfused(&mut p2, &mut m2, &mut v2, &g, (&c, 1e-2, step));
+        }
+        let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
+        assert!(diff(&p1, &init) > 1e-2, "the parameters moved");
+        assert!(diff(&p1, &p2) < 1e-6, "parameters {}", diff(&p1, &p2));
+        assert!(diff(&m1, &m2) < 1e-6 && diff(&v1, &v2) < 1e-6);
+    }
 
     #[test]
     fn a_nonfinite_gradient_norm_skips_the_step() {
