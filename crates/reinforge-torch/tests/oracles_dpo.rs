@@ -93,12 +93,12 @@ fn check(case: &Value, nudge: f64) -> Result<f64, String> {
     let m = &e["metrics"];
     // TRL logs accuracies through a float32 tensor.
     let metrics = [
-        ("rewards/chosen", out.rewards_chosen, tol),
-        ("rewards/rejected", out.rewards_rejected, tol),
-        ("rewards/accuracies", out.rewards_accuracies, 1e-7),
-        ("rewards/margins", out.rewards_margins, tol),
-        ("logps/chosen", out.logps_chosen, tol),
-        ("logps/rejected", out.logps_rejected, tol),
+        ("rewards/chosen", out.metrics.rewards_chosen, tol),
+        ("rewards/rejected", out.metrics.rewards_rejected, tol),
+        ("rewards/accuracies", out.metrics.rewards_accuracies, 1e-7),
+        ("rewards/margins", out.metrics.rewards_margins, tol),
+        ("logps/chosen", out.metrics.logps_chosen, tol),
+        ("logps/rejected", out.metrics.logps_rejected, tol),
     ];
     for (name, got, mtol) in metrics {
         let w = m[name].as_f64().unwrap() + nudge;

@@ -78,30 +78,6 @@ fn check(case: &Value, nudge: f64) -> Result<f64, String> {
 }
 
 #[test]
-fn every_trl_kto_golden_case_passes() {
-    let f = golden::fixture("kto/trl_kto_loss.json");
-    let cases = f["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 12);
-    let worst = cases
-        .iter()
-        .map(|case| check(case, 0.0).unwrap_or_else(|e| panic!("{e}")))
-        .fold(0.0, f64::max);
-    eprintln!(
-        "KTO: worst relative deviation from TRL {worst:.2e} over {} cases",
-        cases.len()
-    );
-}
-
-#[test]
-fn a_nudged_kto_golden_value_fails() {
-    for case in golden::fixture("kto/trl_kto_loss.json")["cases"]
-        .as_array()
-        .unwrap()
-    {
-        assert!(
-            check(case, 1e-4).is_err(),
-            "{} passed with nudged values",
-            case["case"]
-        );
-    }
+fn every_trl_kto_golden_case_passes_and_a_nudged_one_fails() {
+    golden::replay("kto/trl_kto_loss.json", 12, check);
 }

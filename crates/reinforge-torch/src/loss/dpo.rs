@@ -98,12 +98,45 @@ pub struct DpoBatch<'a> {
 /// The loss and TRL's logged metrics (means over the batch).
 pub struct DpoOutput {
     pub loss: Tensor,
+    pub metrics: PairMetrics,
+}
+
+/// The per-pair metrics TRL's DPO and ORPO trainers log, under TRL's names: the implicit
+/// rewards of each side, how often the chosen one wins and by how much, and the log-probs.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PairMetrics {
+    #[serde(rename = "rewards/chosen")]
     pub rewards_chosen: f64,
+    #[serde(rename = "rewards/rejected")]
     pub rewards_rejected: f64,
+    #[serde(rename = "rewards/accuracies")]
     pub rewards_accuracies: f64,
+    #[serde(rename = "rewards/margins")]
     pub rewards_margins: f64,
+    #[serde(rename = "logps/chosen")]
     pub logps_chosen: f64,
+    #[serde(rename = "logps/rejected")]
     pub logps_rejected: f64,
+}
+
+impl PairMetrics {
+    /// Batch means of rewards `rc`, `rr` and log-probs `lc`, `lr` (`[B]` each).
+    pub fn of(rc: &Tensor, rr: &Tensor, lc: &Tensor, lr: &Tensor) -> Self {
+        let mean = |t: &Tensor| {
+            t.detach()
+                .to_kind(Kind::Double)
+                .mean(Kind::Double)
+                .double_value(&[])
+        };
+        Self {
+            rewards_chosen: mean(rc),
+            rewards_rejected: mean(rr),
+            rewards_accuracies: mean(&rc.gt_tensor(rr)),
+            rewards_margins: mean(&(rc - rr)),
+            logps_chosen: mean(lc),
+            logps_rejected: mean(lr),
+        }
+    }
 }
 
 /// TRL's DPO loss of `batch` under `cfg`.
@@ -202,20 +235,9 @@ pub fn dpo_loss(cfg: &DpoConfig, b: &DpoBatch) -> Result<DpoOutput> {
         };
         loss = loss + per_seq.mean(per_seq.kind()) * weight;
     }
-    let mean = |t: &Tensor| {
-        t.detach()
-            .to_kind(Kind::Double)
-            .mean(Kind::Double)
-            .double_value(&[])
-    };
     let (rc, rr) = (&chosen_lr * beta, &rejected_lr * beta);
     Ok(DpoOutput {
-        rewards_chosen: mean(&rc),
-        rewards_rejected: mean(&rr),
-        rewards_accuracies: mean(&rc.gt_tensor(&rr).to_kind(Kind::Double)),
-        rewards_margins: mean(&(&rc - &rr)),
-        logps_chosen: mean(b.chosen_logps),
-        logps_rejected: mean(b.rejected_logps),
+        metrics: PairMetrics::of(&rc, &rr, b.chosen_logps, b.rejected_logps),
         loss,
     })
 }

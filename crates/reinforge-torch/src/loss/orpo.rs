@@ -11,6 +11,8 @@
 use anyhow::{bail, Result};
 use tch::{Kind, Tensor};
 
+use crate::loss::dpo::PairMetrics;
+
 /// One batch of pairs, `[B]` each.
 pub struct OrpoBatch<'a> {
     /// Summed completion log-probs of the chosen and rejected sides.
@@ -28,13 +30,9 @@ pub struct OrpoBatch<'a> {
 /// The loss and TRL's logged metrics (means over the batch).
 pub struct OrpoOutput {
     pub loss: Tensor,
-    pub rewards_chosen: f64,
-    pub rewards_rejected: f64,
-    pub rewards_accuracies: f64,
-    pub rewards_margins: f64,
-    /// Mean per-token completion log-probs (TRL logs the averaged log-probs).
-    pub logps_chosen: f64,
-    pub logps_rejected: f64,
+    /// TRL's pair metrics; the log-probs are per-token means (TRL logs the averaged ones) and
+    /// the rewards β times them.
+    pub metrics: PairMetrics,
     pub nll_loss: f64,
     pub log_odds_ratio: f64,
     pub log_odds_chosen: f64,
@@ -74,12 +72,7 @@ pub fn orpo_loss(beta: f64, b: &OrpoBatch) -> Result<OrpoOutput> {
     };
     let (rc, rr) = ((&chosen * beta).detach(), (&rejected * beta).detach());
     Ok(OrpoOutput {
-        rewards_chosen: mean(&rc),
-        rewards_rejected: mean(&rr),
-        rewards_accuracies: mean(&rc.gt_tensor(&rr)),
-        rewards_margins: mean(&(&rc - &rr)),
-        logps_chosen: mean(&chosen),
-        logps_rejected: mean(&rejected),
+        metrics: PairMetrics::of(&rc, &rr, &chosen, &rejected),
         nll_loss: nll.double_value(&[]),
         log_odds_ratio: mean(&ratio),
         log_odds_chosen: mean(&log_odds),

@@ -96,3 +96,23 @@ pub fn grad_values(x: &Tensor) -> Vec<f64> {
     let g = if g.defined() { g } else { x.zeros_like() };
     Vec::<f64>::try_from(&g.to_kind(Kind::Double)).unwrap()
 }
+
+/// Replays every case of `fixtures/oracles/<rel>` (there must be `count`) through `check`,
+/// panicking at the first failure, and proves the harness can fail: each case with its
+/// expected values nudged by 1e-4 must be rejected. Returns the worst relative deviation.
+pub fn replay(rel: &str, count: usize, check: impl Fn(&Value, f64) -> Result<f64, String>) -> f64 {
+    let f = fixture(rel);
+    let cases = f["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), count, "{rel}");
+    let mut worst: f64 = 0.0;
+    for case in cases {
+        worst = worst.max(check(case, 0.0).unwrap_or_else(|e| panic!("{e}")));
+        assert!(
+            check(case, 1e-4).is_err(),
+            "{} passed with nudged values",
+            case["case"]
+        );
+    }
+    eprintln!("{rel}: worst relative deviation {worst:.2e} over {count} cases");
+    worst
+}

@@ -6,7 +6,9 @@
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::loss::dpo::{dpo_loss, DpoBatch, DpoConfig, DpoLoss, FDivergence};
+use reinforge_torch::loss::dpo::{
+    dpo_loss, DpoBatch, DpoConfig, DpoLoss, FDivergence, PairMetrics,
+};
 use reinforge_torch::tch::Tensor;
 use reinforge_torch::Policy;
 use serde::Serialize;
@@ -78,18 +80,8 @@ fn reference_logps(policy: &Policy, pairs: &Pairs, pad: i64, batch: usize) -> (V
 pub struct DpoLine {
     pub step: usize,
     pub loss: f64,
-    #[serde(rename = "rewards/chosen")]
-    pub rewards_chosen: f64,
-    #[serde(rename = "rewards/rejected")]
-    pub rewards_rejected: f64,
-    #[serde(rename = "rewards/accuracies")]
-    pub rewards_accuracies: f64,
-    #[serde(rename = "rewards/margins")]
-    pub rewards_margins: f64,
-    #[serde(rename = "logps/chosen")]
-    pub logps_chosen: f64,
-    #[serde(rename = "logps/rejected")]
-    pub logps_rejected: f64,
+    #[serde(flatten)]
+    pub pair: PairMetrics,
     pub grad_norm: f64,
     #[serde(skip)]
     pub nonfinite_grad_steps: usize,
@@ -97,7 +89,10 @@ pub struct DpoLine {
 
 impl StepLog for DpoLine {
     fn bar_message(&self) -> String {
-        format!("loss {:.4} acc {:.2}", self.loss, self.rewards_accuracies)
+        format!(
+            "loss {:.4} acc {:.2}",
+            self.loss, self.pair.rewards_accuracies
+        )
     }
 
     fn nonfinite_grad_steps(&self) -> usize {
@@ -144,9 +139,9 @@ fn evaluate(
     let out = dpo_loss(cfg, &batch_of(&lp, b, refs, pairs, &rows).view())?;
     Ok(Heldout {
         pairs: rows.len(),
-        rewards_accuracies: out.rewards_accuracies,
-        rewards_margins: out.rewards_margins,
-        logps_chosen: out.logps_chosen,
+        rewards_accuracies: out.metrics.rewards_accuracies,
+        rewards_margins: out.metrics.rewards_margins,
+        logps_chosen: out.metrics.logps_chosen,
     })
 }
 
@@ -231,12 +226,7 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
         Ok(DpoLine {
             step: t.state.step,
             loss: out.loss.double_value(&[]),
-            rewards_chosen: out.rewards_chosen,
-            rewards_rejected: out.rewards_rejected,
-            rewards_accuracies: out.rewards_accuracies,
-            rewards_margins: out.rewards_margins,
-            logps_chosen: out.logps_chosen,
-            logps_rejected: out.logps_rejected,
+            pair: out.metrics,
             grad_norm: g.grad_norm,
             nonfinite_grad_steps: usize::from(!g.stepped),
         })

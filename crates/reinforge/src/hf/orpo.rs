@@ -5,6 +5,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use reinforge_torch::loss::dpo::PairMetrics;
 use reinforge_torch::loss::orpo::{orpo_loss, OrpoBatch, OrpoOutput};
 use reinforge_torch::tch::{Kind, Tensor};
 use reinforge_torch::Policy;
@@ -98,18 +99,8 @@ impl OrpoTensors {
 pub struct OrpoLine {
     pub step: usize,
     pub loss: f64,
-    #[serde(rename = "rewards/chosen")]
-    pub rewards_chosen: f64,
-    #[serde(rename = "rewards/rejected")]
-    pub rewards_rejected: f64,
-    #[serde(rename = "rewards/accuracies")]
-    pub rewards_accuracies: f64,
-    #[serde(rename = "rewards/margins")]
-    pub rewards_margins: f64,
-    #[serde(rename = "logps/chosen")]
-    pub logps_chosen: f64,
-    #[serde(rename = "logps/rejected")]
-    pub logps_rejected: f64,
+    #[serde(flatten)]
+    pub pair: PairMetrics,
     pub nll_loss: f64,
     pub log_odds_ratio: f64,
     pub log_odds_chosen: f64,
@@ -123,12 +114,7 @@ impl OrpoLine {
         Self {
             step,
             loss: out.loss.double_value(&[]),
-            rewards_chosen: out.rewards_chosen,
-            rewards_rejected: out.rewards_rejected,
-            rewards_accuracies: out.rewards_accuracies,
-            rewards_margins: out.rewards_margins,
-            logps_chosen: out.logps_chosen,
-            logps_rejected: out.logps_rejected,
+            pair: out.metrics,
             nll_loss: out.nll_loss,
             log_odds_ratio: out.log_odds_ratio,
             log_odds_chosen: out.log_odds_chosen,
@@ -142,7 +128,7 @@ impl StepLog for OrpoLine {
     fn bar_message(&self) -> String {
         format!(
             "loss {:.4} nll {:.3} acc {:.2}",
-            self.loss, self.nll_loss, self.rewards_accuracies
+            self.loss, self.nll_loss, self.pair.rewards_accuracies
         )
     }
 
