@@ -383,12 +383,7 @@ pub fn train(args: &TrainKtoArgs) -> Result<()> {
     }
     let model = common.model.load()?;
     let pad = model.pad_id();
-    let train = read_unpaired(&common.data, &model, common.raw)?;
-    let heldout = common
-        .heldout
-        .as_ref()
-        .map(|p| read_unpaired(p, &model, common.raw))
-        .transpose()?;
+    let (train, heldout) = common.read_data(|p| read_unpaired(p, &model, common.raw))?;
     let run = common.run_dir()?;
     let kl = train.kl_completions(common.batch_size);
     let refs_path = run.path("reference_logps.json");

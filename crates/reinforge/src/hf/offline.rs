@@ -62,6 +62,13 @@ impl OfflineArgs {
         Ok(run)
     }
 
+    /// The training rows and the held-out ones (when `--heldout` is given), read by `read`.
+    pub fn read_data<T>(&self, read: impl Fn(&Path) -> Result<T>) -> Result<(T, Option<T>)> {
+        let train = read(&self.data)?;
+        let heldout = self.heldout.as_deref().map(&read).transpose()?;
+        Ok((train, heldout))
+    }
+
     /// Trains `start` for `--steps` steps of `step` in `run`, resuming from
     /// `checkpoints/latest` when it exists; saves `latest` and `final` and returns the trained
     /// policy. Ctrl-C saves and returns an error saying how to continue.

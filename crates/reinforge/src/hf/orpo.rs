@@ -150,12 +150,7 @@ pub fn train(args: &TrainOrpoArgs) -> Result<()> {
     let common = &args.common;
     let model = common.model.load()?;
     let pad = model.pad_id();
-    let train = read_pairs(&common.data, &model, common.raw)?;
-    let heldout = common
-        .heldout
-        .as_ref()
-        .map(|p| read_pairs(p, &model, common.raw))
-        .transpose()?;
+    let (train, heldout) = common.read_data(|p| read_pairs(p, &model, common.raw))?;
     let run = common.run_dir()?;
     let before = heldout
         .as_ref()
