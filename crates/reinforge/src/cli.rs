@@ -215,6 +215,23 @@ fn train_keys_help() -> String {
     )
 }
 
+/// Only `reinforge train` runs data-parallel: any other command started as one rank of a
+/// multi-process job (torchrun's `WORLD_SIZE` > 1) would run N independent copies writing the
+/// same files, so it stops and says so.
+fn refuse_ranks(command: &str) -> Result<()> {
+    let var = |k: &str| std::env::var(k).ok();
+    let world = var("WORLD_SIZE").and_then(|w| w.trim().parse::<usize>().ok());
+    if let Some(world) = world.filter(|&w| w > 1) {
+        anyhow::bail!(
+            "`reinforge {command}` runs in one process, but it was started as rank {} of \
+             {world} (WORLD_SIZE is set, as torchrun sets it); only `reinforge train` runs \
+             data-parallel. Start it without torchrun",
+            var("RANK").unwrap_or_else(|| "?".into())
+        );
+    }
+    Ok(())
+}
+
 pub fn main() -> Result<ExitCode> {
     let command = Cli::command().mut_subcommand("train", |c| {
         let help = format!(
@@ -227,6 +244,10 @@ pub fn main() -> Result<ExitCode> {
         c.after_long_help(help)
     });
     let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
+    if !matches!(cli.command, Command::Train(_)) {
+        let name = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+        refuse_ranks(&name.unwrap_or_default())?;
+    }
     match cli.command {
         Command::Train(args) => train(args),
         Command::Eval(args) => eval(args),

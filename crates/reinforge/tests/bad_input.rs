@@ -691,3 +691,71 @@ fn gguf_only_directory_and_bad_threads_are_named() {
         &["--threads"],
     );
 }
+
+#[test]
+fn offline_preference_commands_reject_bad_flags_files_and_ranks() {
+    let f = Files::new();
+    let model = fixture_model();
+    let pairs = f.write(
+        "pairs.jsonl",
+        "{\"prompt\": \"p\", \"chosen\": \"a\", \"rejected\": \"b\"}\n",
+    );
+    let out = f.path("run");
+    for cmd in ["train-dpo", "train-orpo", "train-kto"] {
+        let base = [cmd, "--model", &model, "--data", &pairs, "--output", &out];
+        let with = |extra: &[&'static str]| -> Vec<String> {
+            base.iter().chain(extra).map(|s| s.to_string()).collect()
+        };
+        let rejects_owned = |a: Vec<String>, needles: &[&str]| {
+            rejects(&a.iter().map(String::as_str).collect::<Vec<_>>(), needles)
+        };
+        rejects_owned(with(&["--beta", "0"]), &["--beta"]);
+        rejects_owned(with(&["--batch-size", "0"]), &["--batch-size"]);
+        rejects_owned(with(&["--lr", "nan"]), &["--lr"]);
+        let missing = f.path("missing.jsonl");
+        rejects(
+            &[cmd, "--model", &model, "--data", &missing, "--output", &out],
+            &["missing.jsonl"],
+        );
+        let empty = f.path("empty.jsonl");
+        rejects(
+            &[cmd, "--model", &model, "--data", &empty, "--output", &out],
+            &["empty.jsonl"],
+        );
+        let bad = f.malformed(
+            "bad.jsonl",
+            "{\"prompt\": \"p\", \"chosen\": \"a\", \"rejected\": \"b\"}",
+        );
+        rejects(
+            &[cmd, "--model", &model, "--data", &bad, "--output", &out],
+            &["bad.jsonl", "2"],
+        );
+        // Started by torchrun as one of several ranks: refused, not run N times over one
+        // output directory.
+        let o = Command::new(env!("CARGO_BIN_EXE_reinforge"))
+            .args(base)
+            .env("WORLD_SIZE", "2")
+            .env("RANK", "1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("rank 1 of 2") && err.contains(cmd),
+            "{cmd}: {err}"
+        );
+    }
+    rejects(
+        &[
+            "train-kto",
+            "--model",
+            &model,
+            "--data",
+            &pairs,
+            "--output",
+            &out,
+            "--batch-size",
+            "1",
+        ],
+        &["--batch-size", "2"],
+    );
+}
