@@ -82,14 +82,19 @@ pub fn completion_text(v: Option<&Value>) -> Option<String> {
     }
 }
 
-/// Ids of a completion: its text's tokens and the EOS.
+/// Ids of a completion: its text's tokens, then the EOS unless the text already ends with it
+/// (TRL's `add_eos` in its DPO, KTO and reward trainers: `if not text.endswith(eos_token)`).
 pub fn completion_ids(tokenizer: &HfTokenizer, text: &str) -> Result<Vec<i64>> {
     let mut ids: Vec<i64> = tokenizer
         .encode(text, false)?
         .into_iter()
         .map(i64::from)
         .collect();
-    ids.extend(tokenizer.eos_token_id().map(i64::from));
+    if let Some(eos) = tokenizer.eos_token_id().map(i64::from) {
+        if ids.last() != Some(&eos) {
+            ids.push(eos);
+        }
+    }
     Ok(ids)
 }
 
@@ -180,4 +185,25 @@ pub fn step_rows(n: usize, batch: usize, seed: u64, step: usize) -> Vec<usize> {
     )));
     let start = (step % per_pass) * batch;
     order[start..(start + batch).min(n)].to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_completion_gets_one_eos_whether_or_not_its_text_ends_with_it() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama");
+        let tok = HfTokenizer::from_dir(dir).unwrap();
+        let eos = i64::from(tok.eos_token_id().unwrap());
+        let plain = completion_ids(&tok, " 14.").unwrap();
+        let marked = completion_ids(&tok, " 14.<|eot_id|>").unwrap();
+        assert_eq!(
+            plain, marked,
+            "TRL adds the EOS only when the text lacks it"
+        );
+        assert_eq!(plain.iter().filter(|&&t| t == eos).count(), 1);
+        assert_eq!(plain.last(), Some(&eos));
+    }
 }
