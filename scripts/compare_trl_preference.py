@@ -1,11 +1,15 @@
-"""Side by side of reinforge and TRL 1.16 for DPO and reward-model training (issue 14).
+"""Side by side of reinforge and TRL 1.16 for DPO, reward-model, ORPO and KTO training.
 
-On one model and one batch (all N pairs every step), this script runs
+On one model and one batch (all N pairs, or all N KTO rows, every step), this script runs
   * `reinforge train-dpo` and TRL's `DPOTrainer` (sigmoid loss, precomputed reference
-    log-probs), and
+    log-probs),
   * `reinforge train-rm` and TRL's `RewardTrainer`, both starting from the same
     `*ForSequenceClassification` model written once here,
-with the same settings (AdamW, constant lr, max_grad_norm 1, no weight decay, float32, CPU), and
+  * `reinforge train-orpo` and `trl.experimental.orpo.ORPOTrainer`, and
+  * `reinforge train-kto` and TRL's `KTOTrainer` (loss_type "kto", precomputed reference
+    log-probs, sequential sampling; one unpaired row per pair, labels mixed, the whole file one
+    block, so row i's KL completion is row i-1's on both sides),
+(`--methods` picks a subset) with the same settings (AdamW, constant lr, max_grad_norm 1, no weight decay, float32, CPU), and
 compares each logged metric of the first two optimizer steps. Step 0 is taken with the starting
 weights, step 1 after one AdamW update, so it also checks the update.
 
@@ -18,18 +22,29 @@ Inputs are made identical and checked, not assumed:
   * RM: TRL gets reinforge's ids as the pre-tokenised `chosen_ids`/`rejected_ids` columns
     (RewardTrainer skips its own tokenisation then). The starting scores of reinforge
     (`score-rm`) are checked against transformers on the same ids.
+  * ORPO: `ORPOTrainer.tokenize_row` encodes the prompt without special tokens and prepends
+    `bos_token_id` unless it is there; where the tokenizer does not add BOS itself (SmolLM2),
+    the prompts get the BOS text in front, so both sides read it as their first id. Its
+    prompt, prompt+chosen and prompt+rejected ids (and the -100 prompt labels) are compared
+    with reinforge's, and the summary says which ids the prompts without that text would get.
+  * KTO: KTOTrainer tokenises like DPOTrainer (`tok(prompt)`, `tok(prompt + completion +
+    eos_token)`, split at the common prefix); its prompt, completion and KL completion ids are
+    compared with reinforge's, and its precomputed reference log-probs with reinforge's
+    `reference_logps.json`.
 
 Speed: seconds per optimizer step on the same model, batch and thread count, the two run
-alternately (reinforge DPO, TRL DPO, reinforge RM, TRL RM) for ROUNDS rounds of WARMUP+STEPS
+alternately (reinforge DPO, TRL DPO, reinforge RM, TRL RM, then ORPO and KTO likewise) for ROUNDS rounds of WARMUP+STEPS
 steps each. reinforge: the time between consecutive lines of its metrics.jsonl (one per step,
 watched every millisecond); TRL: the time between consecutive `on_step_end` callbacks of
 `trainer.train()`. Both are the whole loop iteration (batch, forward, backward, clip, AdamW,
 logging). Per round the median of the steps after WARMUP, then the median over rounds; the
 ratio is reinforge / TRL. As a cross-check, reinforge's own phase time
-(checkpoints/final/trainer_state.json `dpo_seconds`/`rm_seconds`) divided by its steps.
+(checkpoints/final/trainer_state.json `dpo_seconds`/`rm_seconds`; ORPO and KTO run in the
+`dpo` phase) divided by its steps.
 
 usage: .venv-trl/bin/python scripts/compare_trl_preference.py --bin target/release/reinforge
-         [--model fixtures/hf/models/llama] [--pairs 8] [--threads 2] [--work DIR] ...
+         [--model fixtures/hf/models/llama] [--pairs 8] [--threads 2] [--work DIR]
+         [--methods dpo,rm,orpo,kto] ...
 Prints one JSON summary (also written to WORK/summary.json). Run it through
 scripts/compare_trl_preference.sh.
 """
@@ -412,14 +427,14 @@ def tokenizer_with_pad(model_dir):
     return tok
 
 
-def trl_orpo(model_dir, pairs, args, steps, out_dir, diagnose=False):
+def trl_orpo(model_dir, pairs, args, steps, out_dir, diagnose=False, dtype="float32"):
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
     from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
     tok = tokenizer_with_pad(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
     cfg = ORPOConfig(
         **common_args(len(pairs), args.orpo_lr, steps, out_dir, "adamw_torch" if diagnose else None),
         beta=args.beta,
@@ -447,14 +462,14 @@ def trl_orpo_tokenize(model_dir, pairs):
     return [ORPOTrainer.tokenize_row(stub, p) for p in pairs]
 
 
-def trl_kto(model_dir, rows, args, steps, out_dir, diagnose=False):
+def trl_kto(model_dir, rows, args, steps, out_dir, diagnose=False, dtype="float32"):
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import KTOConfig, KTOTrainer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
     cfg = KTOConfig(
         **common_args(len(rows), args.kto_lr, steps, out_dir, "adamw_torch" if diagnose else None),
         beta=args.beta,
@@ -776,8 +791,14 @@ def main():
 
     # Diagnostics: TRL again with torch's non-fused AdamW (optim="adamw_torch", foreach) instead of
     # its default fused one: the float32 noise floor of step 1 (TRL against itself with another
-    # correct AdamW kernel); and the float64 norm of its gradients before clipping.
+    # correct AdamW kernel); and the float64 norm of its gradients before clipping. For ORPO and
+    # KTO also TRL's step 0 with the model in float64, a reference for which side's float32
+    # value is off where they differ.
     diag = {}
+    f64_runs = {
+        "orpo": lambda: trl_orpo(policy, orpo_pairs, args, 1, work / "trl_orpo_f64", dtype="float64")[0],
+        "kto": lambda: trl_kto(policy, kto_rows, args, 1, work / "trl_kto_f64", dtype="float64")[0],
+    }
     if args.diagnose:
         diag_runs = {
             "dpo": lambda: trl_dpo(policy, pairs, args, 2, work / "trl_dpo_diag", diagnose=True)[0],
@@ -794,6 +815,13 @@ def main():
                 "reinforge_grad_norm": [st["grad_norm"]["reinforge"] for st in cmp_[name]["steps"]],
                 "trl_logged_grad_norm": [st["grad_norm"]["trl"] for st in cmp_[name]["steps"]],
             }
+            if name in f64_runs:
+                ref64, step0 = f64_runs[name]().logs[1], cmp_[name]["steps"][0]
+                diag[name]["trl_float64_step0"] = {
+                    m: {"trl_float64": ref64[m], "reinforge_abs_diff": abs(step0[m]["reinforge"] - ref64[m]),
+                        "trl_abs_diff": abs(step0[m]["trl"] - ref64[m])}
+                    for m in METRICS[name]
+                }
 
     def result(name, **extra):
         return {**extra, **cmp_[name], "within_tolerance": cmp_[name]["max_abs_diff_all"] <= args.tol}
