@@ -9,9 +9,10 @@ On one model and one batch (all N pairs, or all N KTO rows, every step), this sc
   * `reinforge train-kto` and TRL's `KTOTrainer` (loss_type "kto", precomputed reference
     log-probs, sequential sampling; one unpaired row per pair, labels mixed, the whole file one
     block, so row i's KL completion is row i-1's on both sides),
-(`--methods` picks a subset) with the same settings (AdamW, constant lr, max_grad_norm 1, no weight decay, float32, CPU), and
-compares each logged metric of the first two optimizer steps. Step 0 is taken with the starting
-weights, step 1 after one AdamW update, so it also checks the update.
+(`--methods` picks a subset) with the same settings (AdamW, constant lr, max_grad_norm 1, no
+weight decay, float32, CPU), and compares each logged metric of the first two optimizer steps.
+Step 0 is taken with the starting weights, step 1 after one AdamW update, so it also checks the
+update.
 
 Inputs are made identical and checked, not assumed:
   * DPO: TRL tokenises the text pairs itself (non-conversational path: `tok(prompt)`,
@@ -33,8 +34,8 @@ Inputs are made identical and checked, not assumed:
     `reference_logps.json`.
 
 Speed: seconds per optimizer step on the same model, batch and thread count, the two run
-alternately (reinforge DPO, TRL DPO, reinforge RM, TRL RM, then ORPO and KTO likewise) for ROUNDS rounds of WARMUP+STEPS
-steps each. reinforge: the time between consecutive lines of its metrics.jsonl (one per step,
+alternately (reinforge DPO, TRL DPO, reinforge RM, TRL RM, then ORPO and KTO likewise) for
+ROUNDS rounds of WARMUP+STEPS steps each. reinforge: the time between consecutive lines of its metrics.jsonl (one per step,
 watched every millisecond); TRL: the time between consecutive `on_step_end` callbacks of
 `trainer.train()`. Both are the whole loop iteration (batch, forward, backward, clip, AdamW,
 logging). Per round the median of the steps after WARMUP, then the median over rounds; the
