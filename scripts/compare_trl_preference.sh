@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Side by side of reinforge and TRL 1.16 on one DPO step and one reward-model step: the first
-# two steps' metrics (|diff| per metric, the acceptance bound is 1e-5) and seconds per step,
-# on the same model, batch (all pairs every step) and thread count. Details:
-# docs/preference_trl.md; what is compared and how: scripts/compare_trl_preference.py.
+# Side by side of reinforge and TRL 1.16 on DPO, reward-model, ORPO and KTO training
+# (train-dpo/DPOTrainer, train-rm/RewardTrainer, train-orpo/ORPOTrainer, train-kto/KTOTrainer):
+# the first two steps' metrics (|diff| per metric, the acceptance bound is 1e-5), the token ids
+# both sides read (checked), and seconds per step, on the same model, batch (all pairs or rows
+# every step) and thread count. Details and measured numbers: docs/preference_trl.md; what is
+# compared and how: scripts/compare_trl_preference.py.
 #
 # Usage: scripts/compare_trl_preference.sh [MODEL] [-- more options of compare_trl_preference.py]
 #   MODEL defaults to fixtures/hf/models/llama (the 2-layer fixture Llama).
+#   --methods dpo,rm,orpo,kto (the default) picks a subset, e.g. `-- --methods orpo,kto`.
 # Environment: REINFORGE_BIN (default target/release/reinforge; not built here),
 #   TRL_PYTHON (default .venv-trl/bin/python: trl 1.16.0, transformers 5.23.0, torch 2.11.0,
 #   the venv scripts/bench_trl.sh sets up), THREADS (2), WORK (runs/compare_trl_preference/<model>).
@@ -13,8 +16,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-model="${1:-fixtures/hf/models/llama}"
-[ $# -gt 0 ] && shift
+model=fixtures/hf/models/llama
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then model="$1"; shift; fi
 [ "${1:-}" = "--" ] && shift
 bin="${REINFORGE_BIN:-target/release/reinforge}"
 py="${TRL_PYTHON:-.venv-trl/bin/python}"
