@@ -60,7 +60,7 @@ fn main() {
     let mut times = vec![];
     for i in 0..=iters {
         for p in &params {
-            let _ = p.grad().copy_(&Tensor::randn_like(p));
+            p.grad().copy_(&Tensor::randn_like(p));
         }
         let start = Instant::now();
         opt.step(1e-4);
