@@ -730,20 +730,22 @@ fn offline_preference_commands_reject_bad_flags_files_and_ranks() {
             &[cmd, "--model", &model, "--data", &bad, "--output", &out],
             &["bad.jsonl", "2"],
         );
-        // Started by torchrun as one of several ranks: refused, not run N times over one
-        // output directory.
-        let o = Command::new(env!("CARGO_BIN_EXE_reinforge"))
-            .args(base)
-            .env("WORLD_SIZE", "2")
-            .env("RANK", "1")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            !o.status.success() && err.contains("rank 1 of 2") && err.contains(cmd),
-            "{cmd}: {err}"
-        );
     }
+    // A single-process command started by torchrun as one of several ranks is refused, not
+    // run N times over one output directory.
+    let o = Command::new(env!("CARGO_BIN_EXE_reinforge"))
+        .args([
+            "train-rm", "--model", &model, "--data", &pairs, "--output", &out,
+        ])
+        .env("WORLD_SIZE", "2")
+        .env("RANK", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("rank 1 of 2") && err.contains("train-rm"),
+        "{err}"
+    );
     rejects(
         &[
             "train-kto",

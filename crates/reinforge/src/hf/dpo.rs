@@ -13,9 +13,9 @@ use reinforge_torch::tch::Tensor;
 use reinforge_torch::Policy;
 use serde::Serialize;
 
-use super::offline::{completion_logps, OfflineArgs};
+use super::offline::{completion_logps, update, OfflineArgs, Share};
 use super::pairs::{read_pairs, step_rows, Pairs};
-use crate::run_dir::{read_json, write_json};
+use crate::run_dir::read_json;
 use crate::tools::ByName;
 use crate::trainer::{StepLog, Trainer};
 
@@ -194,7 +194,8 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
     let pad = model.pad_id();
     let (train, heldout) = common.read_data(|p| read_pairs(p, &model, common.raw))?;
     let cfg = config(args);
-    let run = common.run_dir()?;
+    let offline = common.start(model.policy.device())?;
+    let run = &offline.dir;
     // References and the held-out baseline come from the starting model (kept in the run
     // directory, so a resumed run uses the same ones).
     let refs_path = run.path("reference_logps.json");
@@ -202,7 +203,7 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
         read_json(&refs_path)?
     } else {
         let r = reference_logps(&model.policy, &train, pad, common.batch_size);
-        write_json(&refs_path, &r)?;
+        offline.write_json("reference_logps.json", &r)?;
         r
     };
     let heldout_refs = heldout
@@ -213,11 +214,17 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
         _ => None,
     };
     let step = |t: &mut Trainer, rows: &[usize]| {
-        let lp = sequence_logps(t.policy, &train, rows, pad);
+        let dp = t.dp.clone();
+        let policy = t.policy;
+        let sides = Share::new(dp.as_deref(), rows.len()).read(rows, 2, |local| {
+            let lp = sequence_logps(policy, &train, local, pad);
+            let b = local.len() as i64;
+            vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
+        })?;
+        let lp = Tensor::cat(&sides, 0);
         let view = batch_of(&lp, rows.len() as i64, &refs, &train, rows);
         let out = dpo_loss(&cfg, &view.view())?;
-        out.loss.backward();
-        let g = t.opt.clip_and_step(common.max_grad_norm, common.lr);
+        let g = update(t, &out.loss, common.max_grad_norm, common.lr)?;
         Ok(DpoLine {
             step: t.state.step,
             loss: out.loss.double_value(&[]),
@@ -227,14 +234,16 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
         })
     };
     let rows = |step| step_rows(train.len(), common.batch_size, common.seed, step);
-    let policy = common.train(model.policy, &run, step, rows)?;
+    let policy = common.train(model.policy, &offline, step, rows)?;
     let after = match (&heldout, &heldout_refs) {
         (Some(h), Some(r)) => Some(evaluate(&policy, h, r, &cfg, pad)?),
         _ => None,
     };
     let report = serde_json::json!({"loss_type": args.loss_type, "beta": args.beta, "steps": common.steps,
                                     "heldout_before": before, "heldout_after": after});
-    write_json(&run.path("report.json"), &report)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    if offline.writes() {
+        offline.write_json("report.json", &report)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
     Ok(())
 }

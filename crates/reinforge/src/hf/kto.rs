@@ -16,15 +16,15 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use clap::Args;
 use reinforge_torch::loss::kto::{kto_loss, KtoBatch, KtoConfig, KtoLoss, KtoOutput};
-use reinforge_torch::tch::Tensor;
+use reinforge_torch::tch::{Kind, Tensor};
 use reinforge_torch::Policy;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::offline::{completion_logps, OfflineArgs};
+use super::offline::{completion_logps, update, OfflineArgs, Share};
 use super::pairs::{completion_ids, completion_text, prompt_columns};
 use super::{LoadedModel, PromptStyle};
-use crate::run_dir::{read_json, write_json};
+use crate::run_dir::read_json;
 use crate::tools::ByName;
 use crate::trainer::{StepLog, Trainer};
 use reinforge_tasks::read_records;
@@ -306,7 +306,9 @@ impl StepLog for KtoLine {
     }
 }
 
-/// The loss of `rows` (a block) under `policy` against `refs`.
+/// The loss of `rows` (a block) under `policy` against `refs`, each rank of a data-parallel
+/// job reading its `share` of the rows.
+#[allow(clippy::too_many_arguments)]
 fn block_loss(
     cfg: &KtoConfig,
     policy: &Policy,
@@ -315,13 +317,21 @@ fn block_loss(
     refs: &References,
     rows: &[usize],
     pad: i64,
+    share: &Share,
 ) -> Result<KtoOutput> {
-    // The KL point is not differentiated (TRL computes it under no_grad).
-    let kl_logps = cfg.loss_type.uses_kl().then(|| {
-        let _guard = reinforge_torch::tch::no_grad_guard();
-        logps_of(policy, data, rows, |r| kl[r], pad)
-    });
-    let logps = logps_of(policy, data, rows, |r| r, pad);
+    let uses_kl = cfg.loss_type.uses_kl();
+    let mut parts = share.read(rows, 2, |local| {
+        // The KL point is not differentiated (TRL computes it under no_grad).
+        let kl_logps = if uses_kl {
+            let _guard = reinforge_torch::tch::no_grad_guard();
+            logps_of(policy, data, local, |r| kl[r], pad)
+        } else {
+            Tensor::zeros([local.len() as i64], (Kind::Float, policy.device()))
+        };
+        vec![logps_of(policy, data, local, |r| r, pad), kl_logps]
+    })?;
+    let kl_logps = uses_kl.then(|| parts.pop()).flatten();
+    let logps = parts.swap_remove(0);
     let ref_logps = References::of(&refs.logps, rows);
     let ref_kl = References::of(&refs.kl_logps, rows);
     let labels: Vec<bool> = rows.iter().map(|&r| data.labels[r]).collect();
@@ -350,7 +360,9 @@ fn evaluate(
     let kl = data.kl_completions(batch);
     let mut lines = vec![];
     for b in 0..data.blocks(batch) {
-        let out = block_loss(cfg, policy, data, &kl, refs, &data.block(batch, b), pad)?;
+        let rows = data.block(batch, b);
+        let whole = Share::new(None, rows.len());
+        let out = block_loss(cfg, policy, data, &kl, refs, &rows, pad, &whole)?;
         lines.push(KtoLine::new(0, &out, 0.0, true));
     }
     let mean = |f: &dyn Fn(&KtoLine) -> Option<f64>| {
@@ -384,14 +396,15 @@ pub fn train(args: &TrainKtoArgs) -> Result<()> {
     let model = common.model.load()?;
     let pad = model.pad_id();
     let (train, heldout) = common.read_data(|p| read_unpaired(p, &model, common.raw))?;
-    let run = common.run_dir()?;
+    let offline = common.start(model.policy.device())?;
+    let run = &offline.dir;
     let kl = train.kl_completions(common.batch_size);
     let refs_path = run.path("reference_logps.json");
     let refs: References = if refs_path.exists() {
         read_json(&refs_path)?
     } else {
         let r = References::compute(&model.policy, &train, &kl, common.batch_size, pad);
-        write_json(&refs_path, &r)?;
+        offline.write_json("reference_logps.json", &r)?;
         r
     };
     if refs.logps.len() != train.len() {
@@ -414,19 +427,22 @@ pub fn train(args: &TrainKtoArgs) -> Result<()> {
     };
     let before = eval(&model.policy)?;
     let step = |t: &mut Trainer, rows: &[usize]| {
-        let out = block_loss(&cfg, t.policy, &train, &kl, &refs, rows, pad)?;
-        out.loss.backward();
-        let g = t.opt.clip_and_step(common.max_grad_norm, common.lr);
+        let dp = t.dp.clone();
+        let share = Share::new(dp.as_deref(), rows.len());
+        let out = block_loss(&cfg, t.policy, &train, &kl, &refs, rows, pad, &share)?;
+        let g = update(t, &out.loss, common.max_grad_norm, common.lr)?;
         Ok(KtoLine::new(t.state.step, &out, g.grad_norm, g.stepped))
     };
     let blocks = train.blocks(common.batch_size);
     let rows = |step: usize| train.block(common.batch_size, step % blocks);
-    let policy = common.train(model.policy, &run, step, rows)?;
+    let policy = common.train(model.policy, &offline, step, rows)?;
     let after = eval(&policy)?;
     let report = serde_json::json!({"loss_type": args.loss_type, "beta": args.beta, "steps": common.steps,
                                     "heldout_before": before, "heldout_after": after});
-    write_json(&run.path("report.json"), &report)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    if offline.writes() {
+        offline.write_json("report.json", &report)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
     Ok(())
 }
 

@@ -2,17 +2,28 @@
 //! common arguments, and the run itself through the one trainer (resume from
 //! `checkpoints/latest`, Ctrl-C, `metrics.jsonl`, the final checkpoints). Each command brings
 //! its data, its loss and its step.
+//!
+//! Data-parallel (started by torchrun or any launcher that sets its variables): each rank
+//! reads its contiguous share of a step's rows through the model, the per-row values (summed
+//! log-probs) are all-gathered, and every rank computes the loss of the whole batch, with
+//! gradient flowing only through its own rows. Summing the gradients over the ranks then gives
+//! exactly the single-process gradient, whatever couples the rows (AOT's sort, ORPO's token
+//! mean, KTO's KL point), and the logged metrics are the whole batch's on every rank.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use reinforge_torch::dist::{all_reduce_gradients, broadcast_parameters, DEFAULT_BUCKET_BYTES};
 use reinforge_torch::logprobs::{token_logprobs_with, Entropy};
 use reinforge_torch::tch::{Kind, Tensor};
-use reinforge_torch::{copy_aux_files, Policy, SequenceBatch};
+use reinforge_torch::{copy_aux_files, GradStep, Policy, SequenceBatch};
 
 use super::args::{count, ModelArgs};
-use crate::run_dir::{read_json, RunDir};
+use crate::dp::Dp;
+use crate::run_dir::{read_json, write_json, RunDir};
 use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
 use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, StepLog, Trainer, TrainerState};
 
@@ -51,15 +62,130 @@ pub struct OfflineArgs {
     pub raw: bool,
 }
 
+/// A started offline run: its directory and, when data-parallel, this process's rank.
+pub struct OfflineRun {
+    pub dir: RunDir,
+    pub dp: Option<Arc<Dp>>,
+}
+
+impl OfflineRun {
+    /// Whether this process writes the run's files (a single process, or rank 0).
+    pub fn writes(&self) -> bool {
+        self.dp.as_ref().is_none_or(|d| d.rank() == 0)
+    }
+
+    /// Writes `value` as JSON to `name` in the run directory (rank 0 only).
+    pub fn write_json(&self, name: &str, value: &impl serde::Serialize) -> Result<()> {
+        if self.writes() {
+            write_json(&self.dir.path(name), value)?;
+        }
+        Ok(())
+    }
+}
+
+/// One rank's part of a step of `n` rows: contiguous shares whose sizes differ by at most one
+/// (every row is read by exactly one rank).
+pub struct Share<'d> {
+    dp: Option<&'d Dp>,
+    n: usize,
+}
+
+impl<'d> Share<'d> {
+    /// The share of `n` rows of `dp`'s rank (all of them without `dp`).
+    pub fn new(dp: Option<&'d Dp>, n: usize) -> Self {
+        Self { dp, n }
+    }
+
+    /// The rows of rank `r` of `w`.
+    fn range_of(&self, r: usize, w: usize) -> Range<usize> {
+        let (base, extra) = (self.n / w, self.n % w);
+        let start = r * base + r.min(extra);
+        start..start + base + usize::from(r < extra)
+    }
+
+    /// This rank's rows (positions in the step's row list).
+    pub fn local(&self) -> Range<usize> {
+        match self.dp {
+            Some(d) => self.range_of(d.rank(), d.world()),
+            None => 0..self.n,
+        }
+    }
+
+    /// The whole batch's `[n]` values from every rank's `[local.len()]` part `local`, in row
+    /// order; only this rank's rows carry gradient. Without `dp`, `local` itself.
+    pub fn gather(&self, local: &Tensor) -> Result<Tensor> {
+        let Some(d) = self.dp else {
+            return Ok(local.shallow_clone());
+        };
+        let w = d.world();
+        let widest = self.n.div_ceil(w) as i64;
+        let padded = Tensor::zeros([widest], (Kind::Float, local.device()));
+        if local.numel() > 0 {
+            let mut head = padded.narrow(0, 0, local.size()[0]);
+            head.copy_(&local.detach().to_kind(Kind::Float));
+        }
+        let parts = d.pg.all_gather(&padded)?;
+        let pieces: Vec<Tensor> = (0..w)
+            .map(|r| {
+                if r == d.rank() {
+                    local.to_kind(Kind::Float)
+                } else {
+                    parts[r].narrow(0, 0, self.range_of(r, w).len() as i64)
+                }
+            })
+            .collect();
+        Ok(Tensor::cat(&pieces, 0))
+    }
+}
+
+impl Share<'_> {
+    /// The whole batch's `parts` per-row tensors: `read` computes them (`[k]` each) for this
+    /// rank's `k` rows of `rows`, and they are gathered over the ranks. A rank with no rows
+    /// reads nothing and contributes none.
+    pub fn read(
+        &self,
+        rows: &[usize],
+        parts: usize,
+        read: impl FnOnce(&[usize]) -> Vec<Tensor>,
+    ) -> Result<Vec<Tensor>> {
+        let local = &rows[self.local()];
+        let values = if local.is_empty() {
+            (0..parts)
+                .map(|_| Tensor::zeros([0], (Kind::Float, reinforge_torch::Device::Cpu)))
+                .collect()
+        } else {
+            read(local)
+        };
+        values.iter().map(|v| self.gather(v)).collect()
+    }
+}
+
+/// Backpropagates `loss` (when this rank's rows feed it), sums the gradients over the ranks,
+/// and takes one clipped AdamW step.
+pub fn update(t: &mut Trainer, loss: &Tensor, max_grad_norm: f64, lr: f64) -> Result<GradStep> {
+    if loss.requires_grad() {
+        loss.backward();
+    }
+    if let Some(d) = &t.dp {
+        all_reduce_gradients(&d.pg, &t.policy.vs, DEFAULT_BUCKET_BYTES)?;
+    }
+    Ok(t.opt.clip_and_step(max_grad_norm, lr))
+}
+
 impl OfflineArgs {
-    /// The run directory, created with its `checkpoints/`.
-    pub fn run_dir(&self) -> Result<RunDir> {
-        let run = RunDir {
+    /// Creates the run directory (with its `checkpoints/`) and joins the data-parallel job
+    /// torchrun's variables describe, if any.
+    pub fn start(&self, device: reinforge_torch::Device) -> Result<OfflineRun> {
+        let dir = RunDir {
             root: self.output.clone(),
         };
-        std::fs::create_dir_all(run.root.join("checkpoints"))
-            .with_context(|| format!("creating {}", run.root.display()))?;
-        Ok(run)
+        std::fs::create_dir_all(dir.root.join("checkpoints"))
+            .with_context(|| format!("creating {}", dir.root.display()))?;
+        let dp = Dp::from_env(device)?.map(Arc::new);
+        if let Some(d) = dp.as_ref().filter(|d| d.rank() == 0) {
+            eprintln!("data-parallel: {} ranks", d.world());
+        }
+        Ok(OfflineRun { dir, dp })
     }
 
     /// The training rows and the held-out ones (when `--heldout` is given), read by `read`.
@@ -75,10 +201,11 @@ impl OfflineArgs {
     pub fn train<L: StepLog>(
         &self,
         start: Policy,
-        run: &RunDir,
+        offline: &OfflineRun,
         mut step: impl FnMut(&mut Trainer, &[usize]) -> Result<L>,
         rows: impl Fn(usize) -> Vec<usize>,
     ) -> Result<Policy> {
+        let run = &offline.dir;
         let latest = run.checkpoint("latest");
         let resumed = latest.join(STATE_FILE).exists();
         let policy = if resumed {
@@ -101,6 +228,10 @@ impl OfflineArgs {
         );
         if resumed {
             trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
+        }
+        if let Some(d) = &offline.dp {
+            broadcast_parameters(&d.pg, &policy.vs)?;
+            trainer.dp = Some(d.clone());
         }
         let plan = PhasePlan {
             steps: self.steps,

@@ -11,9 +11,8 @@ use reinforge_torch::tch::{Kind, Tensor};
 use reinforge_torch::Policy;
 use serde::Serialize;
 
-use super::offline::{lengths_of, token_logps, OfflineArgs};
+use super::offline::{lengths_of, token_logps, update, OfflineArgs, Share};
 use super::pairs::{read_pairs, step_rows, Pairs};
-use crate::run_dir::write_json;
 use crate::trainer::{StepLog, Trainer};
 
 /// Train a checkpoint on preference pairs with ORPO (no reference model).
@@ -80,6 +79,39 @@ impl OrpoTensors {
             full: full.narrow(0, 0, b),
             full_len: lengths_of(&tails[..rows.len()]),
         }
+    }
+
+    /// [`Self::read`] of a step's `rows` across data-parallel ranks: each reads its share and
+    /// the per-pair sums are gathered (lengths come from the rows themselves).
+    fn read_shared<'p>(
+        policy: &Policy,
+        pairs: &'p Pairs,
+        rows: &[usize],
+        pad: i64,
+        share: &Share,
+    ) -> Result<Self> {
+        let mut sums = share.read(rows, 3, |local| {
+            let t = Self::read(policy, pairs, local, pad);
+            vec![t.chosen, t.rejected, t.full]
+        })?;
+        let whole = |side: &'p [Vec<i64>]| -> Vec<&'p [i64]> {
+            rows.iter().map(|&r| side[r].as_slice()).collect()
+        };
+        let full_len: Vec<f32> = rows
+            .iter()
+            .map(|&r| (pairs.prompts[r].len() + pairs.chosen[r].len()).saturating_sub(1) as f32)
+            .collect();
+        let full = sums.pop().unwrap_or_default();
+        let rejected = sums.pop().unwrap_or_default();
+        let chosen = sums.pop().unwrap_or_default();
+        Ok(Self {
+            chosen,
+            rejected,
+            len_c: lengths_of(&whole(&pairs.chosen)),
+            len_r: lengths_of(&whole(&pairs.rejected)),
+            full,
+            full_len: Tensor::from_slice(&full_len),
+        })
     }
 
     fn view(&self) -> OrpoBatch<'_> {
@@ -151,27 +183,31 @@ pub fn train(args: &TrainOrpoArgs) -> Result<()> {
     let model = common.model.load()?;
     let pad = model.pad_id();
     let (train, heldout) = common.read_data(|p| read_pairs(p, &model, common.raw))?;
-    let run = common.run_dir()?;
+    let offline = common.start(model.policy.device())?;
     let before = heldout
         .as_ref()
         .map(|h| evaluate(&model.policy, h, args.beta, pad))
         .transpose()?;
     let step = |t: &mut Trainer, rows: &[usize]| {
-        let tensors = OrpoTensors::read(t.policy, &train, rows, pad);
+        let dp = t.dp.clone();
+        let policy = t.policy;
+        let share = Share::new(dp.as_deref(), rows.len());
+        let tensors = OrpoTensors::read_shared(policy, &train, rows, pad, &share)?;
         let out = orpo_loss(args.beta, &tensors.view())?;
-        out.loss.backward();
-        let g = t.opt.clip_and_step(common.max_grad_norm, common.lr);
+        let g = update(t, &out.loss, common.max_grad_norm, common.lr)?;
         Ok(OrpoLine::new(t.state.step, &out, g.grad_norm, g.stepped))
     };
     let rows = |step| step_rows(train.len(), common.batch_size, common.seed, step);
-    let policy = common.train(model.policy, &run, step, rows)?;
+    let policy = common.train(model.policy, &offline, step, rows)?;
     let after = heldout
         .as_ref()
         .map(|h| evaluate(&policy, h, args.beta, pad))
         .transpose()?;
     let report = serde_json::json!({"loss_type": "orpo", "beta": args.beta, "steps": common.steps,
                                     "heldout_before": before, "heldout_after": after});
-    write_json(&run.path("report.json"), &report)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    if offline.writes() {
+        offline.write_json("report.json", &report)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
     Ok(())
 }
