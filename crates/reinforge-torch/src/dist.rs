@@ -555,7 +555,12 @@ pub fn all_reduce_gradients(
     vs: &tch::nn::VarStore,
     bucket_bytes: usize,
 ) -> Result<()> {
-    let vars = vs.trainable_variables();
+    // A frozen variable (an LM head under a reward model's score) has no gradient to sum.
+    let vars: Vec<Tensor> = vs
+        .trainable_variables()
+        .into_iter()
+        .filter(Tensor::requires_grad)
+        .collect();
     for v in &vars {
         if !v.grad().defined() {
             // A zero gradient, so every rank reduces the same buffers (a backward pass

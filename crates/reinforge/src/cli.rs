@@ -215,8 +215,8 @@ fn train_keys_help() -> String {
     )
 }
 
-/// Only `reinforge train` and the offline preference commands (`train-dpo`, `train-orpo`,
-/// `train-kto`) run data-parallel: any other command started as one rank of a
+/// Only `reinforge train` and the preference trainers (`train-dpo`, `train-orpo`, `train-kto`,
+/// `train-rm`) run data-parallel: any other command started as one rank of a
 /// multi-process job (torchrun's `WORLD_SIZE` > 1) would run N independent copies writing the
 /// same files, so it stops and says so.
 fn refuse_ranks(command: &str) -> Result<()> {
@@ -226,7 +226,7 @@ fn refuse_ranks(command: &str) -> Result<()> {
         anyhow::bail!(
             "`reinforge {command}` runs in one process, but it was started as rank {} of \
              {world} (WORLD_SIZE is set, as torchrun sets it); only `train`, `train-dpo`, \
-             `train-orpo` and `train-kto` run data-parallel. Start it without torchrun",
+             `train-orpo`, `train-kto` and `train-rm` run data-parallel. Start it without torchrun",
             var("RANK").unwrap_or_else(|| "?".into())
         );
     }
@@ -247,7 +247,11 @@ pub fn main() -> Result<ExitCode> {
     let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
     if !matches!(
         cli.command,
-        Command::Train(_) | Command::TrainDpo(_) | Command::TrainOrpo(_) | Command::TrainKto(_)
+        Command::Train(_)
+            | Command::TrainDpo(_)
+            | Command::TrainOrpo(_)
+            | Command::TrainKto(_)
+            | Command::TrainRm(_)
     ) {
         let name = std::env::args().skip(1).find(|a| !a.starts_with('-'));
         refuse_ranks(&name.unwrap_or_default())?;

@@ -734,16 +734,14 @@ fn offline_preference_commands_reject_bad_flags_files_and_ranks() {
     // A single-process command started by torchrun as one of several ranks is refused, not
     // run N times over one output directory.
     let o = Command::new(env!("CARGO_BIN_EXE_reinforge"))
-        .args([
-            "train-rm", "--model", &model, "--data", &pairs, "--output", &out,
-        ])
+        .args(["generate", "--model", &model, "--prompt", "2+3"])
         .env("WORLD_SIZE", "2")
         .env("RANK", "1")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        !o.status.success() && err.contains("rank 1 of 2") && err.contains("train-rm"),
+        !o.status.success() && err.contains("rank 1 of 2") && err.contains("generate"),
         "{err}"
     );
     rejects(

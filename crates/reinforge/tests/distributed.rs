@@ -50,23 +50,27 @@ fn param_gap(a: &Path, b: &Path) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// How many parameter elements of two checkpoints differ by more than `tol`, of how many.
-fn params_off(a: &Path, b: &Path, tol: f64) -> (i64, i64) {
-    let (pa, pb) = (
-        Policy::load(a, Device::Cpu).unwrap(),
-        Policy::load(b, Device::Cpu).unwrap(),
-    );
-    let vb = pb.vs.variables();
-    pa.vs
-        .variables()
-        .iter()
-        .fold((0, 0), |(off, total), (k, t)| {
-            let above = (t - &vb[k])
-                .abs()
-                .gt(tol)
-                .sum(reinforge_torch::tch::Kind::Int64);
-            (off + above.int64_value(&[]), total + t.numel() as i64)
-        })
+/// The weights of two checkpoints (`model.safetensors`, any architecture) compared: the
+/// largest difference, and how many elements differ by more than `tol`, of how many.
+fn weights_gap(a: &Path, b: &Path, tol: f64) -> (f64, i64, i64) {
+    use reinforge_torch::tch::{Kind, Tensor};
+    let read = |d: &Path| -> std::collections::HashMap<String, Tensor> {
+        Tensor::read_safetensors(d.join("model.safetensors"))
+            .unwrap()
+            .into_iter()
+            .collect()
+    };
+    let (wa, wb) = (read(a), read(b));
+    assert_eq!(wa.len(), wb.len());
+    wa.iter().fold((0.0, 0, 0), |(max, off, total), (k, t)| {
+        let d = (t.to_kind(Kind::Float) - wb[k].to_kind(Kind::Float)).abs();
+        let above = d.gt(tol).sum(Kind::Int64).int64_value(&[]);
+        (
+            max.max(d.max().double_value(&[])),
+            off + above,
+            total + t.numel() as i64,
+        )
+    })
 }
 
 /// The largest difference of the learning metrics of two runs, step by step.
@@ -274,9 +278,10 @@ fn run_ranks(args: &[String], world: usize) {
     }
 }
 
-/// The offline preference commands on 2 ranks (a step's 5 rows split 3 + 2) train exactly
-/// like one process, including losses that couple the rows of a batch (AOT's sort, ORPO's
-/// token-mean NLL, KTO's KL point): parameters within 1e-5 and the same metrics.
+/// The preference trainers on 2 ranks (a step's 5 rows split 3 + 2) train exactly like one
+/// process, including losses that couple the rows of a batch (AOT's sort, ORPO's token-mean
+/// NLL, KTO's KL point, the reward model's reward centering): parameters within 1e-5 and the
+/// same metrics.
 #[test]
 fn ranks_reproduce_one_process_on_offline_preference_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -316,6 +321,11 @@ fn ranks_reproduce_one_process_on_offline_preference_runs() {
         ),
         ("train-orpo", "pairs.jsonl", &[][..]),
         ("train-kto", "rows.jsonl", &[][..]),
+        (
+            "train-rm",
+            "pairs.jsonl",
+            &["--center-rewards-coefficient", "0.01"][..],
+        ),
     ] {
         let args = |out: &str| -> Vec<String> {
             let mut a: Vec<String> = [
@@ -347,20 +357,25 @@ fn ranks_reproduce_one_process_on_offline_preference_runs() {
             d.join(&one).join("checkpoints/final"),
             d.join(&two).join("checkpoints/final"),
         );
-        let p = param_gap(&a, &b);
-        let (off, total) = params_off(&a, &b, 1e-5);
-        let moved = param_gap(&model, &d.join(&one).join("checkpoints/final"));
+        let (p, off, total) = weights_gap(&a, &b, 1e-5);
         let (ma, mb) = (metrics(&d.join(&one)), metrics(&d.join(&two)));
         assert_eq!(ma.len(), 6, "{cmd}");
         assert_eq!(mb.len(), 6, "{cmd}: rank 0 logs every step");
-        let gap = ["loss", "grad_norm", "rewards/chosen"]
+        let loss = column(&ma, "loss");
+        let moved = (loss[0] - loss[loss.len() - 1]).abs();
+        let keys: &[&str] = if cmd == "train-rm" {
+            &["loss", "grad_norm", "mean_reward"]
+        } else {
+            &["loss", "grad_norm", "rewards/chosen"]
+        };
+        let gap = keys
             .iter()
             .map(|k| common::max_abs_diff(&column(&ma, k), &column(&mb, k)))
             .fold(0.0, f64::max);
         eprintln!(
-            "{cmd}, 2 ranks: max |Δparam| {p:.2e} (moved {moved:.2e}), max |Δmetric| {gap:.2e}"
+            "{cmd}, 2 ranks: max |Δparam| {p:.2e} (loss moved {moved:.2e}), max |Δmetric| {gap:.2e}"
         );
-        assert!(moved > 1e-3, "{cmd}: training moved nothing");
+        assert!(moved > 1e-3, "{cmd}: the loss did not move ({loss:?})");
         // Measured: KTO on this data leaves one element of 127k (an embedding entry of a
         // token in one prompt) 2.4e-4 apart, every other within 1e-5, with the metrics within
         // 1e-7. The likely cause is AdamW's normalisation by sqrt(v) + eps, which turns float32

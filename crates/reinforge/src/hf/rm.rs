@@ -16,6 +16,7 @@ use reinforge_torch::{copy_aux_files, LoadOptions, LoraConfig, RewardModel};
 use serde::Serialize;
 
 use super::args::{count, ModelArgs};
+use super::offline::{update, Share};
 use super::pairs::{
     completion_ids, completion_text, prompt_columns, read_pairs_with, step_rows, Pairs,
 };
@@ -140,11 +141,19 @@ fn batch_scores(
 ) -> (Tensor, Tensor, Option<Tensor>) {
     let s = rm.scores(&pairs.sequences(rows));
     let b = rows.len() as i64;
-    let margin = pairs
+    (
+        s.narrow(0, 0, b),
+        s.narrow(0, b, b),
+        batch_margins(pairs, rows),
+    )
+}
+
+/// TRL's `margin` column of `rows`, when the data has one.
+fn batch_margins(pairs: &Pairs, rows: &[usize]) -> Option<Tensor> {
+    pairs
         .margins
         .as_ref()
-        .map(|m| Tensor::from_slice(&rows.iter().map(|&r| m[r]).collect::<Vec<_>>()));
-    (s.narrow(0, 0, b), s.narrow(0, b, b), margin)
+        .map(|m| Tensor::from_slice(&rows.iter().map(|&r| m[r]).collect::<Vec<_>>()))
 }
 
 /// Loss, accuracy and margin over every pair of `pairs`, without gradients.
@@ -265,13 +274,20 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
         .map(|p| read_pairs_with(p, &tokenizer, max, args.raw))
         .transpose()?;
     let rm = build_model(args, pad, &latest, resumed)?;
+    // Data-parallel under torchrun: every rank starts from rank 0's weights (the new score
+    // head's random init included) and reads its share of each step's pairs.
+    let dp = crate::dp::Dp::from_env(rm.policy.device())?.map(std::sync::Arc::new);
+    if let Some(d) = &dp {
+        reinforge_torch::dist::broadcast_parameters(&d.pg, &rm.policy.vs)?;
+    }
+    let writes = dp.as_ref().is_none_or(|d| d.rank() == 0);
     let center = args.center_rewards_coefficient;
     let before = heldout
         .as_ref()
         .filter(|_| !resumed)
         .map(|h| evaluate(&rm, h, args.batch_size, center))
         .transpose()?;
-    if let Some(b) = &before {
+    if let (Some(b), true) = (&before, writes) {
         write_json(&run.path("heldout_before.json"), b)?;
     }
     let state = if resumed {
@@ -299,6 +315,7 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
     if resumed {
         trainer.resume_optimizer(&run, &latest)?;
     }
+    trainer.dp = dp.clone();
     let plan = PhasePlan {
         steps: args.steps,
         checkpoint_every: args.checkpoint_every,
@@ -307,10 +324,18 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
     let end = trainer.run_phase(&run, &plan, |t| {
         let rows = step_rows(train.len(), args.batch_size, args.seed, t.state.step);
         t.opt.zero_grad();
-        let (c, r, m) = batch_scores(&rm, &train, &rows);
+        let dp = t.dp.clone();
+        let mut sides = Share::new(dp.as_deref(), rows.len()).read(&rows, 2, |local| {
+            let (c, r, _) = batch_scores(&rm, &train, local);
+            vec![c, r]
+        })?;
+        let (r, c) = (
+            sides.pop().unwrap_or_default(),
+            sides.pop().unwrap_or_default(),
+        );
+        let m = batch_margins(&train, &rows);
         let out = reward_loss(&c, &r, m.as_ref(), center)?;
-        out.loss.backward();
-        let g = t.opt.clip_and_step(args.max_grad_norm, args.lr);
+        let g = update(t, &out.loss, args.max_grad_norm, args.lr)?;
         Ok(RmLine {
             step: t.state.step,
             loss: out.loss.double_value(&[]),
@@ -328,6 +353,9 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
     }
     trainer.save(&run, "latest", true)?;
     let final_dir = trainer.save(&run, "final", false)?;
+    if !writes {
+        return Ok(());
+    }
     let after = heldout
         .as_ref()
         .map(|h| evaluate(&rm, h, args.batch_size, center))
