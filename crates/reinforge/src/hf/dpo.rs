@@ -241,9 +241,5 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
     };
     let report = serde_json::json!({"loss_type": args.loss_type, "beta": args.beta, "steps": common.steps,
                                     "heldout_before": before, "heldout_after": after});
-    if offline.writes() {
-        offline.write_json("report.json", &report)?;
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    }
-    Ok(())
+    offline.finish(&report)
 }

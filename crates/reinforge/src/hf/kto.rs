@@ -439,11 +439,7 @@ pub fn train(args: &TrainKtoArgs) -> Result<()> {
     let after = eval(&policy)?;
     let report = serde_json::json!({"loss_type": args.loss_type, "beta": args.beta, "steps": common.steps,
                                     "heldout_before": before, "heldout_after": after});
-    if offline.writes() {
-        offline.write_json("report.json", &report)?;
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    }
-    Ok(())
+    offline.finish(&report)
 }
 
 #[cfg(test)]

@@ -74,6 +74,15 @@ impl OfflineRun {
         self.dp.as_ref().is_none_or(|d| d.rank() == 0)
     }
 
+    /// Writes `report` to `report.json` and prints it (rank 0 only).
+    pub fn finish(&self, report: &serde_json::Value) -> Result<()> {
+        if self.writes() {
+            self.write_json("report.json", report)?;
+            println!("{}", serde_json::to_string_pretty(report)?);
+        }
+        Ok(())
+    }
+
     /// Writes `value` as JSON to `name` in the run directory (rank 0 only).
     pub fn write_json(&self, name: &str, value: &impl serde::Serialize) -> Result<()> {
         if self.writes() {

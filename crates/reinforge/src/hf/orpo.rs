@@ -205,9 +205,5 @@ pub fn train(args: &TrainOrpoArgs) -> Result<()> {
         .transpose()?;
     let report = serde_json::json!({"loss_type": "orpo", "beta": args.beta, "steps": common.steps,
                                     "heldout_before": before, "heldout_after": after});
-    if offline.writes() {
-        offline.write_json("report.json", &report)?;
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    }
-    Ok(())
+    offline.finish(&report)
 }
