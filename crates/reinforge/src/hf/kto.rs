@@ -128,7 +128,11 @@ pub fn read_unpaired(path: &Path, model: &LoadedModel, raw: bool) -> Result<Unpa
                     path.display()
                 );
             };
-            completion_ids(&model.tokenizer, &text)
+            let ids = completion_ids(&model.tokenizer, &text)?;
+            if ids.is_empty() {
+                bail!("{} row {row}: `{k}` is empty", path.display());
+            }
+            Ok(ids)
         };
         let p = super::encode_prompt(&model.tokenizer, &r.prompt, &style)?.1;
         let parsed = if r.extra.contains_key("completion") {
