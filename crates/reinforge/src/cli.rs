@@ -233,6 +233,19 @@ fn refuse_ranks(command: &str) -> Result<()> {
     Ok(())
 }
 
+/// A command's result as the exit code: 130 after Ctrl-C saved a checkpoint (the message says
+/// how to continue), as `reinforge train` exits.
+fn stopped_is_130(r: Result<()>) -> Result<ExitCode> {
+    match r {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.is::<crate::interrupt::Stopped>() => {
+            eprintln!("{e}");
+            Ok(ExitCode::from(130))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 pub fn main() -> Result<ExitCode> {
     let command = Cli::command().mut_subcommand("train", |c| {
         let help = format!(
@@ -282,10 +295,10 @@ pub fn main() -> Result<ExitCode> {
         }
         Command::Stats(args) => crate::tools::stats::run(&args).map(|()| ExitCode::SUCCESS),
         Command::RmEval(args) => crate::tools::rm_eval::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::TrainDpo(args) => crate::hf::dpo::train(&args).map(|()| ExitCode::SUCCESS),
-        Command::TrainOrpo(args) => crate::hf::orpo::train(&args).map(|()| ExitCode::SUCCESS),
-        Command::TrainKto(args) => crate::hf::kto::train(&args).map(|()| ExitCode::SUCCESS),
-        Command::TrainRm(args) => crate::hf::rm::train(&args).map(|()| ExitCode::SUCCESS),
+        Command::TrainDpo(args) => stopped_is_130(crate::hf::dpo::train(&args)),
+        Command::TrainOrpo(args) => stopped_is_130(crate::hf::orpo::train(&args)),
+        Command::TrainKto(args) => stopped_is_130(crate::hf::kto::train(&args)),
+        Command::TrainRm(args) => stopped_is_130(crate::hf::rm::train(&args)),
         Command::ScoreRm(args) => crate::hf::rm::score(&args).map(|()| ExitCode::SUCCESS),
         Command::Judge(args) => crate::hf::judge::run(&args).map(|()| ExitCode::SUCCESS),
         Command::TrainP2l(args) => crate::hf::p2l::train(&args).map(|()| ExitCode::SUCCESS),

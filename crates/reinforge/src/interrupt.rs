@@ -24,3 +24,27 @@ pub fn install() -> Result<()> {
     })
     .context("installing the Ctrl-C handler")
 }
+
+/// The error of a command stopped by Ctrl-C after saving `checkpoints/latest`: the binary
+/// exits 130 (as `reinforge train` does) with this message.
+#[derive(Debug)]
+pub struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "stopped after saving checkpoints/latest; run the same command again to continue",
+        )
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// Whether Ctrl-C was pressed on any rank of `dp` (every rank must call it at the same step,
+/// so all of them stop together); this process's flag without `dp`.
+pub fn interrupted_on_any(dp: Option<&crate::dp::Dp>) -> Result<bool> {
+    match dp {
+        Some(d) => Ok(d.sum(f64::from(u8::from(interrupted())))? > 0.0),
+        None => Ok(interrupted()),
+    }
+}

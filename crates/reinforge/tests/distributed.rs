@@ -389,3 +389,64 @@ fn ranks_reproduce_one_process_on_offline_preference_runs() {
         assert!(gap < 1e-4, "{cmd}: metrics differ by {gap}");
     }
 }
+
+/// Ctrl-C on one rank stops every rank at the same step (they agree before each step), with
+/// `checkpoints/latest` saved and exit code 130.
+#[test]
+fn ctrl_c_on_one_rank_stops_every_rank_at_the_same_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pairs: String = (0..20)
+        .map(|i| {
+            format!("{{\"prompt\": \"Q{i}?\", \"chosen\": \"Sure, I can help.\", \"rejected\": \"No.\"}}\n")
+        })
+        .collect();
+    std::fs::write(d.join("pairs.jsonl"), pairs).unwrap();
+    let model = root().join("fixtures/hf/models/llama");
+    let out = d.join("run");
+    let args: Vec<String> = [
+        "train-dpo",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        d.join("pairs.jsonl").to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--steps",
+        "100000",
+        "--threads",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r0 = rank(&args, 0, 2, port);
+    let r1 = rank(&args, 1, 2, port);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !out.join("metrics.jsonl").exists() || metrics(&out).len() < 3 {
+        assert!(Instant::now() < deadline, "no progress");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Command::new("kill")
+        .args(["-INT", &r1.id().to_string()])
+        .status()
+        .unwrap();
+    for (r, c) in [r0, r1].into_iter().enumerate() {
+        let o = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(130), "rank {r}: {err}");
+    }
+    assert!(out.join("checkpoints/latest").exists());
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("checkpoints/latest/trainer_state.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        state["step"].as_u64().unwrap() as usize,
+        metrics(&out).len()
+    );
+}

@@ -222,3 +222,44 @@ fn command(cmd: &str, model: &Path, dir: &Path, out: &Path, steps: &str) -> Vec<
         "1".into(),
     ]
 }
+
+/// Ctrl-C saves `checkpoints/latest` and exits 130; the same command continues the run with
+/// no step lost or repeated.
+#[test]
+fn ctrl_c_saves_and_the_same_command_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("train.jsonl"), pairs(48, 0)).unwrap();
+    std::fs::write(d.join("test.jsonl"), pairs(8, 100)).unwrap();
+    let out = d.join("run");
+    let child = Command::new(env!("CARGO_BIN_EXE_reinforge"))
+        .args(command("train-dpo", &fixture_model(), d, &out, "100000"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let file = out.join("metrics.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while std::fs::read_to_string(&file).map_or(0, |t| t.lines().count()) < 3 {
+        assert!(std::time::Instant::now() < deadline, "no progress");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("run the same command again"), "{err}");
+    let done = metrics(&out).len();
+    assert!(out.join("checkpoints/latest").exists(), "{err}");
+    let more = (done + 2).to_string();
+    run_ok(command("train-dpo", &fixture_model(), d, &out, &more));
+    let m = metrics(&out);
+    assert_eq!(m.len(), done + 2);
+    assert!(
+        m.iter().enumerate().all(|(i, x)| x["step"] == i),
+        "steps continue"
+    );
+}

@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use reinforge_torch::dist::{all_reduce_gradients, broadcast_parameters, DEFAULT_BUCKET_BYTES};
 use reinforge_torch::logprobs::{token_logprobs_with, Entropy};
@@ -191,6 +191,7 @@ impl OfflineArgs {
         std::fs::create_dir_all(dir.root.join("checkpoints"))
             .with_context(|| format!("creating {}", dir.root.display()))?;
         let dp = Dp::from_env(device)?.map(Arc::new);
+        crate::interrupt::install()?;
         if let Some(d) = dp.as_ref().filter(|d| d.rank() == 0) {
             eprintln!("data-parallel: {} ranks", d.world());
         }
@@ -253,7 +254,7 @@ impl OfflineArgs {
             step(t, &rows)
         })?;
         if end == PhaseEnd::Interrupted {
-            bail!("stopped; run the same command again to continue");
+            return Err(crate::interrupt::Stopped.into());
         }
         trainer.save(run, "latest", true)?;
         trainer.save(run, "final", false)?;

@@ -281,6 +281,7 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
         reinforge_torch::dist::broadcast_parameters(&d.pg, &rm.policy.vs)?;
     }
     let writes = dp.as_ref().is_none_or(|d| d.rank() == 0);
+    crate::interrupt::install()?;
     let center = args.center_rewards_coefficient;
     let before = heldout
         .as_ref()
@@ -349,7 +350,7 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
         })
     })?;
     if end == PhaseEnd::Interrupted {
-        bail!("stopped; run the same command again to continue");
+        return Err(crate::interrupt::Stopped.into());
     }
     trainer.save(&run, "latest", true)?;
     let final_dir = trainer.save(&run, "final", false)?;

@@ -17,7 +17,7 @@ use reinforge_torch::{AdamW, AdamWConfig, Policy};
 use serde::Serialize;
 
 use crate::critic::CriticState;
-use crate::interrupt::interrupted;
+use crate::interrupt::interrupted_on_any;
 use crate::progress;
 use crate::run_dir::RunDir;
 pub use state::{Phase, TrainerState};
@@ -205,7 +205,8 @@ impl<'a> Trainer<'a> {
             |t: &mut Self| *t.state.seconds_mut(phase) = base + start.elapsed().as_secs_f64();
         let mut nonfinite_run = 0;
         while self.state.step < plan.steps {
-            if interrupted() {
+            // Ranks agree on Ctrl-C, so they all save at the same step.
+            if interrupted_on_any(self.dp.as_deref())? {
                 clock(self);
                 self.save(run, "latest", true)?;
                 bar.abandon();
