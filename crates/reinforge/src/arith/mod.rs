@@ -179,7 +179,8 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
         eval_sft.pass_at_1,
         evaluate::pattern_line(&eval_sft)
     );
-    if crate::interrupt::interrupted() {
+    // Every rank takes the same branch (a Ctrl-C on one rank stops them all here).
+    if crate::interrupt::interrupted_on_any(dp.as_deref())? {
         return Ok(Outcome::Interrupted);
     }
     if let Some(d) = &dp {
