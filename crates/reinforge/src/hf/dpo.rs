@@ -216,11 +216,12 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
     let step = |t: &mut Trainer, rows: &[usize]| {
         let dp = t.dp.clone();
         let policy = t.policy;
-        let sides = Share::new(dp.as_deref(), rows.len()).read(rows, 2, |local| {
-            let lp = sequence_logps(policy, &train, local, pad);
-            let b = local.len() as i64;
-            vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
-        })?;
+        let sides =
+            Share::new(dp.as_deref(), rows.len(), policy.device()).read(rows, 2, |local| {
+                let lp = sequence_logps(policy, &train, local, pad);
+                let b = local.len() as i64;
+                vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
+            })?;
         let lp = Tensor::cat(&sides, 0);
         let view = batch_of(&lp, rows.len() as i64, &refs, &train, rows);
         let out = dpo_loss(&cfg, &view.view())?;

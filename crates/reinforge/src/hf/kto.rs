@@ -365,7 +365,7 @@ fn evaluate(
     let mut lines = vec![];
     for b in 0..data.blocks(batch) {
         let rows = data.block(batch, b);
-        let whole = Share::new(None, rows.len());
+        let whole = Share::new(None, rows.len(), policy.device());
         let out = block_loss(cfg, policy, data, &kl, refs, &rows, pad, &whole)?;
         lines.push(KtoLine::new(0, &out, 0.0, true));
     }
@@ -432,7 +432,7 @@ pub fn train(args: &TrainKtoArgs) -> Result<()> {
     let before = eval(&model.policy)?;
     let step = |t: &mut Trainer, rows: &[usize]| {
         let dp = t.dp.clone();
-        let share = Share::new(dp.as_deref(), rows.len());
+        let share = Share::new(dp.as_deref(), rows.len(), t.policy.device());
         let out = block_loss(&cfg, t.policy, &train, &kl, &refs, rows, pad, &share)?;
         let g = update(t, &out.loss, common.max_grad_norm, common.lr)?;
         Ok(KtoLine::new(t.state.step, &out, g.grad_norm, g.stepped))

@@ -97,12 +97,14 @@ impl OfflineRun {
 pub struct Share<'d> {
     dp: Option<&'d Dp>,
     n: usize,
+    /// Where the model's values live (a rank without rows contributes empty ones there).
+    device: reinforge_torch::Device,
 }
 
 impl<'d> Share<'d> {
-    /// The share of `n` rows of `dp`'s rank (all of them without `dp`).
-    pub fn new(dp: Option<&'d Dp>, n: usize) -> Self {
-        Self { dp, n }
+    /// The share of `n` rows of `dp`'s rank (all of them without `dp`), values on `device`.
+    pub fn new(dp: Option<&'d Dp>, n: usize, device: reinforge_torch::Device) -> Self {
+        Self { dp, n, device }
     }
 
     /// The rows of rank `r` of `w`.
@@ -160,7 +162,7 @@ impl Share<'_> {
         let local = &rows[self.local()];
         let values = if local.is_empty() {
             (0..parts)
-                .map(|_| Tensor::zeros([0], (Kind::Float, reinforge_torch::Device::Cpu)))
+                .map(|_| Tensor::zeros([0], (Kind::Float, self.device)))
                 .collect()
         } else {
             read(local)

@@ -191,7 +191,7 @@ pub fn train(args: &TrainOrpoArgs) -> Result<()> {
     let step = |t: &mut Trainer, rows: &[usize]| {
         let dp = t.dp.clone();
         let policy = t.policy;
-        let share = Share::new(dp.as_deref(), rows.len());
+        let share = Share::new(dp.as_deref(), rows.len(), policy.device());
         let tensors = OrpoTensors::read_shared(policy, &train, rows, pad, &share)?;
         let out = orpo_loss(args.beta, &tensors.view())?;
         let g = update(t, &out.loss, common.max_grad_norm, common.lr)?;

@@ -326,10 +326,11 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
         let rows = step_rows(train.len(), args.batch_size, args.seed, t.state.step);
         t.opt.zero_grad();
         let dp = t.dp.clone();
-        let mut sides = Share::new(dp.as_deref(), rows.len()).read(&rows, 2, |local| {
-            let (c, r, _) = batch_scores(&rm, &train, local);
-            vec![c, r]
-        })?;
+        let mut sides =
+            Share::new(dp.as_deref(), rows.len(), rm.policy.device()).read(&rows, 2, |local| {
+                let (c, r, _) = batch_scores(&rm, &train, local);
+                vec![c, r]
+            })?;
         let (r, c) = (
             sides.pop().unwrap_or_default(),
             sides.pop().unwrap_or_default(),
