@@ -313,17 +313,21 @@ fn ranks_reproduce_one_process_on_offline_preference_runs() {
     std::fs::write(d.join("pairs.jsonl"), pairs).unwrap();
     std::fs::write(d.join("rows.jsonl"), unpaired).unwrap();
     let model = root().join("fixtures/hf/models/llama");
-    for (cmd, data, extra) in [
+    // (command, data, batch size, more flags); a batch of 1 leaves rank 1 without rows.
+    for (cmd, data, batch, extra) in [
         (
             "train-dpo",
             "pairs.jsonl",
+            "5",
             &["--loss-type", "aot", "--label-smoothing", "0.1"][..],
         ),
-        ("train-orpo", "pairs.jsonl", &[][..]),
-        ("train-kto", "rows.jsonl", &[][..]),
+        ("train-dpo", "pairs.jsonl", "1", &[][..]),
+        ("train-orpo", "pairs.jsonl", "5", &[][..]),
+        ("train-kto", "rows.jsonl", "5", &[][..]),
         (
             "train-rm",
             "pairs.jsonl",
+            "5",
             &["--center-rewards-coefficient", "0.01"][..],
         ),
     ] {
@@ -339,7 +343,7 @@ fn ranks_reproduce_one_process_on_offline_preference_runs() {
                 "--steps",
                 "6",
                 "--batch-size",
-                "5",
+                batch,
                 "--lr",
                 "1e-2",
                 "--threads",
@@ -350,7 +354,7 @@ fn ranks_reproduce_one_process_on_offline_preference_runs() {
             a.extend(extra.iter().map(|s| s.to_string()));
             a
         };
-        let (one, two) = (format!("{cmd}-one"), format!("{cmd}-two"));
+        let (one, two) = (format!("{cmd}-{batch}-one"), format!("{cmd}-{batch}-two"));
         run_ok(&args(&one));
         run_ranks(&args(&two), 2);
         let (a, b) = (
