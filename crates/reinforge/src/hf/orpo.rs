@@ -33,6 +33,38 @@ pub struct TrainOrpoArgs {
     /// Weight of the odds-ratio term (TRL's ORPOConfig.beta, the paper's lambda).
     #[arg(long, default_value_t = 0.1, value_parser = crate::tools::positive)]
     pub beta: f64,
+    /// Whether every prompt starts with the tokenizer's BOS: `tokenizer` (as the tokenizer
+    /// and chat template produce it, like train-dpo and TRL's DPOTrainer) or `always` (prepend
+    /// it when missing, as TRL's ORPOTrainer.tokenize_row does).
+    #[arg(long, value_enum, default_value_t = PromptBos::Tokenizer)]
+    pub prompt_bos: PromptBos,
+}
+
+/// Where the frameworks disagree on a prompt's BOS (see `--prompt-bos`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptBos {
+    /// The prompt ids as the tokenizer (or chat template) gives them.
+    Tokenizer,
+    /// BOS prepended when the prompt does not start with it (TRL 1.16 ORPOTrainer).
+    Always,
+}
+
+/// Prepends `bos` to every prompt of `pairs` that lacks it; errors name the first pair that
+/// no longer fits the model's `max` positions.
+fn prepend_bos(pairs: &mut Pairs, bos: i64, max: usize) -> Result<()> {
+    for (i, p) in pairs.prompts.iter_mut().enumerate() {
+        if p.first() != Some(&bos) {
+            p.insert(0, bos);
+        }
+        let longest = p.len() + pairs.chosen[i].len().max(pairs.rejected[i].len());
+        if longest > max {
+            anyhow::bail!(
+                "pair {}: {longest} tokens with the BOS, more than the model's {max} positions",
+                i + 1
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The per-pair sums ORPO reads, from one forward pass.
@@ -182,7 +214,18 @@ pub fn train(args: &TrainOrpoArgs) -> Result<()> {
     let common = &args.common;
     let model = common.model.load()?;
     let pad = model.pad_id();
-    let (train, heldout) = common.read_data(|p| read_pairs(p, &model, common.raw))?;
+    let read = |path: &std::path::Path| -> Result<Pairs> {
+        let mut pairs = read_pairs(path, &model, common.raw)?;
+        if args.prompt_bos == PromptBos::Always {
+            let Some(bos) = model.tokenizer.bos_token_id() else {
+                anyhow::bail!("--prompt-bos always: the tokenizer has no BOS token");
+            };
+            prepend_bos(&mut pairs, i64::from(bos), model.max_positions())
+                .map_err(|e| e.context(path.display().to_string()))?;
+        }
+        Ok(pairs)
+    };
+    let (train, heldout) = common.read_data(read)?;
     let offline = common.start(model.policy.device())?;
     let before = heldout
         .as_ref()
@@ -206,4 +249,34 @@ pub fn train(args: &TrainOrpoArgs) -> Result<()> {
     let report = serde_json::json!({"loss_type": "orpo", "beta": args.beta, "steps": common.steps,
                                     "heldout_before": before, "heldout_after": after});
     offline.finish(&report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bos_is_prepended_once_and_overflow_names_the_pair() {
+        let mut pairs = Pairs {
+            prompts: vec![vec![1, 5], vec![7]],
+            chosen: vec![vec![9], vec![9, 9]],
+            rejected: vec![vec![8], vec![8]],
+            margins: None,
+        };
+        prepend_bos(&mut pairs, 1, 16).unwrap();
+        assert_eq!(pairs.prompts, vec![vec![1, 5], vec![1, 7]]);
+        let err = prepend_bos(
+            &mut Pairs {
+                prompts: vec![vec![7, 7]],
+                chosen: vec![vec![9]],
+                rejected: vec![vec![8]],
+                margins: None,
+            },
+            1,
+            3,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("pair 1") && err.contains("4 tokens"), "{err}");
+    }
 }
