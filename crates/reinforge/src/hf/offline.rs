@@ -1,7 +1,8 @@
 //! What the offline preference commands share (`train-dpo`, `train-orpo`, `train-kto`): their
 //! common arguments, and the run itself through the one trainer (resume from
 //! `checkpoints/latest`, Ctrl-C, `metrics.jsonl`, the final checkpoints). Each command brings
-//! its data, its loss and its step.
+//! its data, its loss and its step (`train-rm` has its own run but shares [`Share`] and
+//! [`update`]).
 //!
 //! Data-parallel (started by torchrun or any launcher that sets its variables): each rank
 //! reads its contiguous share of a step's rows through the model, the per-row values (summed
