@@ -153,8 +153,11 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     );
     let eval_sft_path = run.path("eval_sft.json");
     if let Some(d) = dp.as_ref().filter(|d| d.rank() != 0) {
-        // Rank 0 saved the SFT checkpoint and evaluates; the other ranks go on to RL with it.
-        d.barrier()?;
+        // Rank 0 saved the SFT checkpoint and evaluates; the other ranks wait for it, learn
+        // whether any rank was interrupted (this all-reduce is the wait), and go on to RL.
+        if crate::interrupt::interrupted_on_any(Some(d))? {
+            return Ok(Outcome::Interrupted);
+        }
         return rl_rank(cfg, run, &env, &mut trainer, &latest, device);
     }
     let eval_sft: EvalReport = if eval_sft_path.exists() {
@@ -179,12 +182,9 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
         eval_sft.pass_at_1,
         evaluate::pattern_line(&eval_sft)
     );
-    // Every rank takes the same branch (a Ctrl-C on one rank stops them all here).
+    // The other ranks wait in the same all-reduce, so a Ctrl-C on any rank stops all here.
     if crate::interrupt::interrupted_on_any(dp.as_deref())? {
         return Ok(Outcome::Interrupted);
-    }
-    if let Some(d) = &dp {
-        d.barrier()?;
     }
 
     // Stage 3: RL (PPO with a critic for the `gae` estimator).
