@@ -186,6 +186,15 @@ fn ranks_reproduce_one_process_on_a_lora_dataset_run() {
     assert!(metric_gap(&runs.join("one"), &runs.join("two")) < 1e-4);
 }
 
+/// A TCP port free on loopback now, for a job's rendezvous.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Starts rank `rank` of `world` of `args` (as torchrun would), stderr captured.
 fn rank(args: &[String], rank: usize, world: usize, port: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_reinforge"))
@@ -212,11 +221,7 @@ fn a_killed_rank_is_named_and_the_job_resumes() {
     ]
     .concat();
     let args = train_args(runs, "killed", &long);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let r0 = rank(&args, 0, 2, port);
     let mut r1 = rank(&args, 1, 2, port);
     let run: PathBuf = runs.join("killed");
@@ -265,11 +270,7 @@ fn a_killed_rank_is_named_and_the_job_resumes() {
 
 /// Runs `args` as `world` ranks (torchrun's variables) and waits for all; each must succeed.
 fn run_ranks(args: &[String], world: usize) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let children: Vec<Child> = (0..world).map(|r| rank(args, r, world, port)).collect();
     for (r, c) in children.into_iter().enumerate() {
         let out = c.wait_with_output().unwrap();
@@ -423,11 +424,7 @@ fn ctrl_c_on_one_rank_stops_every_rank_at_the_same_step() {
     ]
     .map(String::from)
     .to_vec();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let r0 = rank(&args, 0, 2, port);
     let r1 = rank(&args, 1, 2, port);
     let deadline = Instant::now() + Duration::from_secs(120);

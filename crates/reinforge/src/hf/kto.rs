@@ -235,11 +235,19 @@ fn logps_of(
 #[derive(Serialize, serde::Deserialize)]
 struct References {
     logps: Vec<f32>,
+    /// Empty for a loss without the KL term.
     kl_logps: Vec<f32>,
 }
 
 impl References {
-    fn compute(policy: &Policy, data: &Unpaired, kl: &[usize], batch: usize, pad: i64) -> Self {
+    /// Block by block; the KL completions only when `kl` is given (the loss reads them).
+    fn compute(
+        policy: &Policy,
+        data: &Unpaired,
+        kl: Option<&[usize]>,
+        batch: usize,
+        pad: i64,
+    ) -> Self {
         let _guard = reinforge_torch::tch::no_grad_guard();
         let mut out = Self {
             logps: vec![],
@@ -248,11 +256,13 @@ impl References {
         for b in 0..data.blocks(batch) {
             let rows = data.block(batch, b);
             let own = logps_of(policy, data, &rows, |r| r, pad);
-            let mismatched = logps_of(policy, data, &rows, |r| kl[r], pad);
             out.logps
                 .extend(Vec::<f32>::try_from(&own).unwrap_or_default());
-            out.kl_logps
-                .extend(Vec::<f32>::try_from(&mismatched).unwrap_or_default());
+            if let Some(kl) = kl {
+                let mismatched = logps_of(policy, data, &rows, |r| kl[r], pad);
+                out.kl_logps
+                    .extend(Vec::<f32>::try_from(&mismatched).unwrap_or_default());
+            }
         }
         out
     }
@@ -337,7 +347,7 @@ fn block_loss(
     let kl_logps = uses_kl.then(|| parts.pop()).flatten();
     let logps = parts.swap_remove(0);
     let ref_logps = References::of(&refs.logps, rows);
-    let ref_kl = References::of(&refs.kl_logps, rows);
+    let ref_kl = uses_kl.then(|| References::of(&refs.kl_logps, rows));
     let labels: Vec<bool> = rows.iter().map(|&r| data.labels[r]).collect();
     kto_loss(
         cfg,
@@ -345,7 +355,7 @@ fn block_loss(
             logps: &logps,
             ref_logps: &ref_logps,
             labels: &labels,
-            kl: kl_logps.as_ref().map(|k| (k, &ref_kl)),
+            kl: kl_logps.as_ref().zip(ref_kl.as_ref()),
         },
     )
 }
@@ -407,21 +417,30 @@ pub fn train(args: &TrainKtoArgs) -> Result<()> {
     let refs: References = if refs_path.exists() {
         read_json(&refs_path)?
     } else {
-        let r = References::compute(&model.policy, &train, &kl, common.batch_size, pad);
+        let kl = cfg.loss_type.uses_kl().then_some(kl.as_slice());
+        let r = References::compute(&model.policy, &train, kl, common.batch_size, pad);
         offline.write_json("reference_logps.json", &r)?;
         r
     };
-    if refs.logps.len() != train.len() {
+    let kl_rows = if cfg.loss_type.uses_kl() {
+        train.len()
+    } else {
+        refs.kl_logps.len()
+    };
+    if refs.logps.len() != train.len() || refs.kl_logps.len() != kl_rows {
         bail!(
-            "{}: {} reference rows for {} training rows; the data changed since the run started",
+            "{}: {} reference rows ({} KL rows) for {} training rows; the data or --loss-type \
+             changed since the run started",
             refs_path.display(),
             refs.logps.len(),
+            refs.kl_logps.len(),
             train.len()
         );
     }
     let heldout_refs = heldout.as_ref().map(|h| {
         let kl = h.kl_completions(common.batch_size);
-        References::compute(&model.policy, h, &kl, common.batch_size, pad)
+        let kl = cfg.loss_type.uses_kl().then_some(kl.as_slice());
+        References::compute(&model.policy, h, kl, common.batch_size, pad)
     });
     let eval = |policy: &Policy| -> Result<Option<Value>> {
         match (&heldout, &heldout_refs) {
