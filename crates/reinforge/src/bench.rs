@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use reinforge_torch::runtime::{parse_device, set_threads, threads};
+use reinforge_torch::runtime::{resolve_device, set_threads, threads};
 use reinforge_torch::Policy;
 use serde::Serialize;
 
@@ -64,7 +64,7 @@ pub fn run(
     if iterations == 0 {
         bail!("--iterations must be at least 1");
     }
-    let device = parse_device(&cfg.device)?;
+    let device = resolve_device(&cfg.device, "config key `device`")?;
     set_threads(cfg.threads);
     let mut grpo_cfg = cfg.grpo.clone();
     // Fixed shapes compare the same arithmetic on both sides: every row is run, even though a

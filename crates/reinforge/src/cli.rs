@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use reinforge_torch::runtime::{parse_device, set_threads};
+use reinforge_torch::runtime::{resolve_device, set_threads};
 use reinforge_torch::Policy;
 
 use crate::arith::evaluate::{evaluate_checkpoint, pattern_line};
@@ -329,6 +329,7 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
         None => {
             let cfg = TrainConfig::resolve(args.config.as_deref(), &args.set)?;
             cfg.validate_arith()?;
+            check_device(&cfg)?;
             (RunDir::create(&cfg)?, cfg)
         }
     };
@@ -372,6 +373,7 @@ fn train_on_data(
             .map_or("model".into(), |n| n.to_string_lossy().into_owned());
         cfg.name = Some(format!("{stem}-seed{}", cfg.seed));
     }
+    check_device(&cfg)?;
     let run = RunDir::create_data_run(&cfg)?;
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
@@ -398,6 +400,12 @@ fn train_on_data(
         },
     };
     data_outcome(crate::hf::train::run(&cfg, &spec, &run)?, &run)
+}
+
+/// Checks the run's device before a run directory is created: a run that cannot start leaves
+/// nothing behind. The run itself resolves the same value again when it builds its models.
+fn check_device(cfg: &TrainConfig) -> Result<()> {
+    resolve_device(&cfg.device, "config key `device`").map(drop)
 }
 
 /// `reinforge train --resume DIR` of a dataset run: its config.toml and data_run.json.
@@ -441,7 +449,10 @@ fn run_config_of(checkpoint: &Path) -> Result<TrainConfig> {
 
 fn eval(args: EvalArgs) -> Result<ExitCode> {
     let run_cfg = run_config_of(&args.checkpoint)?;
-    let device = parse_device(args.device.as_deref().unwrap_or(&run_cfg.device))?;
+    let device = match &args.device {
+        Some(d) => resolve_device(d, "--device")?,
+        None => resolve_device(&run_cfg.device, "the run's config key `device`")?,
+    };
     set_threads(run_cfg.threads);
     let cfg = EvalConfig {
         problems: args.problems.unwrap_or(run_cfg.eval.problems),

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use reinforge_tasks::Split;
-use reinforge_torch::runtime::{parse_device, set_threads};
+use reinforge_torch::runtime::{resolve_device, set_threads};
 use reinforge_torch::Policy;
 
 use self::env::ArithEnv;
@@ -60,7 +60,7 @@ fn check_model_fits(cfg: &TrainConfig, env: &ArithEnv) -> Result<()> {
 
 /// Runs (or continues) the whole pipeline in `run`.
 pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
-    let device = parse_device(&cfg.device)?;
+    let device = resolve_device(&cfg.device, "config key `device`")?;
     set_threads(cfg.threads);
     let env = ArithEnv::new(cfg.task.digits)
         .with_attempts(cfg.task.attempts, cfg.grpo.max_completion_length);

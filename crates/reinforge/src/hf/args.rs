@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use reinforge_tasks::{DataColumns, PromptFormat};
 use reinforge_torch::checkpoint::LoadOptions;
-use reinforge_torch::runtime::parse_device;
+use reinforge_torch::runtime::resolve_device;
 use reinforge_torch::Kind;
 
 use super::{LoadedModel, PromptStyle};
@@ -33,7 +33,7 @@ pub struct ModelArgs {
 impl ModelArgs {
     /// The load options these arguments describe.
     pub fn load_options(&self) -> Result<LoadOptions> {
-        let mut opts = LoadOptions::for_device(parse_device(&self.device)?);
+        let mut opts = LoadOptions::for_device(resolve_device(&self.device, "--device")?);
         if let Some(d) = &self.dtype {
             opts.kind = parse_dtype(d)?;
         }

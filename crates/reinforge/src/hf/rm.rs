@@ -240,6 +240,8 @@ fn build_model(args: &TrainRmArgs, pad: i64, latest: &Path, resumed: bool) -> Re
 
 /// Runs `train-rm`.
 pub fn train(args: &TrainRmArgs) -> Result<()> {
+    // The device is checked before the output directory exists.
+    args.model.load_options()?;
     let run = RunDir {
         root: args.output.clone(),
     };
@@ -387,6 +389,9 @@ pub struct ScoreRmArgs {
     /// A *ForSequenceClassification checkpoint with one label and its tokenizer.
     #[arg(long, value_name = "DIR")]
     pub model: PathBuf,
+    /// cpu, cuda or cuda:N (the model runs in float32).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
     #[arg(long, value_name = "FILE")]
     pub data: PathBuf,
     /// Output jsonl (default: stdout).
@@ -408,7 +413,8 @@ pub struct ScoreRmArgs {
 
 /// Runs `score-rm`.
 pub fn score(args: &ScoreRmArgs) -> Result<()> {
-    let rm = RewardModel::load(&args.model, &LoadOptions::f32(reinforge_torch::Device::Cpu))
+    let device = reinforge_torch::runtime::resolve_device(&args.device, "--device")?;
+    let rm = RewardModel::load(&args.model, &LoadOptions::f32(device))
         .with_context(|| format!("loading the reward model in {}", args.model.display()))?;
     let tokenizer = HfTokenizer::from_dir(&args.model)
         .with_context(|| format!("loading the tokenizer in {}", args.model.display()))?;

@@ -51,7 +51,10 @@ pub fn run(cmd: &ServeCommand) -> Result<()> {
     if let Some(n) = cmd.threads {
         reinforge_torch::runtime::set_threads(n);
     }
-    let mut opts = LoadOptions::for_device(reinforge_torch::runtime::parse_device(&cmd.device)?);
+    let mut opts = LoadOptions::for_device(reinforge_torch::runtime::resolve_device(
+        &cmd.device,
+        "--device",
+    )?);
     if let Some(d) = &cmd.dtype {
         opts.kind = parse_dtype(d)?;
     }

@@ -14,7 +14,7 @@ use reinforge_hf::HfTokenizer;
 use reinforge_reward::{Reward, RewardSpec, Sample};
 use reinforge_sandbox::{Limits, Sandbox};
 use reinforge_tasks::{read_records, DataColumns, PromptFormat, PromptRecord};
-use reinforge_torch::runtime::{parse_device, set_threads};
+use reinforge_torch::runtime::{resolve_device, set_threads};
 use reinforge_torch::{copy_aux_files, generate, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
 
@@ -423,7 +423,7 @@ pub fn is_data_run(run: &RunDir) -> bool {
 /// resumed run repeats an uninterrupted one. `grpo.algorithm = ppo` trains a critic created
 /// from the loaded model, saved and resumed with it.
 pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcome> {
-    let device = parse_device(&cfg.device)?;
+    let device = resolve_device(&cfg.device, "config key `device`")?;
     set_threads(cfg.threads);
     // One rank of a data-parallel job (torchrun's variables): rank 0 writes the run's files.
     let dp = crate::dp::Dp::from_env(device)?.map(std::sync::Arc::new);
