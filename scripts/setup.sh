@@ -12,7 +12,7 @@ TORCH_VERSION="2.11.0"
 PYTHON="${PYTHON:-python3}"
 venv="$root/.venv"
 # Bump the suffix when the installed packages change, so existing environments update.
-stamp="$venv/.reinforge-setup-torch$TORCH_VERSION-5"
+stamp="$venv/.reinforge-setup-torch$TORCH_VERSION-6"
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "error: cargo not found; install a Rust toolchain (rustup) first" >&2
@@ -31,9 +31,13 @@ if [ ! -f "$stamp" ]; then
   # must load back in them); gguf lets transformers convert the real model (scripts/real_model.sh)
   # and reasoning-gym generates the real tasks (scripts/reasoning_gym_data.py); the official
   # openai client checks `reinforge serve --model` (scripts/clients/openai_policy_client.py).
-  # The product never imports Python.
+  # The product never imports Python. nvidia-cuda-crt and nvidia-cuda-cccl are CUDA 13.0's
+  # header-only packages (the torch wheel's runtime package lacks crt/ and nv/target), which
+  # reinforge-torch's build.rs needs to compile NCCL's process group; on a machine without the
+  # CUDA wheel they are harmless headers.
   "$venv/bin/pip" install --disable-pip-version-check --no-cache-dir -q "torch==$TORCH_VERSION" numpy safetensors \
-    "transformers==5.23.0" "peft==0.21.2" "gguf==0.19.0" "reasoning-gym==0.1.25" "openai==3.51.0"
+    "transformers==5.23.0" "peft==0.21.2" "gguf==0.19.0" "reasoning-gym==0.1.25" "openai==3.51.0" \
+    "nvidia-cuda-crt==13.0.88" "nvidia-cuda-cccl==13.0.85"
   touch "$stamp"
 fi
 

@@ -3,7 +3,10 @@
 //! with distributed training reporting how to enable it. libtorch ships c10d's headers and
 //! symbols but not Gloo's headers, which `ProcessGroupGloo.hpp` includes: scripts/setup.sh
 //! unpacks Debian's libgloo-dev into .venv/gloo (headers only; the code is libtorch's).
-//! NCCL is compiled in with `REINFORGE_NCCL=1` when CUDA's and NCCL's headers are present.
+//! NCCL is compiled in whenever the libtorch has its CUDA backend (`lib/libtorch_cuda.so`) and
+//! CUDA's and NCCL's headers are found: the torch wheel's own `nvidia/cu13/include` and
+//! `nvidia/nccl/include` beside it, or `CUDA_HOME`/`NCCL_HOME`. `REINFORGE_NCCL=0` leaves it out
+//! (`REINFORGE_NCCL=1` makes missing headers an error). It sets `cfg(reinforge_nccl)`.
 //!
 //! Also compiles csrc/optim_shim.cpp (libtorch's fused AdamW kernel, which tch does not bind)
 //! whenever libtorch's headers are there, and sets `cfg(reinforge_fused_adamw)`; without it
@@ -14,6 +17,7 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(reinforge_c10d)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_fused_adamw)");
+    println!("cargo:rustc-check-cfg=cfg(reinforge_nccl)");
     println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/optim_shim.cpp");
     for var in [
@@ -21,6 +25,7 @@ fn main() {
         "REINFORGE_GLOO_INCLUDE",
         "REINFORGE_NCCL",
         "CUDA_HOME",
+        "NCCL_HOME",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -53,17 +58,87 @@ fn main() {
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-deprecated-declarations")
         .warnings(false);
-    if std::env::var("REINFORGE_NCCL").as_deref() == Ok("1") {
-        let cuda = std::env::var_os("CUDA_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/usr/local/cuda"));
+    let nccl = nccl_includes(&libtorch);
+    if let Some(dirs) = &nccl {
         build
             .define("USE_C10D_NCCL", None)
-            .define("REINFORGE_NCCL", None)
-            .include(cuda.join("include"));
+            .define("REINFORGE_NCCL", None);
+        for d in dirs {
+            build.include(d);
+        }
     }
     build.compile("reinforge_c10d");
     println!("cargo:rustc-cfg=reinforge_c10d");
+    if nccl.is_some() {
+        println!("cargo:rustc-cfg=reinforge_nccl");
+    }
+}
+
+/// The include directories NCCL's process group needs (CUDA runtime and NCCL headers), when
+/// NCCL is to be compiled: libtorch has its CUDA backend and both headers are found, unless
+/// `REINFORGE_NCCL=0`. With `REINFORGE_NCCL=1`, missing pieces stop the build.
+fn nccl_includes(libtorch: &Path) -> Option<Vec<PathBuf>> {
+    let wanted = std::env::var("REINFORGE_NCCL").ok();
+    if wanted.as_deref() == Some("0") {
+        return None;
+    }
+    let required = wanted.as_deref() == Some("1");
+    let found = nccl_headers(libtorch);
+    if found.is_none() && required {
+        panic!(
+            "REINFORGE_NCCL=1 but libtorch's CUDA backend ({}) or the CUDA/NCCL headers \
+             (cuda_runtime_api.h, nccl.h; CUDA_HOME, NCCL_HOME or the torch wheel's nvidia/) \
+             were not found",
+            libtorch.join("lib/libtorch_cuda.so").display()
+        );
+    }
+    if found.is_none() && libtorch.join("lib/libtorch_cuda.so").is_file() {
+        println!("cargo:warning=CUDA/NCCL headers not found: building without NCCL");
+    }
+    found
+}
+
+/// `[cuda, nccl]` include directories when libtorch has CUDA and the headers exist.
+fn nccl_headers(libtorch: &Path) -> Option<Vec<PathBuf>> {
+    if !libtorch.join("lib/libtorch_cuda.so").is_file() {
+        return None;
+    }
+    // The wheel's NVIDIA packages sit beside torch/ in site-packages (LIBTORCH is a symlink
+    // to site-packages/torch; canonicalize to reach its real parent).
+    let site = std::fs::canonicalize(libtorch)
+        .ok()
+        .and_then(|t| t.parent().map(|p| p.join("nvidia")));
+    let env_dir = |var: &str| std::env::var_os(var).map(|v| PathBuf::from(v).join("include"));
+    let first = |header: &str, candidates: Vec<Option<PathBuf>>| {
+        candidates
+            .into_iter()
+            .flatten()
+            .find(|d| d.join(header).is_file())
+    };
+    let cuda = first(
+        "cuda_runtime_api.h",
+        vec![
+            env_dir("CUDA_HOME"),
+            site.as_ref().map(|s| s.join("cu13/include")),
+            site.as_ref().map(|s| s.join("cuda_runtime/include")),
+            Some(PathBuf::from("/usr/local/cuda/include")),
+        ],
+    )?;
+    let nccl = first(
+        "nccl.h",
+        vec![
+            env_dir("NCCL_HOME"),
+            site.as_ref().map(|s| s.join("nccl/include")),
+            Some(cuda.clone()),
+            Some(PathBuf::from("/usr/include")),
+        ],
+    )?;
+    // The runtime package ships no `crt/` and no CCCL (`nv/target`); scripts/setup.sh adds the
+    // header-only nvidia-cuda-crt and nvidia-cuda-cccl of the wheel's CUDA into the same dir.
+    if !cuda.join("crt/host_config.h").is_file() || !cuda.join("nv/target").is_file() {
+        return None;
+    }
+    Some(vec![cuda, nccl])
 }
 
 /// Compiles the fused-AdamW shim when libtorch's headers are present.

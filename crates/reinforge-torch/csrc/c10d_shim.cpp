@@ -93,8 +93,8 @@ void* rf_c10d_new(const char* backend, const char* master_addr, int port, int ra
       pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, o);
 #else
       throw std::runtime_error(
-          "this build has no NCCL: rebuild reinforge-torch with CUDA and NCCL headers "
-          "(REINFORGE_NCCL=1, see docs/distributed.md)");
+          "this build has no NCCL: it is compiled when libtorch has CUDA and CUDA's and NCCL's "
+          "headers are found (scripts/setup.sh installs them; see docs/distributed.md)");
 #endif
     } else {
       throw std::runtime_error("unknown backend `" + name + "` (gloo or nccl)");

@@ -75,7 +75,7 @@ impl DistEnv {
 pub enum Backend {
     /// CPU tensors (libtorch's Gloo).
     Gloo,
-    /// CUDA tensors (libtorch's NCCL; built only with `REINFORGE_NCCL=1`, untested).
+    /// CUDA tensors (libtorch's NCCL; compiled whenever libtorch has CUDA, see [`nccl_available`]).
     Nccl,
 }
 
@@ -99,6 +99,13 @@ pub enum ReduceOp {
 /// Whether this build has the c10d shim (Gloo's headers were found at build time).
 pub fn available() -> bool {
     cfg!(reinforge_c10d)
+}
+
+/// Whether NCCL's process group is compiled in: build.rs does so whenever the libtorch has its
+/// CUDA backend and CUDA's and NCCL's headers are present (the torch wheel's, with
+/// scripts/setup.sh's header packages).
+pub fn nccl_available() -> bool {
+    cfg!(reinforge_nccl)
 }
 
 #[cfg(reinforge_c10d)]

@@ -145,3 +145,39 @@ fn a_dead_rank_is_named_within_the_timeout() {
         start.elapsed()
     );
 }
+
+/// NCCL is compiled wherever the project's libtorch has CUDA (scripts/setup.sh installs the
+/// headers), and where no GPU is, joining an NCCL group is an error naming NCCL, not an abort
+/// inside libtorch.
+#[test]
+fn nccl_is_compiled_with_cuda_and_refuses_cleanly_without_a_gpu() {
+    let venv_cuda = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.venv/libtorch/lib/libtorch_cuda.so")
+        .exists();
+    if dist::available() && venv_cuda && std::env::var("REINFORGE_NCCL").as_deref() != Ok("0") {
+        assert!(
+            dist::nccl_available(),
+            "libtorch has CUDA but NCCL was not compiled"
+        );
+    }
+    if !dist::available() || reinforge_torch::tch::Cuda::is_available() {
+        return;
+    }
+    let env = DistEnv {
+        rank: 0,
+        world: 1,
+        local_rank: 0,
+        master_addr: "127.0.0.1".into(),
+        master_port: free_port(),
+    };
+    let err = ProcessGroup::init(&env, Backend::Nccl, Duration::from_secs(20))
+        .err()
+        .expect("an NCCL group without a GPU")
+        .to_string();
+    assert!(err.contains("nccl"), "{err}");
+    if dist::nccl_available() {
+        assert!(err.to_lowercase().contains("gpu"), "{err}");
+    } else {
+        assert!(err.contains("no NCCL"), "{err}");
+    }
+}
