@@ -8,7 +8,8 @@
 //! `nvidia/nccl/include` beside it, or `CUDA_HOME`/`NCCL_HOME`. `REINFORGE_NCCL=0` leaves it out
 //! (`REINFORGE_NCCL=1` makes missing headers an error). It sets `cfg(reinforge_nccl)`.
 //!
-//! Also compiles csrc/optim_shim.cpp (libtorch's fused AdamW kernel, which tch does not bind)
+//! Also compiles csrc/autocast_shim.cpp (`at::autocast` per device type, `cfg(reinforge_autocast)`)
+//! and csrc/optim_shim.cpp (libtorch's fused AdamW kernel, which tch does not bind)
 //! whenever libtorch's headers are there, and sets `cfg(reinforge_fused_adamw)`; without it
 //! the optimizer uses the tch expression of the same update.
 
@@ -18,6 +19,8 @@ fn main() {
     println!("cargo:rustc-check-cfg=cfg(reinforge_c10d)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_fused_adamw)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_nccl)");
+    println!("cargo:rustc-check-cfg=cfg(reinforge_autocast)");
+    println!("cargo:rerun-if-changed=csrc/autocast_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/optim_shim.cpp");
     for var in [
@@ -141,7 +144,7 @@ fn nccl_headers(libtorch: &Path) -> Option<Vec<PathBuf>> {
     Some(vec![cuda, nccl])
 }
 
-/// Compiles the fused-AdamW shim when libtorch's headers are present.
+/// Compiles the fused-AdamW and autocast shims when libtorch's headers are present.
 fn compile_optim_shim(libtorch: &Path) {
     let include = libtorch.join("include");
     if !include.join("ATen/ATen.h").is_file() {
@@ -159,6 +162,14 @@ fn compile_optim_shim(libtorch: &Path) {
         .warnings(false)
         .compile("reinforge_optim");
     println!("cargo:rustc-cfg=reinforge_fused_adamw");
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("csrc/autocast_shim.cpp")
+        .include(&include)
+        .warnings(false)
+        .compile("reinforge_autocast");
+    println!("cargo:rustc-cfg=reinforge_autocast");
 }
 
 /// Where `gloo/context.h` is: `REINFORGE_GLOO_INCLUDE`, the project's .venv/gloo (next to

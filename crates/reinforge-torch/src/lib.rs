@@ -20,6 +20,7 @@ pub mod optim;
 pub mod p2l;
 pub mod pack;
 pub mod policy;
+pub mod precision;
 pub mod reward_model;
 pub mod runtime;
 pub mod sampling;

@@ -98,7 +98,16 @@ impl RmsNorm {
 
     fn forward(&self, x: &Tensor) -> Tensor {
         let size = self.w.size();
-        x.rms_norm(size.as_slice(), Some(&self.w), self.eps)
+        if x.kind() == self.w.kind() {
+            return x.rms_norm(size.as_slice(), Some(&self.w), self.eps);
+        }
+        // A low-precision input with float32 weights (bf16 autocast: Qwen3's q/k norms read
+        // bf16 projections): transformers' `LlamaRMSNorm` normalises in float32, rounds back
+        // to the input's dtype, then scales by the float32 weight (a float32 result).
+        x.to_kind(Kind::Float)
+            .rms_norm(size.as_slice(), None::<Tensor>, self.eps)
+            .to_kind(x.kind())
+            * &self.w
     }
 }
 
@@ -455,7 +464,13 @@ impl Transformer {
 
     /// Final hidden states `[B, T, H]` (after the last RMSNorm) for the tokens of `input`:
     /// what the LM head and value heads (PPO critics, reward models) read.
-    pub fn hidden(&self, input: &ForwardInput, mut cache: Option<&mut KvCache>) -> Tensor {
+    /// Under bf16 mixed precision ([`crate::precision`]) the forward runs in an autocast
+    /// region; the residual stream and the result stay float32.
+    pub fn hidden(&self, input: &ForwardInput, cache: Option<&mut KvCache>) -> Tensor {
+        crate::precision::autocast(self.embed.device(), || self.hidden_inner(input, cache))
+    }
+
+    fn hidden_inner(&self, input: &ForwardInput, mut cache: Option<&mut KvCache>) -> Tensor {
         let t = input.ids.size()[1];
         let past = cache.as_ref().map_or(0, |c| c.len());
         // transformers' `nn.Embedding(..., padding_idx=config.pad_token_id)`: the pad token's
@@ -495,9 +510,12 @@ impl Transformer {
         self.cfg.pad_token_id = pad;
     }
 
-    /// Logits `[.., V]` of final hidden states `[.., H]` (the LM head, tied or not).
+    /// Logits `[.., V]` of final hidden states `[.., H]` (the LM head, tied or not); bfloat16
+    /// under bf16 mixed precision, as transformers' head under autocast (readers cast).
     pub fn logits(&self, hidden: &Tensor) -> Tensor {
-        hidden.linear::<Tensor>(self.head.as_ref().unwrap_or(&self.embed), None)
+        crate::precision::autocast(self.embed.device(), || {
+            hidden.linear::<Tensor>(self.head.as_ref().unwrap_or(&self.embed), None)
+        })
     }
 }
 

@@ -65,6 +65,7 @@ pub fn run(
         bail!("--iterations must be at least 1");
     }
     let device = resolve_device(&cfg.device, "config key `device`")?;
+    reinforge_torch::precision::set_bf16(cfg.bf16)?;
     set_threads(cfg.threads);
     let mut grpo_cfg = cfg.grpo.clone();
     // Fixed shapes compare the same arithmetic on both sides: every row is run, even though a

@@ -25,8 +25,13 @@ pub struct TrainConfig {
     pub runs_dir: String,
     /// Run name (default: `default-seed<seed>`).
     pub name: Option<String>,
-    /// `cpu`, `cuda` or `cuda:N`.
+    /// `cpu`, `cuda` or `cuda:N` (under torchrun a bare `cuda` means `cuda:LOCAL_RANK`).
     pub device: String,
+    /// Mixed precision as TRL's `bf16 = True`: float32 weights, gradients and optimizer state;
+    /// model forwards under bfloat16 autocast; log-probs, losses and advantages in float32
+    /// (`reinforge_torch::precision`, docs/gpu.md). Meant for CUDA; on CPU it measures the policy.
+    #[serde(default)]
+    pub bf16: bool,
     /// CPU threads for libtorch intra-op parallelism (0 = libtorch's default, one per core).
     /// The default 1 is fastest for the tiny default model: its ops are too small to split,
     /// and OpenMP threads spin badly when the cores are shared.
@@ -239,6 +244,7 @@ impl Default for TrainConfig {
             runs_dir: "runs".into(),
             name: None,
             device: "cpu".into(),
+            bf16: false,
             threads: 1,
             max_nonfinite_steps: five(),
             zero_stage: 0,

@@ -61,6 +61,7 @@ fn check_model_fits(cfg: &TrainConfig, env: &ArithEnv) -> Result<()> {
 /// Runs (or continues) the whole pipeline in `run`.
 pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     let device = resolve_device(&cfg.device, "config key `device`")?;
+    reinforge_torch::precision::set_bf16(cfg.bf16)?;
     set_threads(cfg.threads);
     let env = ArithEnv::new(cfg.task.digits)
         .with_attempts(cfg.task.attempts, cfg.grpo.max_completion_length);

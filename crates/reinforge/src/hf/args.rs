@@ -25,6 +25,10 @@ pub struct ModelArgs {
     /// Compute dtype: f32, bf16 or f16 (default: f32 on CPU, bf16 on CUDA).
     #[arg(long, value_parser = ["f32", "float32", "float", "bf16", "bfloat16", "f16", "float16", "half"])]
     pub dtype: Option<String>,
+    /// Float32 weights with bfloat16 autocast: the training precision (`bf16 = true`, as TRL's
+    /// `bf16=True`), unlike `--dtype bf16`, which converts the weights (as vLLM's `--dtype`).
+    #[arg(long, conflicts_with = "dtype")]
+    pub autocast_bf16: bool,
     /// CPU threads of libtorch (default: libtorch's own choice, usually one per core).
     #[arg(long, value_parser = count)]
     pub threads: Option<usize>,
@@ -36,6 +40,10 @@ impl ModelArgs {
         let mut opts = LoadOptions::for_device(resolve_device(&self.device, "--device")?);
         if let Some(d) = &self.dtype {
             opts.kind = parse_dtype(d)?;
+        }
+        if self.autocast_bf16 {
+            opts.kind = Kind::Float;
+            reinforge_torch::precision::set_bf16(true)?;
         }
         Ok(opts)
     }

@@ -424,6 +424,7 @@ pub fn is_data_run(run: &RunDir) -> bool {
 /// from the loaded model, saved and resumed with it.
 pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcome> {
     let device = resolve_device(&cfg.device, "config key `device`")?;
+    reinforge_torch::precision::set_bf16(cfg.bf16)?;
     set_threads(cfg.threads);
     // One rank of a data-parallel job (torchrun's variables): rank 0 writes the run's files.
     let dp = crate::dp::Dp::from_env(device)?.map(std::sync::Arc::new);
