@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use tch::Tensor;
+use tch::{Device, Tensor};
 
 /// Where a process sits in a job, from torchrun's environment variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,6 +293,9 @@ pub struct ProcessGroup {
     handle: Arc<Handle>,
     rank: usize,
     world: usize,
+    /// Where the backend moves data: NCCL only moves CUDA tensors (this rank's GPU), Gloo
+    /// moves CPU tensors (`None`: use tensors where they are).
+    staging: Option<Device>,
     stop: Arc<AtomicBool>,
     heartbeat: Option<std::thread::JoinHandle<()>>,
 }
@@ -350,6 +353,10 @@ impl ProcessGroup {
             handle,
             rank: env.rank,
             world: env.world,
+            staging: match backend {
+                Backend::Nccl => Some(Device::Cuda(env.local_rank)),
+                Backend::Gloo => None,
+            },
             stop,
             heartbeat: Some(heartbeat),
         })
@@ -390,31 +397,53 @@ impl ProcessGroup {
         Ok(())
     }
 
+    /// `t` where the backend can move it, and whether that is a copy to write back. A step's
+    /// host values (counts, per-row sums read back as numbers) cross NCCL through the GPU: one
+    /// small copy each way, named here rather than at every caller.
+    fn staged(&self, t: &Tensor) -> (Tensor, bool) {
+        match self.staging {
+            Some(d) if t.device() != d => (t.to_device(d), true),
+            _ => (t.shallow_clone(), false),
+        }
+    }
+
     /// In-place all-reduce of one tensor.
     fn all_reduce_one(&self, t: &Tensor, op: ReduceOp) -> Result<()> {
-        let mut owned = t.shallow_clone();
+        let (mut owned, copied) = self.staged(t);
         let mut ptrs: Vec<*mut c_void> = vec![owned.as_mut_ptr().cast()];
         self.check("all_reduce", |err, len| {
             // SAFETY: `ptrs` holds a live at::Tensor handle owned by `owned`.
             unsafe { rf_c10d_all_reduce(self.handle.0, ptrs.as_mut_ptr(), 1, op as i32, err, len) }
-        })
+        })?;
+        if copied {
+            t.detach().copy_(&owned);
+        }
+        Ok(())
     }
 
     /// In-place broadcast of `t` from rank `root`.
     pub fn broadcast(&self, t: &Tensor, root: usize) -> Result<()> {
-        let mut owned = t.shallow_clone();
+        let (mut owned, copied) = self.staged(t);
         let p = owned.as_mut_ptr().cast();
         self.check("broadcast", |err, len| {
             // SAFETY: `p` is a live at::Tensor handle held by `owned`.
             unsafe { rf_c10d_broadcast(self.handle.0, p, root as i32, err, len) }
-        })
+        })?;
+        if copied {
+            tch::no_grad(|| t.detach().copy_(&owned));
+        }
+        Ok(())
     }
 
     /// Every rank's `t`, in rank order (same shape on every rank).
     pub fn all_gather(&self, t: &Tensor) -> Result<Vec<Tensor>> {
-        let outs: Vec<Tensor> = (0..self.world).map(|_| t.empty_like()).collect();
-        self.all_gather_into(t, &outs)?;
-        Ok(outs)
+        let (input, copied) = self.staged(t);
+        let outs: Vec<Tensor> = (0..self.world).map(|_| input.empty_like()).collect();
+        self.all_gather_into(&input, &outs)?;
+        Ok(match copied {
+            true => outs.iter().map(|o| o.to_device(t.device())).collect(),
+            false => outs,
+        })
     }
 
     /// Every rank's `t` written into `outs` (one per rank, in rank order; views of one buffer
@@ -456,9 +485,9 @@ impl ProcessGroup {
                 inputs.len()
             );
         }
-        let mut owned: Vec<Tensor> = inputs.iter().map(Tensor::shallow_clone).collect();
+        let mut owned: Vec<Tensor> = inputs.iter().map(|t| self.staged(t).0).collect();
         let mut ptrs: Vec<*mut c_void> = owned.iter_mut().map(|t| t.as_mut_ptr().cast()).collect();
-        let mut out = inputs[0].empty_like();
+        let mut out = owned[0].empty_like();
         let op_ptr = out.as_mut_ptr().cast();
         self.check("reduce_scatter", |err, len| {
             // SAFETY: live handles held by `owned` and `out`.
@@ -474,7 +503,7 @@ impl ProcessGroup {
                 )
             }
         })?;
-        Ok(out)
+        Ok(out.to_device(inputs[0].device()))
     }
 
     /// Waits until every rank arrives.
