@@ -124,7 +124,7 @@ impl Critic {
 mod tests {
     use super::*;
     use crate::optim::{AdamW, AdamWConfig};
-    use crate::train::{value_update, ValueBatch, ValueConfig};
+    use crate::rl::critic::{value_update, ValueBatch, ValueConfig};
 
     fn tiny(tie: bool) -> ModelConfig {
         ModelConfig {

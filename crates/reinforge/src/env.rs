@@ -1,5 +1,5 @@
 //! Environments: where a policy iteration's prompts and rewards come from. The RL step
-//! ([`crate::grpo`]) only asks an environment for scored rollouts, and the environment adds
+//! ([`crate::rl`]) only asks an environment for scored rollouts, and the environment adds
 //! what is particular to its task: per-step metrics, files saved with each checkpoint, the
 //! pad id and the longest prompt (for the position check before training). The arithmetic
 //! task ([`crate::arith::env::ArithEnv`]) and a user's dataset with a reward spec

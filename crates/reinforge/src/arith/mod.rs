@@ -28,7 +28,7 @@ use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
 use crate::trainer::{
     check_positions, optimizer, Phase, PhaseEnd, PhasePlan, Trainer, TrainerState,
 };
-use crate::{grpo, sft};
+use crate::{rl, sft};
 
 /// How a call to [`run`] ended.
 pub enum Outcome {
@@ -141,7 +141,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
         }
         trainer.save(run, "sft", false)?;
         let opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
-        trainer.start_phase(Phase::Grpo, opt);
+        trainer.start_phase(Phase::Rl, opt);
         trainer.save(run, "latest", true)?;
     }
 
@@ -188,7 +188,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     }
 
     // Stage 3: RL (PPO with a critic for the `gae` estimator).
-    if grpo::needs_reference(&cfg.grpo, &cfg.ppo) {
+    if rl::needs_reference(&cfg.grpo, &cfg.ppo) {
         trainer.reference = Some(Policy::load(&run.checkpoint("sft"), device)?);
     }
     trainer.opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
@@ -201,7 +201,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
             cfg.zero_stage
         );
     }
-    if grpo::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {
+    if rl::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {
         return Ok(Outcome::Interrupted);
     }
     trainer.save(run, "final", false)?;
@@ -239,13 +239,13 @@ fn rl_rank(
     latest: &Path,
     device: reinforge_torch::Device,
 ) -> Result<Outcome> {
-    if grpo::needs_reference(&cfg.grpo, &cfg.ppo) {
+    if rl::needs_reference(&cfg.grpo, &cfg.ppo) {
         trainer.reference = Some(Policy::load(&run.checkpoint("sft"), device)?);
     }
     trainer.opt = optimizer(trainer.policy, cfg.grpo.lr, cfg.grpo.weight_decay);
     trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
     trainer.shard_optimizer();
-    if grpo::run_phase(trainer, run, env, cfg, latest)? == PhaseEnd::Interrupted {
+    if rl::run_phase(trainer, run, env, cfg, latest)? == PhaseEnd::Interrupted {
         return Ok(Outcome::Interrupted);
     }
     if let Some(d) = &trainer.dp {

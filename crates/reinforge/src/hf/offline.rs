@@ -229,7 +229,7 @@ impl OfflineArgs {
         let state = if resumed {
             read_json::<TrainerState>(&latest.join(STATE_FILE))?
         } else {
-            TrainerState::start(Phase::Dpo)
+            TrainerState::start(Phase::Preference)
         };
         let model_dir = self.model.model.clone();
         let files = move |dir: &Path| -> Result<()> { copy_aux_files(&model_dir, dir).map(drop) };

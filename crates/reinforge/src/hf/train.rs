@@ -1,7 +1,7 @@
 //! `reinforge train --model DIR --data FILE`: GRPO-family training of a Hugging Face
 //! checkpoint on a prompt dataset, rewarded by a reward specification (the math verifier by
 //! default). The same trainer and policy iteration as the default experiment
-//! ([`crate::trainer`], [`crate::grpo`]); only the environment differs: prompts come from the
+//! ([`crate::trainer`], [`crate::rl`]); only the environment differs: prompts come from the
 //! file and rewards from `reinforge-reward`.
 
 use std::path::{Path, PathBuf};
@@ -24,8 +24,8 @@ use super::tools::{Calculator, Conversation};
 use super::{LoadedModel, PromptStyle};
 use crate::config::{GrpoConfig, TrainConfig};
 use crate::env::{sampling_params, Environment, Rollout};
-use crate::grpo;
 use crate::multi_turn::{converse, EpisodeLimits};
+use crate::rl;
 use crate::rollout::{Engine, Generated};
 use crate::run_dir::{read_json, write_json, RunDir};
 use crate::trainer::checkpoint::STATE_FILE;
@@ -439,12 +439,12 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
     let state = if resumed {
         read_json::<TrainerState>(&latest.join(STATE_FILE))?
     } else {
-        TrainerState::start(Phase::Grpo)
+        TrainerState::start(Phase::Rl)
     };
     // Training keeps f32 master weights (AdamW on bf16 weights loses small updates).
     let mut model = LoadedModel::load(&data.model, &reinforge_torch::LoadOptions::f32(device))?;
     // The KL reference is the model the run started from, also after a resume.
-    let reference = grpo::needs_reference(&cfg.grpo, &cfg.ppo)
+    let reference = rl::needs_reference(&cfg.grpo, &cfg.ppo)
         .then(|| model.policy.frozen_copy())
         .transpose()?;
     match (&data.lora, resumed) {
@@ -502,7 +502,7 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
             cfg.zero_stage
         );
     }
-    if grpo::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {
+    if rl::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {
         return Ok(DataOutcome::Interrupted);
     }
     let out = trainer.save(run, "final", false)?;

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use reinforge_torch::{AdamW, Policy};
 
 use super::TrainerState;
-use crate::critic::CriticState;
+use crate::rl::critic::CriticState;
 use crate::run_dir::{write_json, RunDir};
 
 /// File name of the policy's AdamW state inside a checkpoint directory.

@@ -16,9 +16,9 @@ use anyhow::{bail, Result};
 use reinforge_torch::{AdamW, AdamWConfig, Policy};
 use serde::Serialize;
 
-use crate::critic::CriticState;
 use crate::interrupt::interrupted_on_any;
 use crate::progress;
+use crate::rl::critic::CriticState;
 use crate::run_dir::RunDir;
 pub use state::{Phase, TrainerState};
 
@@ -327,7 +327,7 @@ mod tests {
         cfg.model.num_hidden_layers = 1;
         let run = RunDir::create(&cfg).unwrap();
         let policy = Policy::new(&cfg.model, reinforge_torch::Device::Cpu, 0).unwrap();
-        let mut state = TrainerState::start(Phase::Grpo);
+        let mut state = TrainerState::start(Phase::Rl);
         state.step = resume_at;
         // A stale line past the checkpoint, as an interrupted run leaves one.
         for i in 0..=resume_at {
