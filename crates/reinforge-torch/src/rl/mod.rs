@@ -4,21 +4,27 @@
 //! of PPO's reward) and [`update`] runs the critic's update and the policy's. Between them the
 //! trainer computes advantages from plain numbers (reinforge-rl).
 //!
-//! - `pack.rs`: the rollout batch and the forward passes;
-//! - `update.rs`: the policy objective and its mini-batch update;
-//! - `critic.rs`: the value objective and its mini-batch update.
+//! - `pack.rs`: the rollout batch and the forward passes (call 1);
+//! - `learner.rs`: the update call (call 2), which runs
+//! - `critic.rs`: the value objective and its mini-batch update, and
+//! - `update.rs`: the policy objective and its mini-batch update.
 
 pub mod critic;
+pub mod learner;
+mod minibatch;
 pub mod pack;
 pub mod update;
 
 use std::cell::Cell;
 
 pub use critic::{value_objective, value_update, ValueBatch, ValueConfig, ValueInputs, ValueStats};
-pub use pack::{pack, LogprobGap, PackModels, PackOptions, Packed, RolloutBatch, RolloutRef, Rows};
+pub use learner::{update, Learner, RankRows, UpdatePlan, Updated};
+pub use pack::{
+    pack, Advantages, LogprobGap, PackModels, PackOptions, Packed, RolloutBatch, RolloutRef, Rows,
+};
 pub use update::{
-    policy_objective, policy_update, update, Advantages, DataParallel, Learner, MiniBatchInputs,
-    ObjectiveStats, RankRows, UpdateConfig, UpdatePlan, UpdateStats, Updated,
+    policy_objective, policy_update, DataParallel, MiniBatchInputs, ObjectiveStats, UpdateConfig,
+    UpdateStats,
 };
 
 thread_local! {

@@ -13,8 +13,6 @@ use crate::loss::tis::{tis_weights, Tis};
 use crate::policy::Policy;
 use crate::value::Critic;
 
-use super::update::Advantages;
-
 /// Ragged rows of numbers, one per rollout, one entry per completion token.
 pub type Rows = Vec<Vec<f64>>;
 
@@ -128,6 +126,24 @@ impl RolloutBatch {
             .expect("row sums"),
         }
     }
+}
+
+/// What the advantage stage hands the update: plain numbers, one row per rollout this process
+/// holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Advantages {
+    /// An outcome estimator's: one per row, and per token when it has them.
+    Outcome {
+        per_row: Vec<f64>,
+        per_token: Option<Rows>,
+    },
+    /// GAE with PPO's critic: per-token advantages, and the critic's targets (the values the
+    /// rollouts were scored with, the returns).
+    Gae {
+        advantages: Rows,
+        values: Rows,
+        returns: Rows,
+    },
 }
 
 /// The models whose forward passes packing runs.

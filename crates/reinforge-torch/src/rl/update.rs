@@ -1,7 +1,6 @@
 //! The policy update: the objective of one mini-batch (any registered policy loss, KL and
-//! entropy terms, verl's global denominators), epochs of mini-batch steps over the packed
-//! rollouts, and the step's second call into this crate, [`update`] (the critic's update, then
-//! the policy's).
+//! entropy terms, verl's global denominators) and epochs of mini-batch steps over the packed
+//! rollouts.
 //!
 //! The losses are the catalogue's ([`crate::loss`]): [`policy_objective`] calls the registered
 //! policy loss ([`PolicyLossKind::compute`]), `kl_penalty` and `agg_loss`. The oracle harness
@@ -12,12 +11,12 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use serde::Serialize;
 use tch::{Kind, Tensor};
 
-use super::critic::{update_critic, ValueConfig, ValueStats};
-use super::pack::{Packed, RolloutBatch, Rows};
+use super::minibatch::minibatch_info;
+use super::pack::RolloutBatch;
 use crate::batch::SequenceBatch;
 use crate::dist::{all_reduce_gradients, ProcessGroup, ReduceOp, DEFAULT_BUCKET_BYTES};
 use crate::logprobs::{token_logprobs_with, Entropy};
@@ -27,8 +26,7 @@ use crate::loss::policy::{PolicyInputs, VerlPolicyConfig};
 use crate::loss::registry::PolicyLossKind;
 use crate::optim::AdamW;
 use crate::policy::Policy;
-use crate::ranks::{gather_f64, sum_over_ranks};
-use crate::value::Critic;
+use crate::ranks::sum_over_ranks;
 
 /// verl's metrics an update reports.
 const REPORTED_METRICS: &[&str] = &[
@@ -223,28 +221,6 @@ impl RolloutBatch {
             is_weights: self.is_weights.as_ref().map(pick),
             seqs,
         }
-    }
-}
-
-/// verl's `global_batch_info` of one mini-batch (one data-parallel rank): its valid tokens, its
-/// rows with a valid token and `S`. Computed over the whole mini-batch before any row is
-/// skipped, so skipping rows that contribute exactly zero leaves every denominator, hence the
-/// update, unchanged.
-pub(super) fn minibatch_info(
-    chunk: &[i64],
-    row_tokens: &[f64],
-    loss_scale_factor: f64,
-) -> GlobalBatchInfo {
-    let tokens: f64 = chunk.iter().map(|&i| row_tokens[i as usize]).sum();
-    let rows = chunk
-        .iter()
-        .filter(|&&i| row_tokens[i as usize] > 0.0)
-        .count();
-    GlobalBatchInfo {
-        dp_size: 1,
-        batch_num_tokens: Some(tokens.max(1.0)),
-        global_batch_size: Some(rows.max(1) as f64),
-        loss_scale_factor: Some(loss_scale_factor),
     }
 }
 
@@ -478,105 +454,4 @@ fn zero_gradients(policy: &Policy) {
         .map(|p| p.sum(Kind::Float) * 0.0)
         .fold(Tensor::from(0f32), |a, b| a + b);
     total.backward();
-}
-
-/// What the advantage stage hands the update: plain numbers, one row per rollout this process
-/// holds.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Advantages {
-    /// An outcome estimator's: one per row, and per token when it has them.
-    Outcome {
-        per_row: Vec<f64>,
-        per_token: Option<Rows>,
-    },
-    /// GAE with PPO's critic: per-token advantages, and the critic's targets (the values the
-    /// rollouts were scored with, the returns).
-    Gae {
-        advantages: Rows,
-        values: Rows,
-        returns: Rows,
-    },
-}
-
-/// The models an update trains, with their optimizers.
-pub struct Learner<'a> {
-    pub policy: &'a Policy,
-    pub opt: &'a mut AdamW,
-    /// PPO's critic.
-    pub critic: Option<(&'a Critic, &'a mut AdamW)>,
-}
-
-/// A data-parallel rank's place in an update: its rows are the global rows from `row_offset`.
-#[derive(Clone, Copy)]
-pub struct RankRows<'a> {
-    pub pg: &'a ProcessGroup,
-    pub row_offset: usize,
-}
-
-/// What one update runs.
-pub struct UpdatePlan<'a> {
-    /// The policy update's settings; `None` skips it (PPO's critic warm-up).
-    pub policy: Option<&'a UpdateConfig>,
-    /// Row order of each policy pass (shuffled by the caller, for reproducibility).
-    pub orders: &'a [Vec<i64>],
-    /// The critic update's settings and row orders (with [`Advantages::Gae`]).
-    pub critic: Option<(&'a ValueConfig, &'a [Vec<i64>])>,
-    pub dp: Option<RankRows<'a>>,
-}
-
-/// What an update measured.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Updated {
-    pub policy: UpdateStats,
-    pub critic: Option<ValueStats>,
-}
-
-/// The RL step's second call: sets the advantages in `packed`, updates the critic towards its
-/// returns (GAE), then the policy (verl's `update_critic`, `update_actor`).
-pub fn update(
-    learner: Learner,
-    packed: &mut Packed,
-    advantages: &Advantages,
-    plan: &UpdatePlan,
-) -> Result<Updated> {
-    super::count_call();
-    packed.set_advantages(advantages);
-    let critic = match (advantages, learner.critic, plan.critic) {
-        (Advantages::Outcome { .. }, _, _) => None,
-        (
-            Advantages::Gae {
-                values, returns, ..
-            },
-            Some((c, opt)),
-            Some((cfg, orders)),
-        ) => Some(update_critic(
-            packed,
-            c,
-            opt,
-            (values, returns),
-            cfg,
-            orders,
-        )),
-        _ => bail!("GAE advantages need the critic and its settings"),
-    };
-    let dp = match plan.dp {
-        Some(r) => Some(DataParallel {
-            pg: r.pg,
-            row_offset: r.row_offset,
-            global_row_tokens: gather_f64(r.pg, &packed.batch.row_tokens())?,
-        }),
-        None => None,
-    };
-    let policy = match plan.policy {
-        Some(cfg) => policy_update(
-            learner.policy,
-            learner.opt,
-            &packed.batch,
-            cfg,
-            plan.orders,
-            dp.as_ref(),
-        )?,
-        None => UpdateStats::default(),
-    };
-    Ok(Updated { policy, critic })
 }

@@ -24,10 +24,8 @@ use crate::config::TrainConfig;
 use crate::env::Environment;
 use crate::run_dir::{read_json, write_json, RunDir};
 use crate::seeds::{seed_torch, step_seed, PHASE_EVAL};
-use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
-use crate::trainer::{
-    check_positions, optimizer, Phase, PhaseEnd, PhasePlan, Trainer, TrainerState,
-};
+use crate::trainer::checkpoint::OPTIMIZER_FILE;
+use crate::trainer::{check_positions, optimizer, Phase, PhaseEnd, PhasePlan, Start, Trainer};
 use crate::{rl, sft};
 
 /// How a call to [`run`] ended.
@@ -65,13 +63,10 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     let env = ArithEnv::new(cfg.task.digits)
         .with_attempts(cfg.task.attempts, cfg.grpo.max_completion_length);
     check_model_fits(cfg, &env)?;
-    let latest = run.checkpoint("latest");
-    let state = if latest.join(STATE_FILE).exists() {
-        read_json::<TrainerState>(&latest.join(STATE_FILE))?
-    } else {
-        TrainerState::start(Phase::Sft)
-    };
-    let resumed = state.step > 0 || state.phase != Phase::Sft;
+    let start = Start::open(run, Phase::Sft)?;
+    // A state saved at SFT step 0 holds the initial weights, which Policy::new makes again.
+    let resumed = start.has_progress(Phase::Sft);
+    let Start { latest, state, .. } = start;
     let policy = if resumed {
         Policy::load(&latest, device)?
     } else {

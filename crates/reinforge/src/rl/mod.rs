@@ -4,7 +4,6 @@
 //! pack and update are the only calls into reinforge-torch.
 
 mod advantage;
-pub mod critic;
 mod drive;
 pub mod metrics;
 pub mod sample;
@@ -19,8 +18,8 @@ use anyhow::Result;
 use crate::config::{GrpoConfig, PpoConfig, TrainConfig, GAE};
 use crate::env::Environment;
 use crate::run_dir::RunDir;
+use crate::trainer::critic::CriticState;
 use crate::trainer::{PhaseEnd, PhasePlan, Trainer};
-use critic::CriticState;
 pub use drive::local_step;
 pub use settings::StepSettings;
 

@@ -120,9 +120,9 @@ mod tests {
     use super::*;
     use crate::config::{GrpoConfig, TrainConfig, GAE};
     use crate::presets::Preset;
-    use crate::rl::critic::CriticState;
     use crate::rl::sample::DrawMeta;
     use crate::rollout::Engine;
+    use crate::trainer::critic::CriticState;
     use crate::trainer::{optimizer, Phase, TrainerState};
 
     /// An environment whose rollouts the test hands the step itself.

@@ -7,6 +7,8 @@
 //! repeated non-finite gradients; a step function supplies one step.
 
 pub mod checkpoint;
+pub mod critic;
+mod start;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -18,8 +20,9 @@ use serde::Serialize;
 
 use crate::interrupt::interrupted_on_any;
 use crate::progress;
-use crate::rl::critic::CriticState;
 use crate::run_dir::RunDir;
+use critic::CriticState;
+pub use start::Start;
 pub use state::{Phase, TrainerState};
 
 /// An AdamW over `policy`'s trainable parameters.

@@ -1,7 +1,7 @@
 //! PPO's critic in a run (`grpo.advantage_estimator = "gae"`, the `ppo` preset): created from
 //! the SFT policy, saved with and restored from the run's checkpoints. Its values come back
-//! from packing, GAE is the advantage stage's ([`super::advantage`]), and its update is part
-//! of the step's update call.
+//! from packing, GAE is the advantage stage's and its update part of the step's update call
+//! ([`crate::rl`]).
 
 use std::path::Path;
 
