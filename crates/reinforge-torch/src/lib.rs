@@ -1,7 +1,7 @@
 //! The one libtorch crate of reinforge: the Llama/Qwen2/Qwen3/Mistral transformer and its
 //! Hugging Face checkpoints, KV-cache
 //! sampling, per-token log-probs, policy-gradient losses with autograd, the optimiser and the
-//! training steps. Everything that needs no tensors lives in other crates.
+//! training steps (`rl/`: the RL step's two calls; `sft.rs`; `preference.rs`). Everything that needs no tensors lives in other crates.
 
 // `x = x * w` on tensors stays as written: `x *= w` is an in-place op, which autograd treats
 // differently (it may overwrite a value the backward pass needs).
@@ -18,13 +18,14 @@ pub mod loss;
 pub mod model;
 pub mod optim;
 pub mod p2l;
-pub mod pack;
 pub mod policy;
 pub mod precision;
+pub mod ranks;
 pub mod reward_model;
+pub mod rl;
 pub mod runtime;
 pub mod sampling;
-pub mod train;
+pub mod sft;
 pub mod value;
 
 pub use batch::SequenceBatch;

@@ -82,7 +82,7 @@ const TRAINER_CASES: usize = 138 + 21;
 /// The functions of the failed cases of a perturbed replay of `verl_policy_loss.json`.
 fn failing_functions(
     dir: &Path,
-    policy: fn(&mut reinforge_torch::train::UpdateConfig),
+    policy: fn(&mut reinforge_torch::rl::UpdateConfig),
 ) -> BTreeMap<String, usize> {
     let report = run_dir_with(
         dir,

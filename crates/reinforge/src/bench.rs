@@ -10,10 +10,9 @@ use reinforge_torch::Policy;
 use serde::Serialize;
 
 use crate::arith::env::ArithEnv;
-use crate::config::{TrainConfig, GAE};
-use crate::critic::CriticState;
+use crate::config::TrainConfig;
 use crate::env::Environment;
-use crate::grpo;
+use crate::rl::{self, StepSettings};
 use crate::trainer::{check_positions, optimizer, Phase, Trainer, TrainerState};
 
 /// What `reinforge bench` prints (one JSON object).
@@ -51,7 +50,8 @@ fn median(v: &[f64]) -> f64 {
 
 /// Runs `warmup + iterations` GRPO iterations with every completion `max_completion_length`
 /// tokens long, timing the last `iterations`. Each iteration is the trainer's RL step
-/// ([`grpo::run_step`]) with the run's optimizer settings, PPO's critic included.
+/// ([`rl::local_step`]) with the run's optimizer settings. Critic-free presets only (the CLI
+/// refuses `gae`): `scripts/bench_grpo.py`, the PyTorch side of the comparison, has no critic.
 /// With `checkpoint`, the policy is loaded from it and completions stop at `<eos>` as in
 /// training (a real iteration); without, a randomly initialised model generates exactly
 /// `max_completion_length` tokens per completion (fixed shapes).
@@ -87,15 +87,13 @@ pub fn run(
     let mut trainer = Trainer::new(
         &policy,
         opt,
-        TrainerState::start(Phase::Grpo),
+        TrainerState::start(Phase::Rl),
         Box::new(|_: &std::path::Path| Ok(())),
     );
-    if grpo::needs_reference(&grpo_cfg, &cfg.ppo) {
+    if rl::needs_reference(&grpo_cfg, &cfg.ppo) {
         trainer.reference = Some(policy.frozen_copy()?);
     }
-    if grpo_cfg.advantage_estimator == GAE {
-        trainer.critic = Some(CriticState::fresh(&policy, &cfg.ppo, cfg.seed)?);
-    }
+    let settings = StepSettings::new(&grpo_cfg, &cfg.ppo, cfg.seed, env.pad_id());
     let mut times = vec![];
     let mut sample = vec![];
     let mut update = vec![];
@@ -104,7 +102,7 @@ pub fn run(
     for step in 0..warmup + iterations {
         trainer.state.step = step;
         let start = Instant::now();
-        let m = grpo::run_step(&mut trainer, &env, &grpo_cfg, &cfg.ppo, cfg.seed, false)?;
+        let m = rl::local_step(&mut trainer, &env, &settings, false)?;
         let elapsed = start.elapsed().as_secs_f64();
         if step >= warmup {
             times.push(elapsed);

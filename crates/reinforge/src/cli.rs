@@ -156,7 +156,7 @@ struct TrainArgs {
     /// Hermes-format tool calls run in the sandbox and a system message that describes the
     /// tool (unless --system gives one)
     #[arg(long, value_enum, requires = "model")]
-    tools: Option<crate::hf::train::ToolKind>,
+    tools: Option<crate::hf::data_env::ToolKind>,
     /// Policy turns per episode with --tools (each up to grpo.max_completion_length tokens)
     #[arg(long, default_value_t = 3, value_parser = crate::tools::count)]
     max_turns: usize,
@@ -377,7 +377,7 @@ fn train_on_data(
     let run = RunDir::create_data_run(&cfg)?;
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
-    let spec = crate::hf::train::DataRun {
+    let spec = crate::hf::data_env::DataRun {
         model: model.to_path_buf(),
         data: data.to_path_buf(),
         reward: args.reward.clone(),
@@ -410,7 +410,7 @@ fn check_device(cfg: &TrainConfig) -> Result<()> {
 
 /// `reinforge train --resume DIR` of a dataset run: its config.toml and data_run.json.
 fn resume_data_run(run: &RunDir, cfg: &TrainConfig) -> Result<ExitCode> {
-    let spec: crate::hf::train::DataRun = read_json(&run.path(crate::hf::train::DATA_RUN_FILE))?;
+    let spec: crate::hf::data_env::DataRun = read_json(&run.path(crate::hf::train::DATA_RUN_FILE))?;
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
     data_outcome(crate::hf::train::run(cfg, &spec, run)?, run)

@@ -15,9 +15,10 @@ mod rollout;
 pub use ppo::PpoConfig;
 pub use rollout::{EngineKind, RolloutConfig, RolloutRng};
 
-/// Everything `reinforge train` needs. Unknown keys are errors, so a typo never goes unnoticed.
+/// Everything `reinforge train` needs. Unknown keys are errors, so a typo never goes unnoticed;
+/// absent keys take [`TrainConfig::default`]'s values (the one place defaults are written).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct TrainConfig {
     /// Seeds weights, data and sampling; the same seed repeats a CPU run exactly.
     pub seed: u64,
@@ -38,11 +39,9 @@ pub struct TrainConfig {
     pub threads: usize,
     /// Stop a run, after saving `checkpoints/latest`, when this many consecutive steps had a
     /// NaN or infinite gradient norm (their optimizer steps are skipped); 0 = never stop.
-    #[serde(default = "five")]
     pub max_nonfinite_steps: usize,
     /// Data-parallel runs: 1 shards the optimizer state over the ranks (ZeRO stage 1), 0
     /// keeps a full copy on every rank. A single process ignores it.
-    #[serde(default)]
     pub zero_stage: u8,
     pub task: TaskConfig,
     /// The transformer, with HF `config.json` field names.
@@ -51,18 +50,16 @@ pub struct TrainConfig {
     pub grpo: GrpoConfig,
     /// PPO with a learned critic: read when `grpo.advantage_estimator = "gae"` (the `ppo`
     /// preset). Absent from older config files, hence the default.
-    #[serde(default)]
     pub ppo: PpoConfig,
     /// Where rollouts are generated: in this process or on OpenAI-compatible engines, in lock
     /// step or ahead of the update. Absent from older config files, hence the default.
-    #[serde(default)]
     pub rollout: RolloutConfig,
     pub eval: EvalConfig,
 }
 
 /// The built-in arithmetic task and the SFT data mixture.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct TaskConfig {
     /// Digits of each operand.
     pub digits: u32,
@@ -71,17 +68,12 @@ pub struct TaskConfig {
     /// Attempts per RL episode: after a wrong answer the problem is posed again (a multi-turn
     /// episode with feedback, [`crate::arith::retry`]); an answer right at attempt `k`
     /// (0-based) scores `1 / (k + 1)`. 1 = single turn. Absent from older configs.
-    #[serde(default = "one_attempt")]
     pub attempts: usize,
-}
-
-fn one_attempt() -> usize {
-    1
 }
 
 /// Supervised warm-start on reference solutions (loss on completion tokens only).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct SftConfig {
     pub steps: usize,
     pub batch_size: usize,
@@ -91,28 +83,107 @@ pub struct SftConfig {
     pub max_grad_norm: f64,
     pub weight_decay: f64,
     /// Save a resumable checkpoint every this many steps (0 = only at the end and on Ctrl-C).
-    #[serde(default)]
     pub checkpoint_every: usize,
 }
 
-/// GRPO: group sampling, group-normalised advantages, PPO-clip updates.
+/// The RL phase of every preset, PPO's policy side included (`[grpo]`: the key keeps its
+/// name). Every key has a default ([`GrpoConfig::default`], the toy experiment's); the fields
+/// are grouped as TRL's `GRPOConfig` groups its parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct GrpoConfig {
+    // ── Schedule ──
     /// Policy iterations (sample, score, update).
     pub steps: usize,
+    /// Save a checkpoint every this many iterations (0 = only at the end and on Ctrl-C).
+    pub checkpoint_every: usize,
+    // ── Sampling: prompts, completions and the sampler ──
     /// Distinct prompts per iteration.
     pub prompts_per_step: usize,
     /// Completions per prompt, G (TRL `num_generations`).
     pub num_generations: usize,
+    pub temperature: f64,
+    pub top_p: f64,
+    pub top_k: i64,
+    /// Longest completion; longer ones are cut and score 0.
+    pub max_completion_length: usize,
+    /// Keep generating past `<eos>` until `max_completion_length` (vLLM's `ignore_eos`): gives
+    /// every completion the same length, for benchmarks on fixed shapes.
+    pub ignore_eos: bool,
+    /// DAPO dynamic sampling (verl `algorithm.filter_groups`): drop groups whose rewards all
+    /// agree and draw more prompts until `prompts_per_step` groups are kept.
+    pub dynamic_sampling: bool,
+    /// Most prompt batches drawn per step under dynamic sampling (verl `max_num_gen_batches`).
+    pub max_draws: usize,
+    // ── Rewards and advantages ──
+    /// Named preset (`grpo`, `dr_grpo`, `dapo`, `gspo`, `rloo`, `reinforce_pp`, `ppo`): at config
+    /// resolution it fills every option of [`Preset::options`] that the file or `--set` leaves unset, so
+    /// the run directory's `config.toml` records explicit values.
+    pub algorithm: Preset,
+    /// verl `algorithm.adv_estimator` name ([`Estimator::names`]; `grpo` uses `advantage`,
+    /// `dr_grpo` drops its std, `gae` is PPO with a critic, see `[ppo]`).
+    pub advantage_estimator: Estimator,
+    /// Group normalisation of rewards.
+    pub advantage: AdvantageConfig,
+    /// DAPO soft overlong punishment buffer (verl `overlong_buffer.len`); 0 disables it.
+    pub overlong_buffer_len: usize,
+    /// DAPO overlong penalty factor (verl `overlong_buffer.penalty_factor`).
+    pub overlong_penalty_factor: f64,
+    // ── The policy loss ──
+    /// The policy loss, by verl's registered name (`actor.policy_loss.loss_mode`): vanilla,
+    /// gspo, cispo, sapo, dppo_tv, dppo_kl, geo_mean, gpg, dro, kl_cov, clip_cov, reinforce
+    /// (docs/algorithms.md has their TRL/OpenRLHF names).
+    pub policy_loss: PolicyLossKind,
+    /// verl `loss_agg_mode`: token-mean, seq-mean-token-mean, seq-mean-token-sum,
+    /// seq-mean-token-sum-norm (divides by `max_completion_length`), token-sum. gspo, sapo and
+    /// geo_mean fix their own, as in verl.
+    pub loss_agg_mode: AggMode,
     /// Lower clip of the ratio, 1 - epsilon_low (TRL `epsilon`, verl `clip_ratio_low`).
     pub epsilon_low: f64,
     /// Upper clip of the ratio, 1 + epsilon_high (DAPO clip-higher).
     pub epsilon_high: f64,
+    /// Dual-clip bound for A < 0 (verl `clip_ratio_c`, > 1); 0 disables dual clip. DPPO reads
+    /// it as its ratio truncation `min(r, c)` (0: none; verl's default is 3).
+    pub clip_ratio_c: f64,
     /// Weight of the k3 KL to the frozen SFT model (0 = no reference model is kept).
     pub beta: f64,
+    /// KL estimator used when `beta > 0` (verl `kl_loss_type`: kl/k1, abs, mse/k2,
+    /// low_var_kl/k3, each also with `+`).
+    pub kl_estimator: KlPenalty,
     /// Entropy bonus weight.
     pub entropy_coef: f64,
+    // ── Parameters of particular losses (verl `actor.policy_loss.*`) ──
+    /// SAPO gate temperature where A > 0 (verl `tau_pos`).
+    pub tau_pos: f64,
+    /// SAPO gate temperature where A <= 0 (verl `tau_neg`).
+    pub tau_neg: f64,
+    /// DRO: weight of the `½β(logp - logp_old)²` penalty (verl `policy_loss.dro_beta`).
+    pub dro_beta: f64,
+    /// KL-Cov: fraction of valid tokens, those of highest covariance, that get the `|log r|`
+    /// penalty (verl `policy_loss.kl_cov_ratio`).
+    pub kl_cov_ratio: f64,
+    /// KL-Cov: weight of that penalty (verl `policy_loss.ppo_kl_coef`).
+    pub ppo_kl_coef: f64,
+    /// Clip-Cov: fraction of valid tokens whose gradient may be cut (verl
+    /// `policy_loss.clip_cov_ratio`).
+    pub clip_cov_ratio: f64,
+    /// Clip-Cov: lower bound of the covariance window of the candidate tokens (verl
+    /// `policy_loss.clip_cov_lb`).
+    pub clip_cov_lb: f64,
+    /// Clip-Cov: upper bound of that window (verl `policy_loss.clip_cov_ub`).
+    pub clip_cov_ub: f64,
+    // ── Off-policy correction ──
+    /// Leave truncated completions out of the loss (TRL `mask_truncated_completions`).
+    pub mask_truncated: bool,
+    /// Recompute the old log-probs with the trainer's forward pass instead of the sampler's.
+    pub recompute_old_logprobs: bool,
+    /// Truncated importance sampling between sampler and trainer: `none`, `token`, `sequence`
+    /// (weights capped at `tis_cap`), `token_mask`, `sequence_mask` (ratios above the cap are
+    /// masked out of the loss). Needs `recompute_old_logprobs`.
+    pub tis: Tis,
+    /// The cap (verl `rollout_is_threshold`).
+    pub tis_cap: f64,
+    // ── Optimisation ──
     /// Optimisation passes over each batch against the stored old log-probs.
     pub ppo_epochs: usize,
     /// Optimizer steps per pass (the batch is split into this many mini-batches).
@@ -120,104 +191,9 @@ pub struct GrpoConfig {
     pub lr: f64,
     pub max_grad_norm: f64,
     pub weight_decay: f64,
-    pub temperature: f64,
-    pub top_p: f64,
-    pub top_k: i64,
-    /// Longest completion; longer ones are cut and score 0.
-    pub max_completion_length: usize,
-    /// Group normalisation of rewards.
-    pub advantage: AdvantageConfig,
-    /// Save a checkpoint every this many iterations (0 = only at the end and on Ctrl-C).
-    pub checkpoint_every: usize,
-    /// Keep generating past `<eos>` until `max_completion_length` (vLLM's `ignore_eos`): gives
-    /// every completion the same length, for benchmarks on fixed shapes.
-    #[serde(default)]
-    pub ignore_eos: bool,
     /// Leave rows with a zero advantage out of the update when no KL or entropy term needs
     /// them: exact (their gradient is zero) and cheaper. `false` runs every row.
-    #[serde(default = "yes")]
     pub skip_zero_advantage: bool,
-    /// Named preset (`grpo`, `dr_grpo`, `dapo`, `gspo`, `rloo`, `reinforce_pp`, `ppo`): at config
-    /// resolution it fills every option of [`Preset::options`] that the file or `--set` leaves unset, so
-    /// the run directory's `config.toml` records explicit values.
-    #[serde(default)]
-    pub algorithm: Preset,
-    /// verl `algorithm.adv_estimator` name ([`Estimator::names`]; `grpo` uses `advantage`,
-    /// `dr_grpo` drops its std, `gae` is PPO with a critic, see `[ppo]`).
-    #[serde(default)]
-    pub advantage_estimator: Estimator,
-    /// The policy loss, by verl's registered name (`actor.policy_loss.loss_mode`): vanilla,
-    /// gspo, cispo, sapo, dppo_tv, dppo_kl, geo_mean, gpg, dro, kl_cov, clip_cov, reinforce
-    /// (docs/algorithms.md has their TRL/OpenRLHF names).
-    #[serde(default = "vanilla")]
-    pub policy_loss: PolicyLossKind,
-    /// verl `loss_agg_mode`: token-mean, seq-mean-token-mean, seq-mean-token-sum,
-    /// seq-mean-token-sum-norm (divides by `max_completion_length`), token-sum. gspo, sapo and
-    /// geo_mean fix their own, as in verl.
-    #[serde(default = "token_mean")]
-    pub loss_agg_mode: AggMode,
-    /// Dual-clip bound for A < 0 (verl `clip_ratio_c`, > 1); 0 disables dual clip. DPPO reads
-    /// it as its ratio truncation `min(r, c)` (0: none; verl's default is 3).
-    #[serde(default)]
-    pub clip_ratio_c: f64,
-    /// KL estimator used when `beta > 0` (verl `kl_loss_type`: kl/k1, abs, mse/k2,
-    /// low_var_kl/k3, each also with `+`).
-    #[serde(default = "k3")]
-    pub kl_estimator: KlPenalty,
-    /// SAPO gate temperature where A > 0 (verl `tau_pos`).
-    #[serde(default = "one")]
-    pub tau_pos: f64,
-    /// SAPO gate temperature where A <= 0 (verl `tau_neg`).
-    #[serde(default = "tau_neg")]
-    pub tau_neg: f64,
-    /// DRO: weight of the `½β(logp - logp_old)²` penalty (verl `policy_loss.dro_beta`).
-    #[serde(default = "one")]
-    pub dro_beta: f64,
-    /// KL-Cov: fraction of valid tokens, those of highest covariance, that get the `|log r|`
-    /// penalty (verl `policy_loss.kl_cov_ratio`).
-    #[serde(default = "cov_ratio")]
-    pub kl_cov_ratio: f64,
-    /// KL-Cov: weight of that penalty (verl `policy_loss.ppo_kl_coef`).
-    #[serde(default = "one")]
-    pub ppo_kl_coef: f64,
-    /// Clip-Cov: fraction of valid tokens whose gradient may be cut (verl
-    /// `policy_loss.clip_cov_ratio`).
-    #[serde(default = "cov_ratio")]
-    pub clip_cov_ratio: f64,
-    /// Clip-Cov: lower bound of the covariance window of the candidate tokens (verl
-    /// `policy_loss.clip_cov_lb`).
-    #[serde(default = "one")]
-    pub clip_cov_lb: f64,
-    /// Clip-Cov: upper bound of that window (verl `policy_loss.clip_cov_ub`).
-    #[serde(default = "five_f")]
-    pub clip_cov_ub: f64,
-    /// DAPO dynamic sampling (verl `algorithm.filter_groups`): drop groups whose rewards all
-    /// agree and draw more prompts until `prompts_per_step` groups are kept.
-    #[serde(default)]
-    pub dynamic_sampling: bool,
-    /// Most prompt batches drawn per step under dynamic sampling (verl `max_num_gen_batches`).
-    #[serde(default = "four")]
-    pub max_draws: usize,
-    /// DAPO soft overlong punishment buffer (verl `overlong_buffer.len`); 0 disables it.
-    #[serde(default)]
-    pub overlong_buffer_len: usize,
-    /// DAPO overlong penalty factor (verl `overlong_buffer.penalty_factor`).
-    #[serde(default = "one")]
-    pub overlong_penalty_factor: f64,
-    /// Leave truncated completions out of the loss (TRL `mask_truncated_completions`).
-    #[serde(default)]
-    pub mask_truncated: bool,
-    /// Recompute the old log-probs with the trainer's forward pass instead of the sampler's.
-    #[serde(default)]
-    pub recompute_old_logprobs: bool,
-    /// Truncated importance sampling between sampler and trainer: `none`, `token`, `sequence`
-    /// (weights capped at `tis_cap`), `token_mask`, `sequence_mask` (ratios above the cap are
-    /// masked out of the loss). Needs `recompute_old_logprobs`.
-    #[serde(default = "no_tis")]
-    pub tis: Tis,
-    /// The cap (verl `rollout_is_threshold`).
-    #[serde(default = "two")]
-    pub tis_cap: f64,
 }
 
 /// The advantage estimator that needs a critic (verl `gae`).
@@ -225,7 +201,7 @@ pub const GAE: Estimator = Estimator::Gae;
 
 /// Held-out evaluation before and after RL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct EvalConfig {
     /// Held-out problems (never seen in SFT or RL).
     pub problems: usize,
@@ -246,13 +222,9 @@ impl Default for TrainConfig {
             device: "cpu".into(),
             bf16: false,
             threads: 1,
-            max_nonfinite_steps: five(),
+            max_nonfinite_steps: 5,
             zero_stage: 0,
-            task: TaskConfig {
-                digits: 3,
-                direct_share: 0.5,
-                attempts: 1,
-            },
+            task: TaskConfig::default(),
             model: ModelConfig {
                 model_type: "llama".into(),
                 vocab_size: tokenizer_vocab,
@@ -273,67 +245,100 @@ impl Default for TrainConfig {
                 pad_token_id: Some(reinforge_tasks::tokenizer::PAD),
                 ..ModelConfig::default()
             },
-            sft: SftConfig {
-                steps: 1500,
-                batch_size: 64,
-                lr: 3e-3,
-                warmup_steps: 30,
-                max_grad_norm: 1.0,
-                weight_decay: 0.0,
-                checkpoint_every: 500,
-            },
-            grpo: GrpoConfig {
-                steps: 30,
-                prompts_per_step: 32,
-                num_generations: 8,
-                epsilon_low: 0.2,
-                epsilon_high: 0.28,
-                beta: 0.0,
-                entropy_coef: 0.0,
-                ppo_epochs: 2,
-                mini_batches: 2,
-                lr: 1e-4,
-                max_grad_norm: 1.0,
-                weight_decay: 0.0,
-                temperature: 1.0,
-                top_p: 1.0,
-                top_k: 0,
-                max_completion_length: 48,
-                advantage: AdvantageConfig::default(),
-                checkpoint_every: 10,
-                ignore_eos: false,
-                skip_zero_advantage: true,
-                algorithm: Preset::Grpo,
-                advantage_estimator: Estimator::Grpo,
-                policy_loss: vanilla(),
-                loss_agg_mode: token_mean(),
-                clip_ratio_c: 0.0,
-                kl_estimator: k3(),
-                tau_pos: one(),
-                tau_neg: tau_neg(),
-                dro_beta: one(),
-                kl_cov_ratio: cov_ratio(),
-                ppo_kl_coef: one(),
-                clip_cov_ratio: cov_ratio(),
-                clip_cov_lb: one(),
-                clip_cov_ub: five_f(),
-                dynamic_sampling: false,
-                max_draws: four(),
-                overlong_buffer_len: 0,
-                overlong_penalty_factor: one(),
-                mask_truncated: false,
-                recompute_old_logprobs: false,
-                tis: no_tis(),
-                tis_cap: two(),
-            },
+            sft: SftConfig::default(),
+            grpo: GrpoConfig::default(),
             ppo: PpoConfig::default(),
             rollout: RolloutConfig::default(),
-            eval: EvalConfig {
-                problems: 200,
-                samples: 64,
-                temperature: 1.0,
-                batch_size: 1024,
-            },
+            eval: EvalConfig::default(),
+        }
+    }
+}
+
+/// Three-digit problems, half of SFT in each pattern, single-turn episodes.
+impl Default for TaskConfig {
+    fn default() -> Self {
+        Self {
+            digits: 3,
+            direct_share: 0.5,
+            attempts: 1,
+        }
+    }
+}
+
+/// The toy experiment's warm-start.
+impl Default for SftConfig {
+    fn default() -> Self {
+        Self {
+            steps: 1500,
+            batch_size: 64,
+            lr: 3e-3,
+            warmup_steps: 30,
+            max_grad_norm: 1.0,
+            weight_decay: 0.0,
+            checkpoint_every: 500,
+        }
+    }
+}
+
+/// The toy experiment's RL phase: GRPO with DAPO's clip-higher; the per-loss parameters are
+/// verl's defaults (SAPO `tau_neg` 1.05, KL-Cov and Clip-Cov ratios 0.0002, `clip_cov_ub` 5).
+impl Default for GrpoConfig {
+    fn default() -> Self {
+        Self {
+            steps: 30,
+            prompts_per_step: 32,
+            num_generations: 8,
+            epsilon_low: 0.2,
+            epsilon_high: 0.28,
+            beta: 0.0,
+            entropy_coef: 0.0,
+            ppo_epochs: 2,
+            mini_batches: 2,
+            lr: 1e-4,
+            max_grad_norm: 1.0,
+            weight_decay: 0.0,
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            max_completion_length: 48,
+            advantage: AdvantageConfig::default(),
+            checkpoint_every: 10,
+            ignore_eos: false,
+            skip_zero_advantage: true,
+            algorithm: Preset::Grpo,
+            advantage_estimator: Estimator::Grpo,
+            policy_loss: PolicyLossKind::Vanilla,
+            loss_agg_mode: AggMode::TokenMean,
+            clip_ratio_c: 0.0,
+            kl_estimator: KlPenalty::K3,
+            tau_pos: 1.0,
+            tau_neg: 1.05,
+            dro_beta: 1.0,
+            kl_cov_ratio: 0.0002,
+            ppo_kl_coef: 1.0,
+            clip_cov_ratio: 0.0002,
+            clip_cov_lb: 1.0,
+            clip_cov_ub: 5.0,
+            dynamic_sampling: false,
+            max_draws: 4,
+            overlong_buffer_len: 0,
+            overlong_penalty_factor: 1.0,
+            mask_truncated: false,
+            recompute_old_logprobs: false,
+            tis: Tis::None,
+            tis_cap: 2.0,
+        }
+    }
+}
+
+/// 200 held-out problems, 64 samples each.
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self {
+            problems: 200,
+            samples: 64,
+            temperature: 1.0,
+            batch_size: 1024,
         }
     }
 }
@@ -379,46 +384,6 @@ impl TrainConfig {
         }
         toml::to_string_pretty(&value).expect("config serialises")
     }
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn vanilla() -> PolicyLossKind {
-    PolicyLossKind::Vanilla
-}
-fn token_mean() -> AggMode {
-    AggMode::TokenMean
-}
-fn k3() -> KlPenalty {
-    KlPenalty::K3
-}
-fn no_tis() -> Tis {
-    Tis::None
-}
-/// verl's SAPO `tau_neg`.
-fn tau_neg() -> f64 {
-    1.05
-}
-/// verl's `kl_cov_ratio` and `clip_cov_ratio`.
-fn cov_ratio() -> f64 {
-    0.0002
-}
-fn five_f() -> f64 {
-    5.0
-}
-fn one() -> f64 {
-    1.0
-}
-fn two() -> f64 {
-    2.0
-}
-fn four() -> usize {
-    4
-}
-fn five() -> usize {
-    5
 }
 
 #[cfg(test)]

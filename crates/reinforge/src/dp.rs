@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use reinforge_torch::dist::{Backend, DistEnv, ProcessGroup};
-use reinforge_torch::tch::{Kind, Tensor};
+use reinforge_torch::ranks;
 use reinforge_torch::Device;
 
 /// Seconds a collective may wait for the other ranks before the job fails naming the ranks
@@ -72,19 +72,12 @@ impl Dp {
 
     /// Every rank's `local` values, in rank order (equal lengths on every rank).
     pub fn gather(&self, local: &[f64]) -> Result<Vec<f64>> {
-        let parts = self
-            .pg
-            .all_gather(&Tensor::from_slice(local).to_kind(Kind::Double))?;
-        let mut out = Vec::with_capacity(local.len() * self.world());
-        for p in parts {
-            out.extend(Vec::<f64>::try_from(&p)?);
-        }
-        Ok(out)
+        ranks::gather_f64(&self.pg, local)
     }
 
     /// `x` summed over ranks.
     pub fn sum(&self, x: f64) -> Result<f64> {
-        reinforge_torch::train::sum_over_ranks(&self.pg, x)
+        ranks::sum_over_ranks(&self.pg, x)
     }
 
     /// Waits for every rank (after rank 0 wrote files the others read).
@@ -97,15 +90,6 @@ impl Dp {
         &self,
         local: &std::collections::BTreeMap<String, f64>,
     ) -> Result<Vec<std::collections::BTreeMap<String, f64>>> {
-        let bytes = serde_json::to_vec(local)?;
-        let lens = self.gather(&[bytes.len() as f64])?;
-        let width = lens.iter().fold(0.0f64, |a, &b| a.max(b)) as usize;
-        let mut padded = bytes.clone();
-        padded.resize(width, b' ');
-        let parts = self.pg.all_gather(&Tensor::from_slice(&padded))?;
-        parts
-            .iter()
-            .map(|p| Ok(serde_json::from_slice(&Vec::<u8>::try_from(p)?)?))
-            .collect()
+        ranks::gather_maps(&self.pg, local)
     }
 }

@@ -1,9 +1,9 @@
 //! Environments: where a policy iteration's prompts and rewards come from. The RL step
-//! ([`crate::grpo`]) only asks an environment for scored rollouts, and the environment adds
+//! ([`crate::rl`]) only asks an environment for scored rollouts, and the environment adds
 //! what is particular to its task: per-step metrics, files saved with each checkpoint, the
 //! pad id and the longest prompt (for the position check before training). The arithmetic
 //! task ([`crate::arith::env::ArithEnv`]) and a user's dataset with a reward spec
-//! ([`crate::hf::train::DataEnv`]) run through the same trainer.
+//! ([`crate::hf::data_env::DataEnv`]) run through the same trainer.
 
 use std::collections::BTreeMap;
 use std::path::Path;

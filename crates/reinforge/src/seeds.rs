@@ -22,8 +22,32 @@ pub fn torch_seed(seed: u64) -> i64 {
     (seed >> 1) as i64
 }
 
+/// The seed of RL step `step` of a run seeded `seed`: its prompts, its sampling and its
+/// mini-batch orders (the one place an RL step's seed is computed).
+pub fn rl_step_seed(seed: u64, step: usize) -> u64 {
+    step_seed(seed, PHASE_RL, step as u64)
+}
+
 pub const PHASE_SFT: u64 = 1;
-pub const PHASE_GRPO: u64 = 2;
+/// The RL phase of every preset (the value is that of the former `PHASE_GRPO`, so runs draw
+/// what they drew before).
+pub const PHASE_RL: u64 = 2;
 pub const PHASE_EVAL: u64 = 3;
-/// Initialising new parameters of a loaded model (LoRA adapters).
+/// Initialising new parameters of a loaded model (LoRA adapters, score heads).
 pub const PHASE_INIT: u64 = 4;
+/// Initialising PPO's value head. It was 4 (`PHASE_INIT`), so a value head drew the seed of
+/// the LoRA adapters and score heads.
+pub const PHASE_CRITIC: u64 = 5;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_have_distinct_seeds() {
+        let phases = [PHASE_SFT, PHASE_RL, PHASE_EVAL, PHASE_INIT, PHASE_CRITIC];
+        let seeds: std::collections::BTreeSet<u64> =
+            phases.iter().map(|&p| step_seed(0, p, 0)).collect();
+        assert_eq!(seeds.len(), phases.len());
+    }
+}

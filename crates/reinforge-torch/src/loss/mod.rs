@@ -2,7 +2,7 @@
 //! 1dda039) or TRL (`grpo_trainer.py` @ f2cd577) function numerically, generic over the float
 //! dtype of its inputs (f64 for the oracles, f32 in training):
 //! - [`registry`]: the policy losses by verl's registered names ([`PolicyLossKind`]); the
-//!   trainer ([`crate::train::policy_objective`]) calls exactly these functions;
+//!   trainer ([`crate::rl::policy_objective`]) calls exactly these functions;
 //! - [`agg`]: verl `agg_loss`, its 5 modes ([`AggMode`]) and the global-batch normalisation;
 //! - [`kl`]: verl `kl_penalty` (every estimator, `+` straight-through: [`KlPenalty`]), entropy,
 //!   KL-in-reward;

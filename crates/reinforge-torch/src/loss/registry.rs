@@ -1,6 +1,6 @@
 //! The registry of policy losses: verl's `register_policy_loss` names (core_algos.py @ 1dda039)
 //! mapped to the catalogue functions of [`clip_family`] and [`pg_family`]. The trainer
-//! ([`crate::train::policy_objective`]) and the oracle harness call the same entry,
+//! ([`crate::rl::policy_objective`]) and the oracle harness call the same entry,
 //! [`PolicyLossKind::compute`].
 
 use crate::loss::agg::AggMode;

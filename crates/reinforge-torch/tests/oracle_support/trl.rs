@@ -10,11 +10,11 @@ use reinforge_torch::loss::trl::{
     trl_compute_loss, IsLevel, TrlLossConfig, TrlLossInputs, TrlLossType,
 };
 use reinforge_torch::loss::{AggMode, PolicyLossKind};
-use reinforge_torch::train::{policy_objective, MiniBatchInputs, UpdateConfig};
+use reinforge_torch::rl::{policy_objective, MiniBatchInputs, UpdateConfig};
 use serde_json::Value;
 use tch::{Kind, Tensor};
 
-use super::{flat, matrix, tensor, Case, Tol, R};
+use super::{flat, grpo_update, matrix, tensor, Case, Tol, R};
 
 fn advantages(c: &mut Case) -> R<()> {
     let cfg = TrlAdvantageConfig {
@@ -164,7 +164,7 @@ fn as_trainer(x: &TrlLossInputs, cfg: &TrlLossConfig) -> Option<(UpdateConfig, G
     let rows = lp.size()[0] as f64;
     let ga = cfg.gradient_accumulation_steps as f64;
     let tokens = mask.sum(Kind::Double).double_value(&[]);
-    let mut u = UpdateConfig::grpo(cfg.epsilon_low, cfg.epsilon_high, 1, 1, 0.0);
+    let mut u = grpo_update(cfg.epsilon_low, cfg.epsilon_high);
     u.skip_zero_advantage = false;
     u.beta = cfg.beta;
     u.kl = reinforge_torch::loss::KlPenalty::K3;

@@ -8,13 +8,13 @@ use reinforge_torch::loss::kl::{
 };
 use reinforge_torch::loss::policy::VerlPolicyConfig;
 use reinforge_torch::loss::PolicyLossKind;
-use reinforge_torch::train::{
+use reinforge_torch::rl::{
     policy_objective, value_objective, MiniBatchInputs, UpdateConfig, ValueConfig, ValueInputs,
 };
 use serde_json::Value;
 use tch::Tensor;
 
-use super::{matrix, tensor, Case, R};
+use super::{grpo_update, matrix, tensor, Case, R};
 
 fn index(c: &Case) -> R<Vec<i64>> {
     Ok(c.req("index")?
@@ -185,7 +185,7 @@ fn update_config(c: &Case, kind: PolicyLossKind) -> R<UpdateConfig> {
         PolicyLossKind::Gspo | PolicyLossKind::Sapo => AggMode::SeqMeanTokenMean,
         _ => AggMode::TokenMean,
     };
-    let mut cfg = UpdateConfig::grpo(0.2, 0.2, 1, 1, 0.0);
+    let mut cfg = grpo_update(0.2, 0.2);
     cfg.policy_loss = kind;
     cfg.agg = mode(c, default_mode)?;
     cfg.loss = policy_config(c);

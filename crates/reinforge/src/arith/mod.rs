@@ -24,11 +24,9 @@ use crate::config::TrainConfig;
 use crate::env::Environment;
 use crate::run_dir::{read_json, write_json, RunDir};
 use crate::seeds::{seed_torch, step_seed, PHASE_EVAL};
-use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
-use crate::trainer::{
-    check_positions, optimizer, Phase, PhaseEnd, PhasePlan, Trainer, TrainerState,
-};
-use crate::{grpo, sft};
+use crate::trainer::checkpoint::OPTIMIZER_FILE;
+use crate::trainer::{check_positions, optimizer, Phase, PhaseEnd, PhasePlan, Start, Trainer};
+use crate::{rl, sft};
 
 /// How a call to [`run`] ended.
 pub enum Outcome {
@@ -66,13 +64,10 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     let env = ArithEnv::new(cfg.task.digits)
         .with_attempts(cfg.task.attempts, cfg.grpo.max_completion_length);
     check_model_fits(cfg, &env)?;
-    let latest = run.checkpoint("latest");
-    let state = if latest.join(STATE_FILE).exists() {
-        read_json::<TrainerState>(&latest.join(STATE_FILE))?
-    } else {
-        TrainerState::start(Phase::Sft)
-    };
-    let resumed = state.step > 0 || state.phase != Phase::Sft;
+    let start = Start::open(run, Phase::Sft)?;
+    // A state saved at SFT step 0 holds the initial weights, which Policy::new makes again.
+    let resumed = start.has_progress(Phase::Sft);
+    let Start { latest, state, .. } = start;
     let policy = if resumed {
         Policy::load(&latest, device)?
     } else {
@@ -142,7 +137,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
         }
         trainer.save(run, "sft", false)?;
         let opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
-        trainer.start_phase(Phase::Grpo, opt);
+        trainer.start_phase(Phase::Rl, opt);
         trainer.save(run, "latest", true)?;
     }
 
@@ -189,7 +184,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
     }
 
     // Stage 3: RL (PPO with a critic for the `gae` estimator).
-    if grpo::needs_reference(&cfg.grpo, &cfg.ppo) {
+    if rl::needs_reference(&cfg.grpo, &cfg.ppo) {
         trainer.reference = Some(Policy::load(&run.checkpoint("sft"), device)?);
     }
     trainer.opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
@@ -202,7 +197,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
             cfg.zero_stage
         );
     }
-    if grpo::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {
+    if rl::run_phase(&mut trainer, run, &env, cfg, &latest)? == PhaseEnd::Interrupted {
         return Ok(Outcome::Interrupted);
     }
     trainer.save(run, "final", false)?;
@@ -240,13 +235,13 @@ fn rl_rank(
     latest: &Path,
     device: reinforge_torch::Device,
 ) -> Result<Outcome> {
-    if grpo::needs_reference(&cfg.grpo, &cfg.ppo) {
+    if rl::needs_reference(&cfg.grpo, &cfg.ppo) {
         trainer.reference = Some(Policy::load(&run.checkpoint("sft"), device)?);
     }
     trainer.opt = optimizer(trainer.policy, cfg.grpo.lr, cfg.grpo.weight_decay);
     trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
     trainer.shard_optimizer();
-    if grpo::run_phase(trainer, run, env, cfg, latest)? == PhaseEnd::Interrupted {
+    if rl::run_phase(trainer, run, env, cfg, latest)? == PhaseEnd::Interrupted {
         return Ok(Outcome::Interrupted);
     }
     if let Some(d) = &trainer.dp {

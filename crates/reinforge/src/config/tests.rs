@@ -274,3 +274,19 @@ fn ppo_table_defaults_overrides_and_checks() {
     let msg = format!("{:#}", TrainConfig::resolve(Some(&path), &[]).unwrap_err());
     assert!(msg.contains("gama") && msg.contains("ppo"), "{msg}");
 }
+
+/// Defaults are written once ([`TrainConfig::default`] and the section `Default`s): a file
+/// read directly, without the merge onto the defaults that `resolve` does, gets them too.
+#[test]
+fn absent_keys_take_the_one_default() {
+    let cfg: TrainConfig = toml::from_str("seed = 3\n[grpo]\nsteps = 7\ntau_neg = 2.0\n").unwrap();
+    let d = TrainConfig::default();
+    assert_eq!((cfg.seed, cfg.grpo.steps, cfg.grpo.tau_neg), (3, 7, 2.0));
+    let mut want = d.clone();
+    (want.seed, want.grpo.steps, want.grpo.tau_neg) = (3, 7, 2.0);
+    assert_eq!(cfg, want);
+    assert!(
+        toml::from_str::<TrainConfig>("[grpo]\nstepz = 1\n").is_err(),
+        "unknown keys stay errors"
+    );
+}

@@ -2,6 +2,7 @@
 //! prompts into token ids (chat template or raw text), `generate` and `score`.
 
 pub mod args;
+pub mod data_env;
 pub mod dpo;
 pub mod evaluate;
 pub mod generate;

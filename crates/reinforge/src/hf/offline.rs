@@ -24,9 +24,9 @@ use reinforge_torch::{copy_aux_files, GradStep, Policy, SequenceBatch};
 
 use super::args::{count, ModelArgs};
 use crate::dp::Dp;
-use crate::run_dir::{read_json, write_json, RunDir};
-use crate::trainer::checkpoint::{OPTIMIZER_FILE, STATE_FILE};
-use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, StepLog, Trainer, TrainerState};
+use crate::run_dir::{write_json, RunDir};
+use crate::trainer::checkpoint::OPTIMIZER_FILE;
+use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer};
 
 /// Arguments every offline preference command takes.
 #[derive(Args, Debug)]
@@ -219,17 +219,15 @@ impl OfflineArgs {
         rows: impl Fn(usize) -> Vec<usize>,
     ) -> Result<Policy> {
         let run = &offline.dir;
-        let latest = run.checkpoint("latest");
-        let resumed = latest.join(STATE_FILE).exists();
+        let Start {
+            latest,
+            state,
+            resumed,
+        } = Start::open(run, Phase::Preference)?;
         let policy = if resumed {
             Policy::load(&latest, start.device())?
         } else {
             start
-        };
-        let state = if resumed {
-            read_json::<TrainerState>(&latest.join(STATE_FILE))?
-        } else {
-            TrainerState::start(Phase::Dpo)
         };
         let model_dir = self.model.model.clone();
         let files = move |dir: &Path| -> Result<()> { copy_aux_files(&model_dir, dir).map(drop) };

@@ -22,8 +22,7 @@ use super::pairs::{
 };
 use super::PromptStyle;
 use crate::run_dir::{read_json, write_json, RunDir};
-use crate::trainer::checkpoint::STATE_FILE;
-use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, StepLog, Trainer, TrainerState};
+use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer};
 
 /// Train a reward model on preference pairs (TRL RewardTrainer's loss).
 #[derive(Args, Debug)]
@@ -247,8 +246,11 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
     };
     std::fs::create_dir_all(run.root.join("checkpoints"))
         .with_context(|| format!("creating {}", run.root.display()))?;
-    let latest = run.checkpoint("latest");
-    let resumed = latest.join(STATE_FILE).exists();
+    let Start {
+        latest,
+        state,
+        resumed,
+    } = Start::open(&run, Phase::Rm)?;
     // The pairs are tokenised by the starting checkpoint's tokenizer (the one saved with the
     // reward model).
     if let Some(n) = args.model.threads {
@@ -293,11 +295,6 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
     if let (Some(b), true) = (&before, writes) {
         write_json(&run.path("heldout_before.json"), b)?;
     }
-    let state = if resumed {
-        read_json::<TrainerState>(&latest.join(STATE_FILE))?
-    } else {
-        TrainerState::start(Phase::Rm)
-    };
     let source = args.model.model.clone();
     let lora = args.lora_r.is_some();
     let files = |dir: &Path| -> Result<()> {

@@ -7,7 +7,7 @@
 //! - [`openai::RemoteEngines`]: OpenAI-compatible servers (`reinforge serve --model`, vLLM,
 //!   SGLang) that get the trainer's weights pushed after every update ([`push`]).
 //!
-//! `grpo::drive` picks the engine for a run and generates the next steps' rollouts while the
+//! `rl::drive` picks the engine for a run and generates the next steps' rollouts while the
 //! current step trains (`rollout.max_staleness`).
 
 pub mod local;

@@ -5,10 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use reinforge_torch::optim::Moments;
 use reinforge_torch::{AdamW, Policy};
 
+use super::critic::CriticState;
 use super::TrainerState;
-use crate::critic::CriticState;
 use crate::run_dir::{write_json, RunDir};
 
 /// File name of the policy's AdamW state inside a checkpoint directory.
@@ -31,10 +32,7 @@ pub struct Contents<'a> {
     /// Writes the model in place of `policy.save` when set.
     pub model_writer: Option<DirWriter<'a>>,
     /// Sharded optimizer moments gathered from every rank (ZeRO-1).
-    pub gathered: Option<&'a (
-        Vec<reinforge_torch::tch::Tensor>,
-        Vec<reinforge_torch::tch::Tensor>,
-    )>,
+    pub gathered: Option<&'a Moments>,
 }
 
 /// Writes `checkpoints/<tag>` of `run` atomically; returns its path.

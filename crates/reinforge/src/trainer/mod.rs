@@ -7,6 +7,8 @@
 //! repeated non-finite gradients; a step function supplies one step.
 
 pub mod checkpoint;
+pub mod critic;
+mod start;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -16,10 +18,11 @@ use anyhow::{bail, Result};
 use reinforge_torch::{AdamW, AdamWConfig, Policy};
 use serde::Serialize;
 
-use crate::critic::CriticState;
 use crate::interrupt::interrupted_on_any;
 use crate::progress;
 use crate::run_dir::RunDir;
+use critic::CriticState;
+pub use start::Start;
 pub use state::{Phase, TrainerState};
 
 /// An AdamW over `policy`'s trainable parameters.
@@ -327,7 +330,7 @@ mod tests {
         cfg.model.num_hidden_layers = 1;
         let run = RunDir::create(&cfg).unwrap();
         let policy = Policy::new(&cfg.model, reinforge_torch::Device::Cpu, 0).unwrap();
-        let mut state = TrainerState::start(Phase::Grpo);
+        let mut state = TrainerState::start(Phase::Rl);
         state.step = resume_at;
         // A stale line past the checkpoint, as an interrupted run leaves one.
         for i in 0..=resume_at {

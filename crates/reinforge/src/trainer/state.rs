@@ -13,22 +13,24 @@ pub const STATE_VERSION: u32 = 2;
 pub enum Phase {
     /// Supervised fine-tuning.
     Sft,
-    /// Policy iterations (every RL preset, PPO included).
+    /// Policy iterations (every RL preset, PPO included); `"grpo"` on disk, as before.
     #[default]
-    Grpo,
-    /// Offline preference optimisation (the DPO family).
-    Dpo,
+    #[serde(rename = "grpo")]
+    Rl,
+    /// Offline preference optimisation (DPO, ORPO, KTO); `"dpo"` on disk, as before.
+    #[serde(rename = "dpo")]
+    Preference,
     /// Reward-model training.
     Rm,
 }
 
 impl Phase {
-    /// Name of the phase's progress bar and of its log file's prefix.
+    /// Name of the phase's progress bar and of its log file's prefix (the on-disk names).
     pub fn label(self) -> &'static str {
         match self {
             Phase::Sft => "sft",
-            Phase::Grpo => "grpo",
-            Phase::Dpo => "dpo",
+            Phase::Rl => "grpo",
+            Phase::Preference => "dpo",
             Phase::Rm => "rm",
         }
     }
@@ -84,8 +86,8 @@ impl TrainerState {
     pub fn seconds_mut(&mut self, phase: Phase) -> &mut f64 {
         match phase {
             Phase::Sft => &mut self.sft_seconds,
-            Phase::Grpo => &mut self.grpo_seconds,
-            Phase::Dpo => &mut self.dpo_seconds,
+            Phase::Rl => &mut self.grpo_seconds,
+            Phase::Preference => &mut self.dpo_seconds,
             Phase::Rm => &mut self.rm_seconds,
         }
     }
@@ -103,15 +105,20 @@ mod tests {
         .unwrap();
         assert_eq!(
             (arith.version, arith.phase, arith.step, arith.sft_seconds),
-            (1, Phase::Grpo, 3, 1.5)
+            (1, Phase::Rl, 3, 1.5)
         );
         let data: TrainerState = serde_json::from_str(r#"{"step":7,"seconds":4.0}"#).unwrap();
         assert_eq!(
             (data.phase, data.step, data.grpo_seconds),
-            (Phase::Grpo, 7, 4.0)
+            (Phase::Rl, 7, 4.0)
         );
         let now = serde_json::to_value(TrainerState::start(Phase::Sft)).unwrap();
         assert_eq!(now["version"], STATE_VERSION);
         assert_eq!(now["phase"], "sft");
+        // The renamed phases keep their on-disk names, so older runs resume.
+        for (phase, name) in [(Phase::Rl, "grpo"), (Phase::Preference, "dpo")] {
+            let state = serde_json::to_value(TrainerState::start(phase)).unwrap();
+            assert_eq!((state["phase"].as_str(), phase.label()), (Some(name), name));
+        }
     }
 }

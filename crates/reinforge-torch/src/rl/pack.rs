@@ -1,6 +1,8 @@
-//! Packing one RL iteration's scored rollouts into the update's tensors, and the tensor side
-//! of PPO's critic: the binary hands token ids, sampler log-probs and plain-number advantages
-//! in, and gets plain numbers back, so it never touches a tensor.
+//! The RL step's first call into this crate, [`pack`]: one iteration's scored rollouts become
+//! the update's [`RolloutBatch`], and every forward pass before the update runs here (old and
+//! reference log-probs, TIS weights, the sampler-trainer gap, PPO's critic values and the
+//! reference KL of its reward). The trainer hands token ids and sampler log-probs in and gets
+//! plain numbers back, so it never touches a tensor.
 
 use tch::{Kind, Tensor};
 
@@ -8,9 +10,7 @@ use crate::batch::SequenceBatch;
 use crate::logprobs::{token_logprobs_with, Entropy};
 use crate::loss::kl::{kl_penalty, KlPenalty};
 use crate::loss::tis::{tis_weights, Tis};
-use crate::optim::AdamW;
 use crate::policy::Policy;
-use crate::train::{value_update, RolloutBatch, ValueBatch, ValueConfig, ValueStats};
 use crate::value::Critic;
 
 /// Ragged rows of numbers, one per rollout, one entry per completion token.
@@ -48,6 +48,9 @@ pub struct PackOptions {
     /// Run the trainer's forward pass on the rollouts even when old log-probs come from the
     /// sampler, to measure the sampler-trainer log-prob gap (a remote engine's tokens).
     pub measure_gap: bool,
+    /// With PPO's critic and a KL in its reward: the estimator of the per-token KL(old ‖
+    /// reference) to compute (needs the reference model).
+    pub reference_kl: Option<KlPenalty>,
 }
 
 /// How far the sampler's log-probs are from the trainer's on the same tokens, over the
@@ -68,39 +71,135 @@ pub struct LogprobGap {
     pub is_weight_max: f64,
 }
 
-/// The packed rollouts of one iteration, with their row lengths (to read per-token tensors
-/// back as [`Rows`]).
+/// The rollouts of one iteration, packed for the update.
+pub struct RolloutBatch {
+    pub seqs: SequenceBatch,
+    /// Sampler log-probs at target positions `[N, L-1]`.
+    pub old_logp: Tensor,
+    /// Reference-model log-probs `[N, L-1]` when `beta > 0`.
+    pub ref_logp: Option<Tensor>,
+    /// One advantage per sequence. With `token_advantages`, the row's largest |advantage|
+    /// (only its being zero is read: such a row may be skipped).
+    pub advantages: Vec<f32>,
+    /// Per-token advantages `[N, L-1]` (REINFORCE++ whitening); `None`: `advantages` per row.
+    pub token_advantages: Option<Tensor>,
+    /// Rollout-correction weights `[N, L-1]` multiplied into the policy loss (TIS).
+    pub is_weights: Option<Tensor>,
+    /// Multiplies the loss mask `[N, L-1]`: 0 removes a token from the loss and from the
+    /// aggregation denominators (truncated completions, rejection sampling).
+    pub keep: Option<Tensor>,
+}
+
+impl RolloutBatch {
+    /// A batch with per-row advantages and no correction or extra mask.
+    pub fn new(
+        seqs: SequenceBatch,
+        old_logp: Tensor,
+        ref_logp: Option<Tensor>,
+        advantages: Vec<f32>,
+    ) -> Self {
+        Self {
+            seqs,
+            old_logp,
+            ref_logp,
+            advantages,
+            token_advantages: None,
+            is_weights: None,
+            keep: None,
+        }
+    }
+
+    /// Tokens each row contributes to the loss (the row sums of the effective mask).
+    pub fn row_tokens(&self) -> Vec<f64> {
+        match &self.keep {
+            None => self
+                .seqs
+                .target_counts()
+                .iter()
+                .map(|&c| c as f64)
+                .collect(),
+            Some(keep) => Vec::<f64>::try_from(
+                (&self.seqs.loss_mask * keep)
+                    .sum_dim_intlist(-1i64, false, Kind::Double)
+                    .to_device(tch::Device::Cpu),
+            )
+            .expect("row sums"),
+        }
+    }
+}
+
+/// What the advantage stage hands the update: plain numbers, one row per rollout this process
+/// holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Advantages {
+    /// An outcome estimator's: one per row, and per token when it has them.
+    Outcome {
+        per_row: Vec<f64>,
+        per_token: Option<Rows>,
+    },
+    /// GAE with PPO's critic: per-token advantages, and the critic's targets (the values the
+    /// rollouts were scored with, the returns).
+    Gae {
+        advantages: Rows,
+        values: Rows,
+        returns: Rows,
+    },
+}
+
+/// The models whose forward passes packing runs.
+#[derive(Clone, Copy)]
+pub struct PackModels<'a> {
+    pub policy: &'a Policy,
+    /// The frozen reference (KL terms).
+    pub reference: Option<&'a Policy>,
+    /// PPO's critic: its values of the rollouts come back as [`Packed::values`].
+    pub critic: Option<&'a Critic>,
+}
+
+/// The packed rollouts of one iteration, what the forward passes measured, and the row
+/// lengths (to read per-token tensors back as [`Rows`]).
 pub struct Packed {
     pub batch: RolloutBatch,
     /// With `recompute_old_logprobs` or `measure_gap`: the sampler-trainer gap.
     pub gap: Option<LogprobGap>,
+    /// With a critic: its value of each completion token's prefix (no gradient).
+    pub values: Option<Rows>,
+    /// With [`PackOptions::reference_kl`] and a reference model: per-token KL(old ‖ reference).
+    pub reference_kl: Option<Rows>,
     prompt_lens: Vec<usize>,
     completion_lens: Vec<usize>,
 }
 
-/// Packs rollouts into the update's tensors (advantages are set afterwards, all zero until
-/// then); reference log-probs are computed here, once, and so are the trainer's old log-probs
-/// with `recompute_old_logprobs`, the TIS weights and the keep mask (truncated completions,
-/// rejected tokens).
-pub fn pack(
+/// The RL step's first call: packs rollouts into the update's tensors (advantages are set by
+/// [`super::update`], all zero until then) and runs every forward pass the advantages and the
+/// update need, once: reference log-probs, the trainer's old log-probs with
+/// `recompute_old_logprobs`, the TIS weights and the keep mask (truncated completions,
+/// rejected tokens), the critic's values and the reference KL of PPO's reward.
+pub fn pack(models: PackModels, rollouts: &[RolloutRef], opts: &PackOptions) -> Packed {
+    super::count_call();
+    let mut packed = pack_batch(models.policy, models.reference, rollouts, opts);
+    if let Some(critic) = models.critic {
+        let values = {
+            let _guard = tch::no_grad_guard();
+            critic.values(&packed.batch.seqs)
+        };
+        packed.values = Some(packed.completion_rows(&values));
+    }
+    if let (Some(estimator), Some(reference)) = (opts.reference_kl, &packed.batch.ref_logp) {
+        let kl = kl_penalty(&packed.batch.old_logp, reference, estimator);
+        packed.reference_kl = Some(packed.completion_rows(&kl));
+    }
+    packed
+}
+
+/// The batch, the reference and trainer log-probs, TIS weights and keep mask.
+fn pack_batch(
     policy: &Policy,
     reference: Option<&Policy>,
     rollouts: &[RolloutRef],
     opts: &PackOptions,
 ) -> Packed {
-    let prompts: Vec<&[i64]> = rollouts.iter().map(|r| r.prompt).collect();
-    let completions: Vec<&[i64]> = rollouts.iter().map(|r| r.completion).collect();
-    let mut seqs = SequenceBatch::new(&prompts, &completions, opts.pad_id, policy.device());
-    if rollouts.iter().any(|r| r.trained.is_some()) {
-        let trained: Vec<Vec<f32>> = rollouts
-            .iter()
-            .map(|r| match r.trained {
-                Some(m) => m.iter().map(|&t| f32::from(t as u8)).collect(),
-                None => vec![1.0; r.completion.len()],
-            })
-            .collect();
-        seqs.loss_mask = &seqs.loss_mask * seqs.completion_values(&trained);
-    }
+    let seqs = sequences(rollouts, opts.pad_id, policy.device());
     let logprobs: Vec<Vec<f32>> = rollouts.iter().map(|r| r.logprobs.to_vec()).collect();
     let rollout_logp = seqs.completion_values(&logprobs);
     let forward = |p: &Policy, entropy: Entropy| {
@@ -117,16 +216,50 @@ pub fn pack(
         Some((logp, _)) if opts.recompute_old_logprobs => logp * &seqs.loss_mask,
         _ => rollout_logp.shallow_clone(),
     };
+    let (is_weights, keep) = corrections(rollouts, opts, &seqs, &old_logp, &rollout_logp);
+    let mut batch = RolloutBatch::new(seqs, old_logp, ref_logp, vec![0.0; rollouts.len()]);
+    batch.is_weights = is_weights;
+    batch.keep = keep;
+    Packed {
+        batch,
+        gap,
+        values: None,
+        reference_kl: None,
+        prompt_lens: rollouts.iter().map(|r| r.prompt.len()).collect(),
+        completion_lens: rollouts.iter().map(|r| r.completion.len()).collect(),
+    }
+}
+
+/// `prompt ++ completion` rows; tokens the environment produced leave the loss mask.
+fn sequences(rollouts: &[RolloutRef], pad_id: i64, device: tch::Device) -> SequenceBatch {
+    let prompts: Vec<&[i64]> = rollouts.iter().map(|r| r.prompt).collect();
+    let completions: Vec<&[i64]> = rollouts.iter().map(|r| r.completion).collect();
+    let mut seqs = SequenceBatch::new(&prompts, &completions, pad_id, device);
+    if rollouts.iter().any(|r| r.trained.is_some()) {
+        let trained: Vec<Vec<f32>> = rollouts
+            .iter()
+            .map(|r| match r.trained {
+                Some(m) => m.iter().map(|&t| f32::from(t as u8)).collect(),
+                None => vec![1.0; r.completion.len()],
+            })
+            .collect();
+        seqs.loss_mask = &seqs.loss_mask * seqs.completion_values(&trained);
+    }
+    seqs
+}
+
+/// TIS weights, and the keep mask of TIS's rejections and truncated completions.
+fn corrections(
+    rollouts: &[RolloutRef],
+    opts: &PackOptions,
+    seqs: &SequenceBatch,
+    old_logp: &Tensor,
+    rollout_logp: &Tensor,
+) -> (Option<Tensor>, Option<Tensor>) {
     let (is_weights, tis_keep) = match opts.tis {
         Tis::None => (None, None),
         mode => {
-            let (w, k) = tis_weights(
-                &old_logp,
-                &rollout_logp,
-                &seqs.loss_mask,
-                mode,
-                opts.tis_cap,
-            );
+            let (w, k) = tis_weights(old_logp, rollout_logp, &seqs.loss_mask, mode, opts.tis_cap);
             (Some(w), Some(k))
         }
     };
@@ -141,15 +274,7 @@ pub fn pack(
         (Some(a), Some(b)) => Some(a * b),
         (a, b) => a.or(b),
     };
-    let mut batch = RolloutBatch::new(seqs, old_logp, ref_logp, vec![0.0; rollouts.len()]);
-    batch.is_weights = is_weights;
-    batch.keep = keep;
-    Packed {
-        batch,
-        gap,
-        prompt_lens: rollouts.iter().map(|r| r.prompt.len()).collect(),
-        completion_lens: rollouts.iter().map(|r| r.completion.len()).collect(),
-    }
+    (is_weights, keep)
 }
 
 /// The gap between the sampler's and the trainer's log-probs at the `mask`ed tokens.
@@ -168,7 +293,7 @@ fn logprob_gap(sampler: &Tensor, trainer: &Tensor, entropy: &Tensor, mask: &Tens
     }
 }
 
-fn f32_rows(m: &[Vec<f64>]) -> Vec<Vec<f32>> {
+pub(super) fn f32_rows(m: &[Vec<f64>]) -> Vec<Vec<f32>> {
     m.iter()
         .map(|r| r.iter().map(|&x| x as f32).collect())
         .collect()
@@ -185,27 +310,31 @@ impl Packed {
         self.prompt_lens.is_empty()
     }
 
-    /// Sets an estimator's advantages: one per row, and per token when it has them.
-    pub fn set_advantages(&mut self, per_row: &[f64], per_token: Option<&[Vec<f64>]>) {
+    /// Sets the step's advantages: an outcome estimator's one per row (and per token when it
+    /// has them), or GAE's per token, each row's advantage then being its largest |advantage|
+    /// (only its being zero is read: such a row may be skipped).
+    pub fn set_advantages(&mut self, advantages: &Advantages) {
         let b = &mut self.batch;
-        b.token_advantages = per_token.map(|t| b.seqs.completion_values(&f32_rows(t)));
-        b.advantages = per_row.iter().map(|&a| a as f32).collect();
-    }
-
-    /// Sets per-token advantages (PPO's GAE); each row's advantage becomes its largest
-    /// |advantage| (only its being zero is read: such a row may be skipped).
-    pub fn set_token_advantages(&mut self, advantages: &[Vec<f64>]) {
-        let b = &mut self.batch;
-        b.token_advantages = Some(b.seqs.completion_values(&f32_rows(advantages)));
-        b.advantages = advantages
-            .iter()
-            .map(|r| r.iter().fold(0.0f32, |m, a| m.max(a.abs() as f32)))
-            .collect();
+        match advantages {
+            Advantages::Outcome { per_row, per_token } => {
+                b.token_advantages = per_token
+                    .as_deref()
+                    .map(|t| b.seqs.completion_values(&f32_rows(t)));
+                b.advantages = per_row.iter().map(|&a| a as f32).collect();
+            }
+            Advantages::Gae { advantages, .. } => {
+                b.token_advantages = Some(b.seqs.completion_values(&f32_rows(advantages)));
+                b.advantages = advantages
+                    .iter()
+                    .map(|r| r.iter().fold(0.0f32, |m, a| m.max(a.abs() as f32)))
+                    .collect();
+            }
+        }
     }
 
     /// The completion-token entries of a target-aligned `[N, L-1]` tensor, one row per
     /// rollout (the inverse of `SequenceBatch::completion_values` for non-empty prompts).
-    fn completion_rows(&self, t: &Tensor) -> Rows {
+    pub(super) fn completion_rows(&self, t: &Tensor) -> Rows {
         let w = t.size()[1] as usize;
         let flat: Vec<f64> = Vec::<f64>::try_from(
             t.detach()
@@ -224,51 +353,6 @@ impl Packed {
                     .map_or_else(Vec::new, <[f64]>::to_vec)
             })
             .collect()
-    }
-
-    /// The critic's value of each completion token's prefix (no gradient).
-    pub fn critic_values(&self, critic: &Critic) -> Rows {
-        let values = {
-            let _guard = tch::no_grad_guard();
-            critic.values(&self.batch.seqs)
-        };
-        self.completion_rows(&values)
-    }
-
-    /// Per-token KL(old ‖ reference) by `estimator`; `None` without reference log-probs.
-    pub fn reference_kl(&self, estimator: KlPenalty) -> Option<Rows> {
-        let reference = self.batch.ref_logp.as_ref()?;
-        Some(self.completion_rows(&kl_penalty(&self.batch.old_logp, reference, estimator)))
-    }
-
-    /// One critic update towards `returns` from the values `values_old` the rollouts were
-    /// scored with, over the tokens the policy update trains on (the keep mask applies).
-    pub fn update_critic(
-        &self,
-        critic: &Critic,
-        opt: &mut AdamW,
-        values_old: &[Vec<f64>],
-        returns: &[Vec<f64>],
-        cfg: &ValueConfig,
-        orders: &[Vec<i64>],
-    ) -> ValueStats {
-        let b = &self.batch;
-        let mask = match &b.keep {
-            Some(k) => &b.seqs.loss_mask * k,
-            None => b.seqs.loss_mask.shallow_clone(),
-        };
-        value_update(
-            critic,
-            opt,
-            &ValueBatch {
-                seqs: &b.seqs,
-                values_old: b.seqs.completion_values(&f32_rows(values_old)),
-                returns: b.seqs.completion_values(&f32_rows(returns)),
-                mask,
-            },
-            cfg,
-            orders,
-        )
     }
 }
 
@@ -300,6 +384,15 @@ mod tests {
             tis_cap: 2.0,
             mask_truncated: true,
             measure_gap: false,
+            reference_kl: None,
+        }
+    }
+
+    fn alone(policy: &Policy) -> PackModels<'_> {
+        PackModels {
+            policy,
+            reference: None,
+            critic: None,
         }
     }
 
@@ -318,7 +411,7 @@ mod tests {
             measure_gap: true,
             ..opts()
         };
-        let p = pack(&policy, None, &rows, &o);
+        let p = pack(alone(&policy), &rows, &o);
         assert_eq!(
             p.completion_rows(&p.batch.seqs.loss_mask),
             vec![vec![1.0, 0.0, 0.0, 1.0]]
@@ -329,7 +422,7 @@ mod tests {
             recompute_old_logprobs: true,
             ..opts()
         };
-        let q = pack(&policy, None, &rows, &o2);
+        let q = pack(alone(&policy), &rows, &o2);
         let trainer = q.completion_rows(&q.batch.old_logp);
         let want = ((-0.5 - trainer[0][0]).abs() + (-1.0 - trainer[0][3]).abs()) / 2.0;
         let gap = p.gap.expect("measured");
@@ -360,7 +453,11 @@ mod tests {
                 trained: None,
             },
         ];
-        let mut p = pack(&policy, None, &rows, &opts());
+        let o = PackOptions {
+            reference_kl: Some("k3".parse().unwrap()),
+            ..opts()
+        };
+        let mut p = pack(alone(&policy), &rows, &o);
         assert_eq!(p.len(), 2);
         // The sampler's log-probs come back at their completion tokens.
         assert_eq!(
@@ -369,13 +466,17 @@ mod tests {
         );
         let keep = p.batch.keep.as_ref().expect("mask_truncated keeps a mask");
         assert_eq!(p.completion_rows(keep), vec![vec![1.0; 3], vec![0.0]]);
-        p.set_token_advantages(&[vec![0.5, -2.0, 1.0], vec![0.0]]);
+        p.set_advantages(&Advantages::Gae {
+            advantages: vec![vec![0.5, -2.0, 1.0], vec![0.0]],
+            values: vec![],
+            returns: vec![],
+        });
         assert_eq!(p.batch.advantages, vec![2.0, 0.0]);
         let back = p.completion_rows(p.batch.token_advantages.as_ref().unwrap());
         assert_eq!(back, vec![vec![0.5, -2.0, 1.0], vec![0.0]]);
         assert!(
-            p.reference_kl("k3".parse().unwrap()).is_none(),
-            "no reference"
+            p.reference_kl.is_none() && p.values.is_none(),
+            "no reference, no critic"
         );
     }
 }

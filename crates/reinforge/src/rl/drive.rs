@@ -13,17 +13,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 
-use super::{sample, update_step, Drawn, StepMetrics, UpdateExtras};
+use super::metrics::StepMetrics;
+use super::sample::{sample, Drawn};
+use super::settings::StepSettings;
+use super::step;
 use crate::config::{EngineKind, RolloutRng, TrainConfig};
 use crate::env::Environment;
 use crate::rollout::local::{LocalEngine, RowDraw, Snapshots};
 use crate::rollout::openai::RemoteEngines;
 use crate::rollout::push::push;
-use crate::rollout::Engine;
+use crate::rollout::{Engine, PushStats};
 use crate::run_dir::RunDir;
-use crate::seeds::{step_seed, PHASE_GRPO};
 use crate::trainer::{PhaseEnd, PhasePlan, Trainer};
 
 /// Runs the phase's remaining steps with the engine and asynchrony `cfg.rollout` names.
@@ -44,18 +46,17 @@ pub fn run(
         PathBuf::from(&cfg.rollout.weights_dir)
     };
     let k = cfg.rollout.max_staleness;
-    let g = &cfg.grpo;
     let per_row = cfg.rollout.rng == RolloutRng::PerRow;
     if trainer.dp.is_some() && (remote.is_some() || k > 0) {
-        anyhow::bail!(
+        bail!(
             "data-parallel training samples on the local engine, synchronously: set rollout.engine = \"local\" and rollout.max_staleness = 0"
         );
     }
+    let settings = StepSettings::new(&cfg.grpo, &cfg.ppo, cfg.seed, env.pad_id());
     match (&remote, k) {
-        (None, 0) => trainer.run_phase(run, plan, |t| {
-            super::run_step(t, env, g, &cfg.ppo, cfg.seed, per_row)
-        }),
+        (None, 0) => trainer.run_phase(run, plan, |t| local_step(t, env, &settings, per_row)),
         (Some(engines), 0) => {
+            let settings = settings.measuring_gap();
             let mut pushed: Option<u64> = None;
             trainer.run_phase(run, plan, |t| {
                 let version = t.state.step as u64;
@@ -66,14 +67,10 @@ pub fn run(
                 } else {
                     None
                 };
-                let s = step_seed(cfg.seed, PHASE_GRPO, t.state.step as u64);
-                let drawn = sample(engines, env, g, s)?;
-                let extras = UpdateExtras {
-                    push: push_stats,
-                    measure_gap: true,
-                    stale_dropped: 0,
-                };
-                update_step(t, env, drawn, g, &cfg.ppo, cfg.seed, extras)
+                let s = settings.step_seed(t.state.step);
+                let mut drawn = sample(engines, env, &settings.rl, s)?;
+                drawn.meta.push = push_stats;
+                step::step(t, env, drawn, &settings)
             })
         }
         (remote, k) => {
@@ -82,10 +79,43 @@ pub fn run(
                 snapshots: Snapshots::new(env.pad_id()),
                 weights_dir,
                 k,
+                settings: settings.measuring_gap(),
             };
-            ahead.run(trainer, run, plan, env, cfg)
+            ahead.run(trainer, run, plan, env)
         }
     }
+}
+
+/// One step sampled in lock step on the trainer's own weights (`per_row`: per-row sampling
+/// noise, which a data-parallel rank always uses for its rows of the batch).
+pub fn local_step(
+    t: &mut Trainer,
+    env: &dyn Environment,
+    settings: &StepSettings,
+    per_row: bool,
+) -> Result<StepMetrics> {
+    let rl = &settings.rl;
+    let rows = match &t.dp {
+        Some(dp) => Some(dp.rows(
+            rl.prompts_per_step * rl.num_generations,
+            "grpo.prompts_per_step x grpo.num_generations",
+        )?),
+        None => None,
+    };
+    if t.dp.is_some() && rl.dynamic_sampling {
+        bail!("grpo.dynamic_sampling is not supported with data-parallel ranks yet");
+    }
+    let engine = LocalEngine {
+        policy: t.policy,
+        pad_id: env.pad_id(),
+        version: t.state.step as u64,
+        draw: RowDraw {
+            per_row: per_row || rows.is_some(),
+            rows,
+        },
+    };
+    let drawn = sample(&engine, env, rl, settings.step_seed(t.state.step))?;
+    step::step(t, env, drawn, settings)
 }
 
 /// Rollouts generated on a thread of their own, ahead of the update.
@@ -94,6 +124,7 @@ struct Ahead<'e> {
     snapshots: Snapshots,
     weights_dir: PathBuf,
     k: usize,
+    settings: StepSettings,
 }
 
 /// One step's rollouts from the generator thread.
@@ -106,16 +137,15 @@ impl Ahead<'_> {
         run: &RunDir,
         plan: &PhasePlan,
         env: &dyn Environment,
-        cfg: &TrainConfig,
     ) -> Result<PhaseEnd> {
         let first = trainer.state.step;
         let mut push_stats = self.publish(trainer, first as u64)?;
         let stop = AtomicBool::new(false);
         let (tx, rx) = sync_channel::<Produced>(self.k + 1);
         std::thread::scope(|scope| {
-            let producer = scope.spawn(|| self.produce(first..plan.steps, env, cfg, &stop, tx));
+            let producer = scope.spawn(|| self.produce(first..plan.steps, env, &stop, tx));
             let end = trainer.run_phase(run, plan, |t| {
-                let m = self.step(t, &rx, env, cfg, push_stats.take())?;
+                let m = self.step(t, &rx, env, push_stats.take())?;
                 // The weights after this update, for the steps still to be drawn.
                 if t.state.step + 1 < plan.steps {
                     push_stats = self.publish(t, t.state.step as u64 + 1)?;
@@ -133,7 +163,7 @@ impl Ahead<'_> {
 
     /// Makes the weights of `version` (the trainer's current ones) available to the generator:
     /// a frozen copy, or a push to the remote engines.
-    fn publish(&self, t: &Trainer, version: u64) -> Result<Option<crate::rollout::PushStats>> {
+    fn publish(&self, t: &Trainer, version: u64) -> Result<Option<PushStats>> {
         match self.remote {
             None => {
                 let oldest = version.saturating_sub(self.k as u64);
@@ -149,14 +179,13 @@ impl Ahead<'_> {
         &self,
         steps: std::ops::Range<usize>,
         env: &dyn Environment,
-        cfg: &TrainConfig,
         stop: &AtomicBool,
         tx: SyncSender<Produced>,
     ) {
         let stopped = || stop.load(Ordering::SeqCst);
         for j in steps {
             let want = j.saturating_sub(self.k) as u64;
-            let drawn = self.draw_with(want, env, cfg, j, &stopped);
+            let drawn = self.draw_with(want, env, j, &stopped);
             let failed = drawn.is_err();
             if stopped() || tx.send((j, drawn)).is_err() || failed {
                 return;
@@ -169,19 +198,18 @@ impl Ahead<'_> {
         &self,
         want: u64,
         env: &dyn Environment,
-        cfg: &TrainConfig,
         j: usize,
         stopped: &dyn Fn() -> bool,
     ) -> Result<Drawn> {
-        let s = step_seed(cfg.seed, PHASE_GRPO, j as u64);
+        let (s, rl) = (self.settings.step_seed(j), &self.settings.rl);
         match self.remote {
             None => {
                 let pinned = self.snapshots.at_least(want, stopped)?;
-                sample(&pinned, env, &cfg.grpo, s)
+                sample(&pinned, env, rl, s)
             }
             Some(engines) => {
                 engines.wait_for_version(want, stopped)?;
-                sample(engines, env, &cfg.grpo, s)
+                sample(engines, env, rl, s)
             }
         }
     }
@@ -193,8 +221,7 @@ impl Ahead<'_> {
         t: &mut Trainer,
         rx: &Receiver<Produced>,
         env: &dyn Environment,
-        cfg: &TrainConfig,
-        push: Option<crate::rollout::PushStats>,
+        push: Option<PushStats>,
     ) -> Result<StepMetrics> {
         let step = t.state.step;
         let wait = Instant::now();
@@ -205,12 +232,12 @@ impl Ahead<'_> {
             return Err(anyhow!("rollouts of step {j} arrived for step {step}"));
         }
         let mut drawn = drawn?;
-        drawn.sample_seconds = wait.elapsed().as_secs_f64();
+        drawn.meta.sample_seconds = wait.elapsed().as_secs_f64();
         let oldest = step.saturating_sub(self.k) as u64;
         let mut stale_dropped = 0;
         if drawn.rollouts.iter().any(|r| r.version < oldest) {
             stale_dropped = drawn.rollouts.len();
-            let s = step_seed(cfg.seed, PHASE_GRPO, step as u64);
+            let (s, rl) = (self.settings.step_seed(step), &self.settings.rl);
             drawn = match self.remote {
                 None => {
                     let engine = LocalEngine {
@@ -219,16 +246,13 @@ impl Ahead<'_> {
                         version: step as u64,
                         draw: RowDraw::default(),
                     };
-                    sample(&engine, env, &cfg.grpo, s)?
+                    sample(&engine, env, rl, s)?
                 }
-                Some(engines) => sample(engines as &dyn Engine, env, &cfg.grpo, s)?,
+                Some(engines) => sample(engines as &dyn Engine, env, rl, s)?,
             };
         }
-        let extras = UpdateExtras {
-            push,
-            measure_gap: true,
-            stale_dropped,
-        };
-        update_step(t, env, drawn, &cfg.grpo, &cfg.ppo, cfg.seed, extras)
+        drawn.meta.push = push;
+        drawn.meta.stale_dropped = stale_dropped;
+        step::step(t, env, drawn, &self.settings)
     }
 }

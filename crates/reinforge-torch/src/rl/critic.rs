@@ -1,0 +1,294 @@
+//! PPO's critic update: verl's clipped value loss (`compute_value_loss`) over epochs of
+//! mini-batches, as `DataParallelPPOCritic.update_critic`, and the step's entry that builds
+//! its targets from the packed rollouts.
+
+use serde::Serialize;
+use tch::{Kind, Tensor};
+
+use super::minibatch::minibatch_info;
+use super::pack::{f32_rows, Packed};
+use crate::batch::SequenceBatch;
+use crate::loss::agg::{AggMode, GlobalBatchInfo};
+use crate::loss::pg_family::value_loss;
+use crate::optim::AdamW;
+use crate::value::Critic;
+
+/// The critic's share of a PPO batch: targets and old values at the completion tokens.
+pub struct ValueBatch<'a> {
+    /// The same packed rows as the policy update's.
+    pub seqs: &'a SequenceBatch,
+    /// The critic's values when the rollouts were scored (before this update) `[N, L-1]`.
+    pub values_old: Tensor,
+    /// GAE returns `[N, L-1]` (advantages before whitening plus `values_old`).
+    pub returns: Tensor,
+    /// Tokens in the loss `[N, L-1]`: the loss mask, times any keep mask of the policy update.
+    pub mask: Tensor,
+}
+
+/// Settings of the critic update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueConfig {
+    /// Passes over the batch (verl `critic.ppo_epochs`).
+    pub epochs: usize,
+    /// Optimizer steps per pass.
+    pub mini_batches: usize,
+    pub lr: f64,
+    /// Global gradient-norm clip (verl `critic.grad_clip`).
+    pub max_grad_norm: f64,
+    /// Values may move at most this far from `values_old` before the clipped term takes over
+    /// (verl `critic.cliprange_value`).
+    pub cliprange_value: f64,
+    /// verl `critic.loss_agg_mode` (which defaults to the actor's).
+    pub agg: AggMode,
+    /// The constant `S` of seq-mean-token-sum-norm.
+    pub loss_scale_factor: f64,
+}
+
+/// The tensors of one critic mini-batch that [`value_objective`] reads, all `[B, T]`.
+#[derive(Debug, Clone, Copy)]
+pub struct ValueInputs<'a> {
+    pub returns: &'a Tensor,
+    pub values_old: &'a Tensor,
+    pub mask: &'a Tensor,
+}
+
+/// The critic's objective on one mini-batch: verl `compute_value_loss`
+/// ([`crate::loss::pg_family::value_loss`]) of the current values `vpreds` with `cfg`'s clip
+/// range and aggregation and the mini-batch's denominators `info`; returns the loss and
+/// `vf_clipfrac`.
+pub fn value_objective(
+    vpreds: &Tensor,
+    x: &ValueInputs,
+    cfg: &ValueConfig,
+    info: &GlobalBatchInfo,
+) -> (Tensor, f64) {
+    value_loss(
+        vpreds,
+        x.returns,
+        x.values_old,
+        x.mask,
+        cfg.cliprange_value,
+        cfg.agg,
+        info,
+    )
+}
+
+/// Means over the optimizer steps of one critic update.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ValueStats {
+    /// verl `critic/vf_loss`: `½·agg(max((v-R)², (clip(v)-R)²))`.
+    pub value_loss: f64,
+    /// verl `critic/vf_clipfrac`: tokens where the clipped error is the larger.
+    pub vf_clipfrac: f64,
+    /// Gradient norm before clipping, over the steps whose norm was finite.
+    pub grad_norm: f64,
+    pub optimizer_steps: usize,
+    /// Mini-batches whose gradient norm was NaN or infinite: no optimizer step was taken.
+    pub nonfinite_grad_steps: usize,
+}
+
+/// `epochs` passes of mini-batch updates of [`value_objective`], with global-norm clipping and
+/// AdamW (a step with a non-finite gradient norm is skipped and counted), as verl's
+/// `DataParallelPPOCritic.update_critic`. `orders` gives the row order of each pass.
+/// Mini-batches are trimmed to their longest row, as the policy update's.
+pub fn value_update(
+    critic: &Critic,
+    opt: &mut AdamW,
+    batch: &ValueBatch,
+    cfg: &ValueConfig,
+    orders: &[Vec<i64>],
+) -> ValueStats {
+    let mut acc = ValueStats::default();
+    let n = batch.seqs.len();
+    let per = n.div_ceil(cfg.mini_batches.max(1));
+    let row_tokens = Vec::<f64>::try_from(
+        batch
+            .mask
+            .sum_dim_intlist(-1i64, false, Kind::Double)
+            .to_device(tch::Device::Cpu),
+    )
+    .expect("row sums");
+    for order in orders.iter().take(cfg.epochs) {
+        for chunk in order.chunks(per) {
+            let info = minibatch_info(chunk, &row_tokens, cfg.loss_scale_factor);
+            value_minibatch(critic, opt, batch, chunk, cfg, &info, &mut acc);
+        }
+    }
+    let k = acc.optimizer_steps.max(1) as f64;
+    acc.value_loss /= k;
+    acc.vf_clipfrac /= k;
+    acc.grad_norm /= (acc.optimizer_steps - acc.nonfinite_grad_steps).max(1) as f64;
+    acc
+}
+
+/// One optimizer step of the critic on the rows `chunk`, trimmed to their longest row.
+fn value_minibatch(
+    critic: &Critic,
+    opt: &mut AdamW,
+    batch: &ValueBatch,
+    chunk: &[i64],
+    cfg: &ValueConfig,
+    info: &GlobalBatchInfo,
+    acc: &mut ValueStats,
+) {
+    let seqs = batch.seqs.select(chunk);
+    let t = Tensor::from_slice(chunk).to_device(seqs.ids.device());
+    let w = seqs.target_width();
+    let pick = |x: &Tensor| x.narrow(1, 0, w).index_select(0, &t);
+    let (returns, values_old, mask) = (
+        pick(&batch.returns),
+        pick(&batch.values_old),
+        pick(&batch.mask),
+    );
+    let x = ValueInputs {
+        returns: &returns,
+        values_old: &values_old,
+        mask: &mask,
+    };
+    opt.zero_grad();
+    let (loss, clipfrac) = value_objective(&critic.values(&seqs), &x, cfg, info);
+    loss.backward();
+    acc.value_loss += loss.double_value(&[]);
+    acc.vf_clipfrac += clipfrac;
+    let step = opt.clip_and_step(cfg.max_grad_norm, cfg.lr);
+    if step.stepped {
+        acc.grad_norm += step.grad_norm;
+    } else {
+        acc.nonfinite_grad_steps += 1;
+    }
+    acc.optimizer_steps += 1;
+}
+
+/// One critic update towards `returns` from the values `values_old` the rollouts were scored
+/// with, over the tokens the policy update trains on (the keep mask applies).
+pub fn update_critic(
+    packed: &Packed,
+    critic: &Critic,
+    opt: &mut AdamW,
+    targets: (&[Vec<f64>], &[Vec<f64>]),
+    cfg: &ValueConfig,
+    orders: &[Vec<i64>],
+) -> ValueStats {
+    let b = &packed.batch;
+    let mask = match &b.keep {
+        Some(k) => &b.seqs.loss_mask * k,
+        None => b.seqs.loss_mask.shallow_clone(),
+    };
+    let (values_old, returns) = targets;
+    value_update(
+        critic,
+        opt,
+        &ValueBatch {
+            seqs: &b.seqs,
+            values_old: b.seqs.completion_values(&f32_rows(values_old)),
+            returns: b.seqs.completion_values(&f32_rows(returns)),
+            mask,
+        },
+        cfg,
+        orders,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use tch::Device;
+
+    use super::*;
+    use crate::optim::AdamWConfig;
+    use crate::value::tests::{batch, rows, tiny};
+
+    #[test]
+    fn value_update_reduces_the_value_loss_on_a_fixed_batch() {
+        let critic = Critic::new(&tiny(true), Device::Cpu, 7).unwrap();
+        let (p, c) = rows();
+        let b = batch(&p, &c);
+        let mask = b.loss_mask.shallow_clone();
+        // Targets: 1 for the first row, 0 for the others, at every completion token.
+        let returns = b.row_values(&[1.0, 0.0, 1.0]) * &mask;
+        let loss_now = |critic: &Critic| {
+            let _g = tch::no_grad_guard();
+            let v = critic.values(&b);
+            ((v - &returns).square() * &mask)
+                .sum(Kind::Float)
+                .double_value(&[])
+                / mask.sum(Kind::Float).double_value(&[])
+        };
+        let before = loss_now(&critic);
+        let cfg = ValueConfig {
+            epochs: 4,
+            mini_batches: 2,
+            lr: 1e-2,
+            max_grad_norm: 1.0,
+            cliprange_value: 0.5,
+            agg: crate::loss::AggMode::TokenMean,
+            loss_scale_factor: 1.0,
+        };
+        let mut opt = AdamW::new(&critic.vs, AdamWConfig::default());
+        let mut last = f64::INFINITY;
+        for _ in 0..5 {
+            let values_old = {
+                let _g = tch::no_grad_guard();
+                critic.values(&b)
+            };
+            let vb = ValueBatch {
+                seqs: &b,
+                values_old,
+                returns: returns.shallow_clone(),
+                mask: mask.shallow_clone(),
+            };
+            let orders = vec![vec![0, 1, 2], vec![2, 0, 1], vec![1, 2, 0], vec![0, 2, 1]];
+            let s = value_update(&critic, &mut opt, &vb, &cfg, &orders);
+            assert_eq!(s.optimizer_steps, 8, "4 epochs x 2 mini-batches");
+            assert!(s.value_loss.is_finite() && s.grad_norm > 0.0);
+            assert!((0.0..=1.0).contains(&s.vf_clipfrac));
+            assert_eq!(s.nonfinite_grad_steps, 0);
+            last = loss_now(&critic);
+        }
+        assert!(
+            last < 0.25 * before,
+            "mean squared error should fall: before {before:.4}, after {last:.4}"
+        );
+    }
+
+    #[test]
+    fn a_nan_return_skips_every_critic_step_and_leaves_the_weights() {
+        let critic = Critic::new(&tiny(true), Device::Cpu, 7).unwrap();
+        let (p, c) = rows();
+        let b = batch(&p, &c);
+        let mask = b.loss_mask.shallow_clone();
+        let returns = b.row_values(&[1.0, f32::NAN, 0.0]) * &mask;
+        let values_old = {
+            let _g = tch::no_grad_guard();
+            critic.values(&b)
+        };
+        let before: Vec<(String, Tensor)> = critic
+            .vs
+            .variables()
+            .into_iter()
+            .map(|(k, t)| (k, t.detach().copy()))
+            .collect();
+        let cfg = ValueConfig {
+            epochs: 1,
+            mini_batches: 1,
+            lr: 1e-2,
+            max_grad_norm: 1.0,
+            cliprange_value: 0.5,
+            agg: crate::loss::AggMode::TokenMean,
+            loss_scale_factor: 1.0,
+        };
+        let mut opt = AdamW::new(&critic.vs, AdamWConfig::default());
+        let vb = ValueBatch {
+            seqs: &b,
+            values_old,
+            returns,
+            mask,
+        };
+        let s = value_update(&critic, &mut opt, &vb, &cfg, &[vec![0, 1, 2]]);
+        assert_eq!((s.optimizer_steps, s.nonfinite_grad_steps), (1, 1));
+        assert_eq!(opt.steps(), 0);
+        let after = critic.vs.variables();
+        for (k, t) in &before {
+            assert!(t.equal(&after[k]), "{k} changed");
+        }
+    }
+}

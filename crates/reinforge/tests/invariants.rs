@@ -1,0 +1,259 @@
+//! The architecture's invariants (ARCHITECTURE.md, "Invariants"), checked on the sources:
+//! libtorch is named only by reinforge-torch; the binary's RL step (`src/rl/`) names no tensor,
+//! its tensor work being reinforge-torch's two calls; the binary's files that still name
+//! tensors are a fixed list that may only shrink; no module circle inside the binary's `src/`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The workspace root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The lines of `path` that are code (comment lines dropped: doc links are no dependency).
+fn code_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `line` holds `word` as a whole identifier.
+fn names(line: &str, word: &str) -> bool {
+    line.match_indices(word).any(|(i, _)| {
+        let ident = |c: char| c.is_alphanumeric() || c == '_';
+        let before = line[..i].chars().next_back().is_none_or(|c| !ident(c));
+        let after = line[i + word.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !ident(c));
+        before && after
+    })
+}
+
+/// Files under `dir` (relative to it) with a code line naming `Tensor` or `tch`.
+fn files_naming_tensors(dir: &Path) -> BTreeSet<String> {
+    rust_files(dir)
+        .into_iter()
+        .filter(|p| {
+            code_lines(p)
+                .iter()
+                .any(|l| names(l, "Tensor") || names(l, "tch"))
+        })
+        .map(|p| p.strip_prefix(dir).unwrap().display().to_string())
+        .collect()
+}
+
+#[test]
+fn only_reinforge_torch_depends_on_libtorch() {
+    for manifest in std::fs::read_dir(root().join("crates")).unwrap() {
+        let dir = manifest.unwrap().path();
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let depends = text.lines().any(|l| l.trim_start().starts_with("tch"));
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        assert_eq!(depends, name == "reinforge-torch", "{name}: tch dependency");
+    }
+}
+
+#[test]
+fn the_rl_step_of_the_binary_names_no_tensor() {
+    let rl = root().join("crates/reinforge/src/rl");
+    assert!(rl.is_dir());
+    assert_eq!(files_naming_tensors(&rl), BTreeSet::new());
+}
+
+/// What is left of the binary's tensor code (issue 25): the offline trainers and the
+/// inference commands. Moving one out shrinks this list; a new file fails the test.
+#[test]
+fn tensor_code_in_the_binary_only_shrinks() {
+    let left: BTreeSet<String> = [
+        "hf/dpo.rs",
+        "hf/judge.rs",
+        "hf/kto.rs",
+        "hf/offline.rs",
+        "hf/orpo.rs",
+        "hf/p2l.rs",
+        "hf/rm.rs",
+        "hf/score.rs",
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    let now = files_naming_tensors(&root().join("crates/reinforge/src"));
+    let new: Vec<_> = now.difference(&left).collect();
+    assert!(new.is_empty(), "tensor code entered the binary: {new:?}");
+    let gone: Vec<_> = left.difference(&now).collect();
+    assert!(
+        gone.is_empty(),
+        "{gone:?} no longer name tensors: drop them from the list"
+    );
+}
+
+/// A module path inside a crate: `[]` for the crate root, `["rl", "step"]` for `rl/step.rs`.
+type Module = Vec<String>;
+
+/// Every module of the crate whose sources are `src`, with its file.
+fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
+    rust_files(src)
+        .into_iter()
+        .map(|p| {
+            let rel = p.strip_prefix(src).unwrap().with_extension("");
+            let mut m: Module = rel.iter().map(|s| s.to_string_lossy().into()).collect();
+            if matches!(m.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+                m.pop();
+            }
+            (m, p)
+        })
+        .collect()
+}
+
+/// The module paths `line` of module `m` refers to through `crate::` and `super::`.
+fn references(line: &str, m: &Module) -> Vec<Module> {
+    let mut out = vec![];
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    for start in ["crate::", "super::"] {
+        for (i, _) in line.match_indices(start) {
+            if line[..i].chars().next_back().is_some_and(ident) {
+                continue;
+            }
+            let mut rest = &line[i..];
+            let mut base: Module = vec![];
+            if start == "crate::" {
+                rest = &rest["crate::".len()..];
+            } else {
+                base.clone_from(m);
+                while let Some(r) = rest.strip_prefix("super::") {
+                    base.pop();
+                    rest = r;
+                }
+            }
+            let paths: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group.split('}').next().unwrap_or("").split(',').collect(),
+                None => vec![rest],
+            };
+            for p in paths {
+                let segments = p
+                    .trim()
+                    .split("::")
+                    .map(|s| s.chars().take_while(|&c| ident(c)).collect::<String>())
+                    .take_while(|s| !s.is_empty());
+                let mut target = base.clone();
+                target.extend(segments);
+                out.push(target);
+            }
+        }
+    }
+    out
+}
+
+/// Edges between sibling modules: `a -> b` when code under `a` refers to code under `b`, `a`
+/// and `b` being children of the same module (a reference to an ancestor or a descendant is
+/// none).
+fn sibling_edges(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    let mods = modules(src);
+    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (m, path) in &mods {
+        for line in code_lines(path) {
+            for r in references(&line, m) {
+                let Some(t) = (0..=r.len())
+                    .rev()
+                    .map(|k| r[..k].to_vec())
+                    .find(|t| mods.contains_key(t))
+                else {
+                    continue;
+                };
+                let common = m.iter().zip(&t).take_while(|(a, b)| a == b).count();
+                if common == m.len() || common == t.len() {
+                    continue;
+                }
+                edges
+                    .entry(m[..=common].to_vec())
+                    .or_default()
+                    .insert(t[..=common].to_vec());
+            }
+        }
+    }
+    edges
+}
+
+/// A circle of `edges`, if there is one.
+fn circle(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Option<Vec<Module>> {
+    fn visit(
+        u: &Module,
+        edges: &BTreeMap<Module, BTreeSet<Module>>,
+        state: &mut BTreeMap<Module, bool>,
+        stack: &mut Vec<Module>,
+    ) -> Option<Vec<Module>> {
+        state.insert(u.clone(), false);
+        stack.push(u.clone());
+        for v in edges.get(u).into_iter().flatten() {
+            match state.get(v) {
+                Some(false) => {
+                    let at = stack.iter().position(|s| s == v).unwrap();
+                    return Some(stack[at..].to_vec());
+                }
+                Some(true) => {}
+                None => {
+                    if let Some(c) = visit(v, edges, state, stack) {
+                        return Some(c);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(u.clone(), true);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for u in edges.keys() {
+        if !state.contains_key(u) {
+            if let Some(c) = visit(u, edges, &mut state, &mut vec![]) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_module_circle_in_the_binary() {
+    let edges = sibling_edges(&root().join("crates/reinforge/src"));
+    assert!(edges.len() > 10, "the module graph was read: {edges:?}");
+    assert_eq!(circle(&edges), None);
+}
+
+#[test]
+fn the_circle_check_finds_a_circle() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::write(src.join("main.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(src.join("a/mod.rs"), "mod c;\nuse c::X;\n").unwrap();
+    std::fs::write(src.join("a/c.rs"), "use crate::b::{Y, Z};\nuse super::W;\n").unwrap();
+    std::fs::write(src.join("b.rs"), "// crate::nothing\nuse super::a::W;\n").unwrap();
+    let edges = sibling_edges(src);
+    let m = |s: &str| vec![s.to_string()];
+    assert_eq!(edges.len(), 2, "{edges:?}");
+    assert_eq!(circle(&edges).map(|c| c.len()), Some(2));
+    std::fs::write(src.join("b.rs"), "use crate::nothing::W;\n").unwrap();
+    assert_eq!(circle(&sibling_edges(src)), None);
+    assert!(sibling_edges(src)[&m("a")].contains(&m("b")));
+}
