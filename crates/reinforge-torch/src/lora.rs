@@ -302,6 +302,7 @@ fn write_safetensors(path: &Path, named: &[(String, Tensor)]) -> Result<()> {
         .iter()
         .map(|(name, t)| {
             let t = t
+                // host: adapters are written to disk from host memory.
                 .to_device(tch::Device::Cpu)
                 .to_kind(Kind::Float)
                 .contiguous();

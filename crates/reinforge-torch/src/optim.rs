@@ -433,6 +433,7 @@ impl AdamW {
     /// Writes the step count and moments `m`, `v` (one per parameter).
     fn write(&self, path: &Path, m: &[Tensor], v: &[Tensor]) -> Result<()> {
         let mut named: Vec<(String, Tensor)> =
+            // host: the step count is saved with the state on disk.
             vec![("steps".into(), Tensor::from_slice(&[self.steps]))];
         for (i, n) in self.names.iter().enumerate() {
             named.push((format!("exp_avg.{n}"), m[i].shallow_clone()));

@@ -153,7 +153,8 @@ impl P2lModel {
     ) -> Result<f64> {
         opt.zero_grad();
         let heads = self.heads(prompts, pad_id);
-        let loss = self.loss.loss(&heads.view(), labels, None)?;
+        let labels = labels.to_device(self.vs.device());
+        let loss = self.loss.loss(&heads.view(), &labels, None)?;
         loss.backward();
         opt.clip_and_step(max_grad_norm, lr);
         Ok(loss.double_value(&[]))
@@ -165,7 +166,7 @@ impl P2lModel {
         let heads = self.heads(prompts, pad_id);
         Ok(self
             .loss
-            .loss(&heads.view(), labels, None)?
+            .loss(&heads.view(), &labels.to_device(self.vs.device()), None)?
             .double_value(&[]))
     }
 
@@ -217,6 +218,7 @@ impl GlobalFit {
         steps: usize,
         lr: f64,
     ) -> Result<Self> {
+        // host: the global leaderboard fit is a few numbers, fitted on the CPU.
         let vs = VarStore::new(Device::Cpu);
         let root = vs.root();
         let coefs = root.var("coefs", &[1, models as i64], Init::Const(0.0));

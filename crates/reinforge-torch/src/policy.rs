@@ -190,6 +190,7 @@ impl Policy {
         use std::hash::Hasher;
         let mut h = twox_hash::XxHash3_64::with_seed(0);
         for name in names {
+            // host: weights are checksummed from host memory.
             let t = weights[name].to_device(Device::Cpu).contiguous();
             h.write(name.as_bytes());
             h.write(format!("{:?}{:?}", t.kind(), t.size()).as_bytes());

@@ -53,6 +53,7 @@ pub fn autocast<T>(device: Device, f: impl FnOnce() -> T) -> T {
 /// libtorch's device type index of the devices autocast supports here.
 fn device_type(device: Device) -> Option<i32> {
     match device {
+        // host: libtorch's CPU device type.
         Device::Cpu => Some(0),
         Device::Cuda(_) => Some(1),
         _ => None,

@@ -11,6 +11,7 @@ use crate::dist::{ProcessGroup, ReduceOp};
 
 /// `x` summed over every rank of `pg` (float64).
 pub fn sum_over_ranks(pg: &ProcessGroup, x: f64) -> Result<f64> {
+    // host: a number summed over ranks (an NCCL group stages it through the GPU).
     let t = Tensor::from_slice(&[x]);
     pg.all_reduce(&[&t], ReduceOp::Sum)?;
     Ok(t.double_value(&[0]))
@@ -18,6 +19,7 @@ pub fn sum_over_ranks(pg: &ProcessGroup, x: f64) -> Result<f64> {
 
 /// Every rank's `local` values, in rank order (equal lengths on every rank).
 pub fn gather_f64(pg: &ProcessGroup, local: &[f64]) -> Result<Vec<f64>> {
+    // host: numbers gathered from every rank (staged through the GPU under NCCL).
     let parts = pg.all_gather(&Tensor::from_slice(local).to_kind(Kind::Double))?;
     let mut out = Vec::with_capacity(local.len() * parts.len());
     for p in parts {
@@ -36,6 +38,7 @@ pub fn gather_maps(
     let width = lens.iter().fold(0.0f64, |a, &b| a.max(b)) as usize;
     let mut padded = bytes.clone();
     padded.resize(width, b' ');
+    // host: numbers gathered from every rank (staged through the GPU under NCCL).
     let parts = pg.all_gather(&Tensor::from_slice(&padded))?;
     parts
         .iter()

@@ -7,6 +7,7 @@ use tch::Device;
 /// Parses `cpu`, `cuda`, `cuda:N` (syntax only; [`resolve_device`] also checks the machine).
 pub fn parse_device(s: &str) -> Result<Device> {
     match s {
+        // host: the device named `cpu`.
         "cpu" => Ok(Device::Cpu),
         "cuda" => Ok(Device::Cuda(0)),
         _ => match s.strip_prefix("cuda:").map(str::parse) {

@@ -88,7 +88,10 @@ fn tensors_from_host_data_go_to_a_device_or_say_why() {
             let text = std::fs::read_to_string(&file).unwrap();
             checked += 1;
             for v in violations(&product_lines(&text)) {
-                found.push(format!("{}:{v}", file.strip_prefix(&root).unwrap().display()));
+                found.push(format!(
+                    "{}:{v}",
+                    file.strip_prefix(&root).unwrap().display()
+                ));
             }
         }
     }
@@ -104,11 +107,22 @@ fn tensors_from_host_data_go_to_a_device_or_say_why() {
 fn the_rule_catches_a_stray_host_tensor_and_accepts_the_two_ways_out() {
     let stray = ["let t = Tensor::from_slice(&v);", "let y = x * t;"];
     assert_eq!(violations(&stray).len(), 1);
-    let moved = ["let t = Tensor::from_slice(&v)", "    .view([2, -1])", "    .to_device(d);"];
+    let moved = [
+        "let t = Tensor::from_slice(&v)",
+        "    .view([2, -1])",
+        "    .to_device(d);",
+    ];
     assert!(violations(&moved).is_empty());
     let later = ["let t = Tensor::from_slice(&v);", "let u = t.to_device(d);"];
-    assert_eq!(violations(&later).len(), 1, "a move in a later statement does not count");
-    let why = ["// host: read back as numbers", "let t = Tensor::from_slice(&v);"];
+    assert_eq!(
+        violations(&later).len(),
+        1,
+        "a move in a later statement does not count"
+    );
+    let why = [
+        "// host: read back as numbers",
+        "let t = Tensor::from_slice(&v);",
+    ];
     assert!(violations(&why).is_empty());
     let cpu = ["let z = Tensor::zeros([2], (Kind::Float, Device::Cpu));"];
     assert_eq!(violations(&cpu).len(), 1);

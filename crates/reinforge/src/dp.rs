@@ -44,6 +44,7 @@ impl Dp {
             return Ok(None);
         }
         let backend = match device {
+            // host: Gloo is the CPU backend.
             Device::Cpu => Backend::Gloo,
             _ => Backend::Nccl,
         };

@@ -53,6 +53,7 @@ impl LoadOptions {
     /// The usual inference choice for `device`: float32 on CPU, bfloat16 on CUDA/MPS.
     pub fn for_device(device: Device) -> Self {
         let kind = match device {
+            // host: the inference dtype for CPU.
             Device::Cpu => Kind::Float,
             _ => Kind::BFloat16,
         };

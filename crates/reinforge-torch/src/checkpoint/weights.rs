@@ -194,6 +194,7 @@ fn to_bytes(t: &Tensor, kind: Kind) -> Result<Bytes> {
         Kind::Double => Dtype::F64,
         other => bail!("cannot save weights as {other:?}"),
     };
+    // host: safetensors are written from host memory.
     let t = t.to_device(tch::Device::Cpu).to_kind(kind).contiguous();
     let numel = t.numel();
     let mut data = vec![0u8; numel * kind.elt_size_in_bytes()];

@@ -111,7 +111,7 @@ pub fn agg_loss(loss_mat: &Tensor, mask: &Tensor, mode: AggMode, info: &GlobalBa
         AggMode::TokenMean => {
             check_dp(info, info.batch_num_tokens.is_some(), "batch_num_tokens");
             let n = match info.batch_num_tokens {
-                Some(n) => Tensor::from(n).to_kind(kind),
+                Some(n) => Tensor::from(n).to_kind(kind).to_device(mask.device()),
                 None => mask.sum(kind),
             };
             (loss_mat * mask).sum(kind) / n * dp
@@ -126,7 +126,7 @@ pub fn agg_loss(loss_mat: &Tensor, mask: &Tensor, mode: AggMode, info: &GlobalBa
             }
             let seq_mask = lens.gt(0.0).to_kind(kind);
             let g = match info.global_batch_size {
-                Some(g) => Tensor::from(g).to_kind(kind),
+                Some(g) => Tensor::from(g).to_kind(kind).to_device(mask.device()),
                 None => seq_mask.sum(kind),
             };
             let loss = (seq * seq_mask).sum(kind) / g * dp;

@@ -53,7 +53,7 @@ pub fn gspo(x: &PolicyInputs, _mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyL
     let loss = agg_loss(&pg, m, AggMode::SeqMeanTokenMean, &cfg.global_batch_info);
     let clipfrac = verl_masked_mean(&as_float(&l2.gt_tensor(&l1), a), m);
     let ppo_kl = verl_masked_mean(&-&nak, m);
-    let zero = Tensor::from(0.0);
+    let zero = Tensor::from(0.0).to_device(a.device());
     PolicyLoss::new(
         loss,
         &[
@@ -75,7 +75,7 @@ pub fn cispo(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyL
     let clipped = ratio.clamp(1.0 - cfg.low(), 1.0 + cfg.high());
     let pg = weighted(-clipped.detach() * a * lp, x.rollout_is_weights);
     let clipfrac = verl_masked_mean(&as_float(&ratio.ne_tensor(&clipped), a), m);
-    let zero = Tensor::from(0.0);
+    let zero = Tensor::from(0.0).to_device(a.device());
     PolicyLoss::new(
         agg_loss(&pg, m, mode, &cfg.global_batch_info),
         &[
@@ -93,14 +93,18 @@ pub fn sapo(x: &PolicyInputs, _mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyL
     let (a, m) = (x.advantages, x.response_mask);
     let nak = (x.log_prob - x.old_log_prob).clamp(-20.0, 20.0);
     let ratio = nak.exp();
-    let pos = Tensor::from(cfg.tau_pos).to_kind(a.kind());
-    let neg = Tensor::from(cfg.tau_neg).to_kind(a.kind());
+    let pos = Tensor::from(cfg.tau_pos)
+        .to_kind(a.kind())
+        .to_device(a.device());
+    let neg = Tensor::from(cfg.tau_neg)
+        .to_kind(a.kind())
+        .to_device(a.device());
     let tau = pos.where_self(&a.gt(0.0), &neg);
     let gate = (&tau * (ratio - 1.0)).sigmoid() * 4.0 / &tau;
     let pg = weighted(-gate * a, x.rollout_is_weights);
     let loss = agg_loss(&pg, m, AggMode::SeqMeanTokenMean, &cfg.global_batch_info);
     let ppo_kl = verl_masked_mean(&-&nak, m);
-    let zero = Tensor::from(0.0);
+    let zero = Tensor::from(0.0).to_device(a.device());
     PolicyLoss::new(
         loss,
         &[

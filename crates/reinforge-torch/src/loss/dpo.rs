@@ -139,8 +139,24 @@ impl PairMetrics {
     }
 }
 
-/// TRL's DPO loss of `batch` under `cfg`.
+/// TRL's DPO loss of `batch` under `cfg`. Reference log-probs and lengths may come from the
+/// host (computed once, read back as numbers): they are moved to the policy's device here.
 pub fn dpo_loss(cfg: &DpoConfig, b: &DpoBatch) -> Result<DpoOutput> {
+    let d = b.chosen_logps.device();
+    let placed = [
+        b.ref_chosen_logps.to_device(d),
+        b.ref_rejected_logps.to_device(d),
+        b.chosen_lengths.to_device(d),
+        b.rejected_lengths.to_device(d),
+    ];
+    let b = &DpoBatch {
+        chosen_logps: b.chosen_logps,
+        rejected_logps: b.rejected_logps,
+        ref_chosen_logps: &placed[0],
+        ref_rejected_logps: &placed[1],
+        chosen_lengths: &placed[2],
+        rejected_lengths: &placed[3],
+    };
     if !(cfg.beta.is_finite() && cfg.beta > 0.0) {
         bail!("beta must be a finite number > 0, got {}", cfg.beta);
     }
@@ -182,6 +198,7 @@ pub fn dpo_loss(cfg: &DpoConfig, b: &DpoBatch) -> Result<DpoOutput> {
                 let x = &delta * beta;
                 // TRL makes epsilon a float32 tensor (`torch.tensor(label_smoothing)`), so
                 // its two logs are float32 values.
+                // host: two float32 logs read back as numbers.
                 let e32 = Tensor::from_slice(&[eps as f32]);
                 let log_pw = (-&e32).log1p().double_value(&[]);
                 let log_pl = e32.log().double_value(&[]);

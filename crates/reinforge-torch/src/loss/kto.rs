@@ -83,7 +83,7 @@ pub fn kto_loss(cfg: &KtoConfig, b: &KtoBatch) -> Result<KtoOutput> {
     }
     let kl = match (cfg.loss_type.uses_kl(), b.kl) {
         (false, _) => 0.0,
-        (true, Some((policy, reference))) => (policy - reference)
+        (true, Some((policy, reference))) => (policy - reference.to_device(policy.device()))
             .detach()
             .to_kind(Kind::Double)
             .mean(Kind::Double)
@@ -96,7 +96,8 @@ pub fn kto_loss(cfg: &KtoConfig, b: &KtoBatch) -> Result<KtoOutput> {
         Tensor::from_slice(&idx).to_device(b.logps.device())
     };
     let (chosen_idx, rejected_idx) = (pick(true), pick(false));
-    let ratio = b.logps - b.ref_logps;
+    // Reference log-probs may come from the host (computed once): on the policy's device.
+    let ratio = b.logps - b.ref_logps.to_device(b.logps.device());
     let (chosen_lr, rejected_lr) = (
         ratio.index_select(0, &chosen_idx),
         ratio.index_select(0, &rejected_idx),

@@ -52,7 +52,8 @@ pub fn orpo_loss(beta: f64, b: &OrpoBatch) -> Result<OrpoOutput> {
     if !(beta.is_finite() && beta > 0.0) {
         bail!("beta must be a finite number > 0, got {beta}");
     }
-    let mean_logp = |sum: &Tensor, len: &Tensor| sum / len.clamp_min(1.0);
+    // Lengths may come from the host: moved to the log-probs' device.
+    let mean_logp = |sum: &Tensor, len: &Tensor| sum / len.to_device(sum.device()).clamp_min(1.0);
     // TRL's `odds_ratio_loss` casts the averaged log-probs to float32 (`.float()`); doing the
     // same keeps the float64 oracle within float32 rounding of TRL, and is a no-op in training.
     let chosen = mean_logp(b.chosen_logps, b.chosen_lengths).to_kind(Kind::Float);

@@ -121,6 +121,7 @@ pub fn clip_cov(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> Poli
     let picked: Vec<usize> = if candidates.len() <= clip_num {
         candidates
     } else {
+        // host: a permutation read back as indices (verl draws it on the CPU too).
         let perm = Tensor::randperm(candidates.len() as i64, (Kind::Int64, Device::Cpu));
         Vec::<i64>::try_from(perm)
             .expect("permutation")

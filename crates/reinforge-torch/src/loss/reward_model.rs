@@ -37,7 +37,8 @@ pub fn reward_loss(
     }
     let diff = chosen - rejected;
     let logits = match margin {
-        Some(m) => &diff - m,
+        // A margin column read from the data: on the rewards' device.
+        Some(m) => &diff - m.to_device(diff.device()),
         None => diff.shallow_clone(),
     };
     let mut loss = -logits.log_sigmoid().mean(chosen.kind());

@@ -136,8 +136,12 @@ pub fn trl_compute_loss(x: &TrlLossInputs, cfg: &TrlLossConfig) -> TrlLossOutput
     let mut per_token_loss = match cfg.loss_type {
         TrlLossType::Cispo => -coef_1.clamp_max(cfg.epsilon_high).detach() * &a * lp,
         TrlLossType::Sapo => {
-            let pos = Tensor::from(cfg.sapo_temperature_pos).to_kind(kind);
-            let neg = Tensor::from(cfg.sapo_temperature_neg).to_kind(kind);
+            let pos = Tensor::from(cfg.sapo_temperature_pos)
+                .to_kind(kind)
+                .to_device(a.device());
+            let neg = Tensor::from(cfg.sapo_temperature_neg)
+                .to_kind(kind)
+                .to_device(a.device());
             let tau = pos.where_self(&a.gt(0.0), &neg);
             -((&tau * (&coef_1 - 1.0)).sigmoid() * 4.0 / &tau) * &a
         }

@@ -105,6 +105,7 @@ pub fn value_update(
         batch
             .mask
             .sum_dim_intlist(-1i64, false, Kind::Double)
+            // host: per-row token counts read back as numbers.
             .to_device(tch::Device::Cpu),
     )
     .expect("row sums");

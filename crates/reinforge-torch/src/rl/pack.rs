@@ -121,6 +121,7 @@ impl RolloutBatch {
             Some(keep) => Vec::<f64>::try_from(
                 (&self.seqs.loss_mask * keep)
                     .sum_dim_intlist(-1i64, false, Kind::Double)
+                    // host: per-row token counts read back as numbers at the step boundary.
                     .to_device(tch::Device::Cpu),
             )
             .expect("row sums"),
@@ -339,6 +340,7 @@ impl Packed {
         let flat: Vec<f64> = Vec::<f64>::try_from(
             t.detach()
                 .to_kind(Kind::Double)
+                // host: values back as rows for the advantage stage (plain Rust).
                 .to_device(tch::Device::Cpu)
                 .flatten(0, -1),
         )

@@ -380,6 +380,7 @@ impl PolicyRun<'_> {
         let ran_local: f64 = rows.iter().map(|&i| self.local_tokens[i as usize]).sum();
         Ok(match self.dp {
             Some(d) => {
+                // host: two numbers summed over ranks (staged through the GPU under NCCL).
                 let t = Tensor::from_slice(&[ran_local, rows.len() as f64]);
                 d.pg.all_reduce(&[&t], ReduceOp::Sum)?;
                 let total = t.double_value(&[0]);
@@ -452,6 +453,8 @@ fn zero_gradients(policy: &Policy) {
     let total = params
         .iter()
         .map(|p| p.sum(Kind::Float) * 0.0)
-        .fold(Tensor::from(0f32), |a, b| a + b);
+        .fold(Tensor::zeros([], (Kind::Float, policy.device())), |a, b| {
+            a + b
+        });
     total.backward();
 }

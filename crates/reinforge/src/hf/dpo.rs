@@ -58,6 +58,7 @@ fn sequence_logps(policy: &Policy, pairs: &Pairs, rows: &[usize], pad: i64) -> T
 /// Lengths `[B]` of the chosen or rejected completions of `rows`.
 fn lengths(side: &[Vec<i64>], rows: &[usize]) -> Tensor {
     let v: Vec<f32> = rows.iter().map(|&r| side[r].len() as f32).collect();
+    // host: lengths; dpo_loss moves them to the log-probs' device.
     Tensor::from_slice(&v)
 }
 
@@ -167,7 +168,9 @@ fn batch_of(
     BatchTensors {
         chosen: lp.narrow(0, 0, b),
         rejected: lp.narrow(0, b, b),
+        // host: reference log-probs computed once; dpo_loss moves them to the device.
         ref_c: Tensor::from_slice(&rows.iter().map(|&r| refs.0[r]).collect::<Vec<_>>()),
+        // host: as ref_c.
         ref_r: Tensor::from_slice(&rows.iter().map(|&r| refs.1[r]).collect::<Vec<_>>()),
         len_c: lengths(&pairs.chosen, rows),
         len_r: lengths(&pairs.rejected, rows),

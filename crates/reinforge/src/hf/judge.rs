@@ -331,6 +331,7 @@ impl JudgeScorer {
     pub fn load(spec: &JudgeSpec) -> Result<Self> {
         let model = LoadedModel::load(
             &spec.path,
+            // host: judge components score on the CPU, beside the trainer.
             &reinforge_torch::LoadOptions::f32(reinforge_torch::Device::Cpu),
         )?;
         Ok(Self(Mutex::new(Judge::new(

@@ -268,6 +268,7 @@ impl References {
     }
 
     fn of(values: &[f32], rows: &[usize]) -> Tensor {
+        // host: reference log-probs computed once; kto_loss moves them to the device.
         Tensor::from_slice(&rows.iter().map(|&r| values[r]).collect::<Vec<_>>())
     }
 }

@@ -291,5 +291,6 @@ pub fn completion_logps(
 /// A float tensor of `values`' lengths.
 pub fn lengths_of(values: &[&[i64]]) -> Tensor {
     let v: Vec<f32> = values.iter().map(|s| s.len() as f32).collect();
+    // host: lengths; the preference losses move them to the log-probs' device.
     Tensor::from_slice(&v)
 }

@@ -142,6 +142,7 @@ impl OrpoTensors {
             len_c: lengths_of(&whole(&pairs.chosen)),
             len_r: lengths_of(&whole(&pairs.rejected)),
             full,
+            // host: lengths; orpo_loss moves them to the log-probs' device.
             full_len: Tensor::from_slice(&full_len),
         })
     }

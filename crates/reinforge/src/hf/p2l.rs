@@ -161,6 +161,7 @@ impl Encoded {
             .iter()
             .flat_map(|&r| self.labels[r][..cols].to_vec())
             .collect();
+        // host: labels; P2lModel moves them to its device.
         Tensor::from_slice(&flat).view([rows.len() as i64, cols as i64])
     }
 
@@ -401,6 +402,7 @@ impl Trained {
             .with_context(|| format!("{} is not a train-p2l output", dir.display()))?;
         let model_cfg =
             reinforge_torch::checkpoint::config_json::read(&dir.join("config.json"), false)?;
+        // host: the `p2l` command answers on the CPU.
         let mut p2l = P2lModel::new(&model_cfg, cfg.models.len(), cfg.loss, Device::Cpu, 0)?;
         p2l.load(dir)?;
         let tokenizer = HfTokenizer::from_dir(dir)?;

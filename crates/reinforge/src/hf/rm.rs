@@ -152,6 +152,7 @@ fn batch_margins(pairs: &Pairs, rows: &[usize]) -> Option<Tensor> {
     pairs
         .margins
         .as_ref()
+        // host: margins from the data; reward_loss moves them to the device.
         .map(|m| Tensor::from_slice(&rows.iter().map(|&r| m[r]).collect::<Vec<_>>()))
 }
 
@@ -484,6 +485,7 @@ pub struct RmScorer {
 impl RmScorer {
     /// Loads the reward model of `spec` (float32, CPU).
     pub fn load(spec: &ModelSpec) -> Result<Self> {
+        // host: reward-model components score on the CPU, beside the trainer.
         let rm = RewardModel::load(&spec.path, &LoadOptions::f32(reinforge_torch::Device::Cpu))
             .with_context(|| format!("loading the reward model in {}", spec.path.display()))?;
         let tokenizer = HfTokenizer::from_dir(&spec.path)

@@ -133,6 +133,7 @@ fn score_batch(m: &LoadedModel, pairs: &[Pair]) -> Result<Vec<Vec<f32>>> {
     let completions: Vec<&[i64]> = pairs.iter().map(|p| p.completion.as_slice()).collect();
     let batch = SequenceBatch::new(&prompts, &completions, m.pad_id(), m.device);
     let (logp, _) = token_logprobs_with(&m.policy.model, &batch, 1.0, Entropy::Skip);
+    // host: log-probs are printed.
     let logp = logp.to_kind(Kind::Float).to_device(tch::Device::Cpu);
     pairs
         .iter()
