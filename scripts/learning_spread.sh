@@ -7,8 +7,8 @@
 # the critic frozen (ppo.critic_lr=1e-12) for PPO's value loss. The nulls' mean and sd are the
 # `Null` constants of tiny.rs (REWARD_NULL, VALUE_LOSS_NULL, TURNS_NULL), from which each test's
 # margin follows; the learning runs' numbers say how many seeds a test needs. Rerun it when the
-# tiny configuration, the step count or the seeding changes. About 5 minutes for 10 seeds on
-# 2 cores.
+# tiny configuration, the step count or the seeding changes. About 3 minutes per seed on 2
+# shared cores (7 runs of 80 steps).
 # Usage: scripts/learning_spread.sh [SEEDS (default 10)]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
