@@ -124,13 +124,16 @@ fn grouped_bars_validate_shapes() {
     assert!(e.to_string().contains("1 values for 2 categories"), "{e}");
 }
 
-/// Writes sample charts to `$REINFORGE_PLOT_DEMO_DIR` for eyeballing (no-op when unset).
+/// The three kinds of chart, written to `$REINFORGE_PLOT_DEMO_DIR` for eyeballing when it is set
+/// (a temporary directory otherwise), each a decodable PNG of the documented width, at least the
+/// documented height, with drawn content that neither leaves the canvas blank nor floods it
+/// (the bars cover about 45%).
 #[test]
-fn demo_charts_for_inspection() {
-    let Some(dir) = std::env::var_os("REINFORGE_PLOT_DEMO_DIR") else {
-        return;
-    };
-    let dir = std::path::PathBuf::from(dir);
+fn demo_charts_are_valid_pngs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = std::env::var_os("REINFORGE_PLOT_DEMO_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tmp.path().to_path_buf());
     line_chart(
         &dir.join("line.png"),
         "pass@k by model",
@@ -163,6 +166,18 @@ fn demo_charts_for_inspection() {
         &forest_rows(12),
     )
     .unwrap();
+    for f in ["line.png", "bars.png", "forest.png"] {
+        let (w, h, ink, colours) = inspect(&dir.join(f));
+        let total = (w * h) as usize;
+        eprintln!("{f}: {w}x{h}, ink {ink} of {total}, {colours} colours");
+        assert!(w == WIDTH && h >= HEIGHT, "{f}: {w}x{h}");
+        assert!(
+            ink > total / 100 && ink < total * 3 / 4,
+            "{f}: ink {ink} of {total}"
+        );
+        // Series or group colours plus antialiased text, not a two-colour drawing.
+        assert!(colours > 10, "{f}: only {colours} colours");
+    }
 }
 
 fn forest_rows(n: usize) -> Vec<IntervalRow> {

@@ -188,7 +188,7 @@ fn pause_wait_lets_the_running_batch_finish() {
 
 #[test]
 fn weight_updates_change_version_and_checksum_and_failures_keep_the_old_weights() {
-    let (s, _) = policy_server(false, |_| {});
+    let (s, probe) = policy_server(false, |_| {});
     let tmp = tempfile::tempdir().unwrap();
     let url = format!("{}/v1/completions", s.url);
     let before = get(&format!("{}/get_weight_version", s.url));
@@ -197,17 +197,27 @@ fn weight_updates_change_version_and_checksum_and_failures_keep_the_old_weights(
         (&json!("0"), &json!(false))
     );
     let update = format!("{}/update_weights_from_disk", s.url);
+    // A load that takes at least 200 ms: `load_seconds` times the load, within the request.
+    let load = Duration::from_millis(200);
+    probe.set_load_delay(load);
+    let sent = Instant::now();
     let (st, v, version, _) = call(
         &update,
         &json!({"model_path": weights_dir(&tmp, "w1", r#"{"shift": 7}"#)}),
     );
+    let round_trip = sent.elapsed().as_secs_f64();
+    probe.set_load_delay(Duration::ZERO);
     assert_eq!((st, &v["success"]), (200, &json!(true)), "{v}");
     assert_eq!(
         (v["weight_version"].as_str(), version.as_deref()),
         (Some("1"), Some("1"))
     );
     assert_ne!(v["checksum"], before["checksum"]);
-    assert!(v["load_seconds"].as_f64().unwrap() >= 0.0);
+    let took = v["load_seconds"].as_f64().unwrap();
+    assert!(
+        load.as_secs_f64() <= took && took <= round_trip,
+        "load_seconds {took} outside [{load:?}, round trip {round_trip}]"
+    );
     let (_, c, version, _) = call(
         &url,
         &json!({"prompt": [3], "max_tokens": 2, "temperature": 0, "return_token_ids": true}),

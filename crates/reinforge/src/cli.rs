@@ -107,8 +107,8 @@ struct TrainArgs {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "set", "model"])]
     resume: Option<PathBuf>,
     /// Train this Hugging Face checkpoint on --data instead of running the default
-    /// experiment (GRPO-family only: the `grpo.*` keys apply; `task`, `sft`, `eval` and
-    /// `model` keys do not). Defaults for a pretrained model follow TRL's GRPOConfig:
+    /// experiment (every preset, PPO with its critic included: the `grpo.*` and `ppo.*` keys
+    /// apply; `task`, `sft`, `eval` and `model` keys do not). Defaults for a pretrained model follow TRL's GRPOConfig:
     /// grpo.lr=1e-6, one update per batch (grpo.ppo_epochs=1, grpo.mini_batches=1),
     /// grpo.max_completion_length=256.
     #[arg(long, value_name = "DIR", requires = "data")]

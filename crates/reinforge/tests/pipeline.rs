@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::tiny::{self, check, train_args};
+use common::tiny::{
+    self, check, learning_steps, mean_change, metrics, train_args, train_seeds, LEARNING_STEPS,
+    REWARD_NULL, VALUE_LOSS_NULL,
+};
 
 fn reinforge(args: &[String]) -> Output {
     tiny::run(args)
@@ -39,16 +42,18 @@ fn rewards(run: &Path) -> Vec<f64> {
 #[test]
 fn short_run_raises_reward_and_writes_every_file() {
     let dir = tempfile::tempdir().unwrap();
-    // 40 iterations: over 20 the tiny run's reward trend is within its noise.
-    check(&reinforge(&train_args(dir.path(), "a", &["grpo.steps=40"])));
+    let steps = learning_steps();
+    check(&reinforge(&train_args(dir.path(), "a", &[&steps])));
     let run = dir.path().join("a");
-    let r = rewards(&run);
-    assert_eq!(r.len(), 40);
-    let first = r[..5].iter().sum::<f64>() / 5.0;
-    let last = r[r.len() - 5..].iter().sum::<f64>() / 5.0;
+    assert_eq!(rewards(&run).len(), LEARNING_STEPS);
+    // The reward rises, over this run (seed 0) and seed 1, by more than a frozen policy's noise.
+    let mut seeds = vec![metrics(&run)];
+    seeds.extend(train_seeds(dir.path(), "a", &[&steps], 1..2));
+    let (gain, each) = mean_change(&seeds, "reward/mean");
+    let min = REWARD_NULL.above(seeds.len());
     assert!(
-        last > first + 0.03,
-        "reward should rise: first steps {first:.3}, last steps {last:.3} ({r:?})"
+        gain > min,
+        "reward should rise by more than {min:.3} (a frozen policy's noise): {each:?}"
     );
     for f in [
         "config.toml",
@@ -199,19 +204,12 @@ fn column(metrics: &[Value], key: &str) -> Vec<f64> {
         .collect()
 }
 
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
-}
-
 #[test]
 fn ppo_run_raises_reward_and_its_critic_learns() {
     let dir = tempfile::tempdir().unwrap();
-    // 40 iterations: over 20 the tiny run's reward trend is within its noise.
-    check(&reinforge(&train_args(
-        dir.path(),
-        "ppo",
-        &["grpo.algorithm=ppo", "grpo.steps=40"],
-    )));
+    let steps = learning_steps();
+    let extra = ["grpo.algorithm=ppo", &steps];
+    check(&reinforge(&train_args(dir.path(), "ppo", &extra)));
     let run = dir.path().join("ppo");
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
     assert!(
@@ -219,25 +217,27 @@ fn ppo_run_raises_reward_and_its_critic_learns() {
         "{config}"
     );
     let m = deterministic_metrics(&run);
-    assert_eq!(m.len(), 40);
-    let r = column(&m, "reward/mean");
-    let (first, last) = (mean(&r[..5]), mean(&r[35..]));
+    assert_eq!(m.len(), LEARNING_STEPS);
+    // Over this run (seed 0) and seed 1: the reward rises by more than a frozen policy's noise,
+    // and the critic learns: its loss ends below where a frozen critic's drifts to.
+    let mut seeds = vec![m.clone()];
+    seeds.extend(train_seeds(dir.path(), "ppo", &extra, 1..2));
+    let (gain, each) = mean_change(&seeds, "reward/mean");
+    let min = REWARD_NULL.above(seeds.len());
     assert!(
-        last > first + 0.03,
-        "reward should rise: first steps {first:.3}, last steps {last:.3} ({r:?})"
+        gain > min,
+        "reward should rise by more than {min:.3} (a frozen policy's noise): {each:?}"
     );
-    // The critic learns: its values explain more of the returns, its loss falls.
-    let ev = column(&m, "critic/explained_var");
+    let (change, each) = mean_change(&seeds, "critic/value_loss");
+    let max = VALUE_LOSS_NULL.below(seeds.len());
     assert!(
-        mean(&ev[35..]) > mean(&ev[..5]) + 0.05,
-        "explained variance should rise: {ev:?}"
+        change < max,
+        "value loss should change by less than {max:.3} (a frozen critic's): {each:?}"
     );
-    let vl = column(&m, "critic/value_loss");
-    assert!(
-        mean(&vl[35..]) < mean(&vl[..5]),
-        "value loss should fall: {vl:?}"
-    );
+    // Explained variance is only checked finite: its change with a learning critic
+    // (+0.071 ± 0.040 over 10 seeds) is within a frozen critic's spread (-0.014 ± 0.044).
     for k in [
+        "critic/explained_var",
         "critic/vf_clipfrac",
         "critic/values_mean",
         "critic/returns_mean",

@@ -11,7 +11,10 @@ use serde_json::Value;
 
 mod common;
 use common::server::{post, Server};
-use common::tiny::{self, check, column, metrics, train_args};
+use common::tiny::{
+    self, check, column, learning_steps, mean_change, metrics, train_args, train_seeds,
+    LEARNING_STEPS, REWARD_NULL, TURNS_NULL,
+};
 
 fn reinforge(args: &[String]) -> Output {
     tiny::run(args)
@@ -33,8 +36,8 @@ fn deterministic(run: &Path) -> Vec<Value> {
 #[test]
 fn asynchronous_runs_repeat_exactly_and_train_on_weights_k_updates_old() {
     let dir = tempfile::tempdir().unwrap();
-    // 40 iterations, as the pipeline test: over 20 the tiny run's reward trend is noise.
-    let extra = ["grpo.steps=40", "rollout.max_staleness=2"];
+    let steps = learning_steps();
+    let extra = [steps.as_str(), "rollout.max_staleness=2"];
     for name in ["a", "b"] {
         check(&reinforge(&train_args(dir.path(), name, &extra)));
     }
@@ -50,13 +53,19 @@ fn asynchronous_runs_repeat_exactly_and_train_on_weights_k_updates_old() {
         stale[0].is_nan(),
         "step 0 is on fresh weights: no staleness key"
     );
-    assert_eq!(&stale[2..], &[2.0; 38]);
+    assert_eq!(&stale[2..], &[2.0; LEARNING_STEPS - 2]);
     assert_eq!(column(&a, "rollout/stale_dropped")[5], 0.0);
-    // Off-policy by two updates, yet the reward rises.
-    let r = column(&a, "reward/mean");
-    let first = r[..5].iter().sum::<f64>() / 5.0;
-    let last = r[r.len() - 5..].iter().sum::<f64>() / 5.0;
-    assert!(last > first + 0.03, "rewards {r:?}");
+    // Off-policy by two updates, yet the reward rises by more than a frozen policy's noise,
+    // over this run (seed 0) and seeds 1 to 3: it learns more slowly and less evenly across
+    // seeds than the synchronous run (tiny::REWARD_NULL), so four seeds.
+    let mut seeds = vec![a.clone()];
+    seeds.extend(train_seeds(dir.path(), "a", &extra, 1..4));
+    let (gain, each) = mean_change(&seeds, "reward/mean");
+    let min = REWARD_NULL.above(seeds.len());
+    assert!(
+        gain > min,
+        "reward should rise by more than {min:.3}: {each:?}"
+    );
     // The importance weights show the policy moved since the rollouts were drawn.
     assert!(column(&a, "rollout/is_weight_max")[6] > 1.0);
 }
@@ -333,13 +342,10 @@ fn the_official_openai_client_passes_every_check() {
 #[test]
 fn the_retry_game_trains_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
-    check(&reinforge(&train_args(
-        dir.path(),
-        "retry",
-        &["grpo.steps=40", "task.attempts=3"],
-    )));
+    let steps = learning_steps();
+    let extra = [steps.as_str(), "task.attempts=3"];
+    check(&reinforge(&train_args(dir.path(), "retry", &extra)));
     let m = metrics(&dir.path().join("retry"));
-    let r = column(&m, "reward/mean");
     let turns = column(&m, "multi_turn/turns_mean");
     let obs = column(&m, "multi_turn/observations_mean");
     assert!(turns.iter().all(|&t| (1.0..=3.0).contains(&t)), "{turns:?}");
@@ -347,7 +353,20 @@ fn the_retry_game_trains_end_to_end() {
         obs[0] > 0.0,
         "some first attempts fail and get the problem again: {obs:?}"
     );
-    let avg = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    assert!(avg(&r[35..]) > avg(&r[..5]) + 0.03, "rewards {r:?}");
-    assert!(avg(&turns[35..]) < avg(&turns[..5]), "turns {turns:?}");
+    // Over this run (seed 0) and seed 1, beyond a frozen policy's noise: the reward rises and
+    // the episodes get shorter.
+    let mut seeds = vec![m];
+    seeds.extend(train_seeds(dir.path(), "retry", &extra, 1..2));
+    let (gain, each) = mean_change(&seeds, "reward/mean");
+    let min = REWARD_NULL.above(seeds.len());
+    assert!(
+        gain > min,
+        "reward should rise by more than {min:.3}: {each:?}"
+    );
+    let (change, each) = mean_change(&seeds, "multi_turn/turns_mean");
+    let max = TURNS_NULL.below(seeds.len());
+    assert!(
+        change < max,
+        "turns should fall by more than {max:.3}: {each:?}"
+    );
 }

@@ -6,7 +6,7 @@
 //! (`{"shift": N}`; anything else is an error and the old shift stays). `noise` is 0 at
 //! temperature 0; otherwise a per-row value drawn from the batch seed (or, unseeded, from a
 //! counter, so unseeded sampled batches differ). Every batch is logged, and each step can be
-//! slowed down, so tests can count batches and pause mid-batch. A batch whose first prompt
+//! slowed down, so tests can count batches and pause mid-batch, and so can each weight load. A batch whose first prompt
 //! starts with [`PANIC_TOKEN`] panics (to test that the server survives it).
 
 #![allow(dead_code)]
@@ -29,6 +29,8 @@ pub struct Probe {
     pub batches: Arc<Mutex<Vec<Batch>>>,
     /// Sleep per decoding step.
     pub step_delay: Arc<Mutex<Duration>>,
+    /// Sleep per weight load (so a test knows a lower bound of the load time).
+    pub load_delay: Arc<Mutex<Duration>>,
 }
 
 impl Probe {
@@ -38,6 +40,10 @@ impl Probe {
 
     pub fn set_delay(&self, d: Duration) {
         *self.step_delay.lock().unwrap() = d;
+    }
+
+    pub fn set_load_delay(&self, d: Duration) {
+        *self.load_delay.lock().unwrap() = d;
     }
 }
 
@@ -178,6 +184,7 @@ impl Generator for Scripted {
     }
 
     fn load_weights(&mut self, dir: &Path) -> anyhow::Result<()> {
+        std::thread::sleep(*self.probe.load_delay.lock().unwrap());
         let path = dir.join("scripted.json");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;

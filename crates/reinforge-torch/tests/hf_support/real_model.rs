@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// The converted checkpoint, or `None` (with a visible message) when and only when
+/// The converted checkpoint, or `None` (a recorded skip, see [`skip`]) when and only when
 /// `scripts/real_model.sh` recorded that the package registry could not be reached. Panics
 /// when the model was never fetched: a silently skipped test would hide a missing set-up step.
 pub fn real_model(root: &Path) -> Option<PathBuf> {
@@ -15,14 +15,37 @@ pub fn real_model(root: &Path) -> Option<PathBuf> {
     }
     let unreachable = models.join("UNREACHABLE");
     if let Ok(why) = std::fs::read_to_string(&unreachable) {
-        eprintln!(
-            "SKIPPED: the real model could not be downloaded ({}):\n{why}",
+        skip(&format!(
+            "the real model could not be downloaded ({}):\n{why}",
             unreachable.display()
-        );
+        ));
         return None;
     }
     panic!(
         "the real model is missing at {}: run scripts/real_model.sh (scripts/test.sh runs it)",
         dir.display()
     );
+}
+
+/// Reports the calling test as skipped: on stderr, and, when `REINFORGE_SKIPS_DIR` is set
+/// (`scripts/test.sh` sets it), as one file there named after the test, so that the script
+/// counts the skips and shows them instead of counting them as passes.
+fn skip(why: &str) {
+    let test = format!(
+        "{}::{}",
+        env!("CARGO_CRATE_NAME"),
+        std::thread::current().name().unwrap_or("?")
+    );
+    eprintln!("SKIPPED {test}: {why}");
+    if let Some(dir) = std::env::var_os("REINFORGE_SKIPS_DIR") {
+        let dir = PathBuf::from(dir);
+        let file: String = test
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let path = dir.join(format!("{file}.{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&path, format!("{test}\n{why}")))
+            .unwrap_or_else(|e| panic!("recording the skip in {}: {e}", path.display()));
+    }
 }

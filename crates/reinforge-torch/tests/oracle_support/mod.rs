@@ -4,6 +4,8 @@
 mod trl;
 mod verl;
 
+pub use verl::trainer_outputs;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -85,6 +87,26 @@ pub struct Case<'a> {
 pub type R<T> = Result<T, String>;
 
 impl<'a> Case<'a> {
+    fn new(v: &'a Value, id: String, perturb: Perturb) -> Self {
+        let tol = if v["function"] == "compute_grpo_vectorized_outcome_advantage" {
+            Tol::Mixed {
+                rtol: 1e-6,
+                atol: 1e-6,
+            }
+        } else {
+            Tol::Default
+        };
+        Case {
+            v,
+            id,
+            used: BTreeSet::new(),
+            max_dev: 0.0,
+            tol,
+            perturb,
+            through_trainer: false,
+        }
+    }
+
     pub fn param(&self, key: &str) -> Option<&'a Value> {
         self.v["params"].get(key).filter(|v| !v.is_null())
     }
@@ -327,27 +349,12 @@ pub fn run_dir_with(dir: &Path, opts: Options) -> R<Report> {
                 }
                 continue;
             }
-            let tol = if function == "compute_grpo_vectorized_outcome_advantage" {
-                Tol::Mixed {
-                    rtol: 1e-6,
-                    atol: 1e-6,
-                }
-            } else {
-                Tol::Default
-            };
-            let mut c = Case {
-                v,
-                id: format!(
-                    "{}:{}",
-                    file.file_name().unwrap().to_string_lossy(),
-                    v["case"].as_str().unwrap_or("?")
-                ),
-                used: BTreeSet::new(),
-                max_dev: 0.0,
-                tol,
-                perturb: opts.perturb,
-                through_trainer: false,
-            };
+            let id = format!(
+                "{}:{}",
+                file.file_name().unwrap().to_string_lossy(),
+                v["case"].as_str().unwrap_or("?")
+            );
+            let mut c = Case::new(v, id, opts.perturb);
             let outcome = check_case(&mut c, function).and_then(|()| c.finish());
             match outcome {
                 Ok(()) => {}

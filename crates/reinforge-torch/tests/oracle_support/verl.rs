@@ -11,10 +11,12 @@ use reinforge_torch::loss::PolicyLossKind;
 use reinforge_torch::rl::{
     policy_objective, value_objective, MiniBatchInputs, UpdateConfig, ValueConfig, ValueInputs,
 };
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use tch::Tensor;
 
-use super::{grpo_update, matrix, tensor, Case, R};
+use super::{grpo_update, matrix, tensor, Case, Perturb, R};
 
 fn index(c: &Case) -> R<Vec<i64>> {
     Ok(c.req("index")?
@@ -190,19 +192,28 @@ fn update_config(c: &Case, kind: PolicyLossKind) -> R<UpdateConfig> {
     cfg.agg = mode(c, default_mode)?;
     cfg.loss = policy_config(c);
     cfg.skip_zero_advantage = false;
-    (c.perturb.policy)(&mut cfg);
     Ok(cfg)
 }
 
-/// A `compute_policy_loss_*` case, replayed through the trainer's objective
-/// (`train::policy_objective`, which calls the registered loss).
-fn policy(c: &mut Case, function: &str) -> R<bool> {
-    let Some(kind) = function
+fn policy_kind(function: &str) -> Option<PolicyLossKind> {
+    function
         .strip_prefix("compute_policy_loss_")
         .and_then(|name| name.parse::<PolicyLossKind>().ok())
-    else {
-        return Ok(false);
-    };
+}
+
+/// What the trainer's objective returns for a policy-loss case under `cfg`.
+pub struct PolicyOut {
+    pub loss: f64,
+    /// The loss as the objective's stats report it.
+    pub pg_loss: f64,
+    pub metrics: BTreeMap<String, f64>,
+    /// d(loss)/d(log_prob).
+    pub grad: Vec<f64>,
+}
+
+/// A `compute_policy_loss_*` case through the trainer's objective (`train::policy_objective`,
+/// which calls the registered loss) under `cfg`.
+fn policy_out(c: &Case, kind: PolicyLossKind, cfg: &UpdateConfig) -> R<PolicyOut> {
     // verl's REINFORCE reads the rollout policy's log-probs where the others read the old ones.
     let old_key = if kind == PolicyLossKind::Reinforce {
         "rollout_log_prob"
@@ -214,7 +225,6 @@ fn policy(c: &mut Case, function: &str) -> R<bool> {
     let a = tensor(c.req("advantages")?);
     let m = tensor(c.req("response_mask")?);
     let w: Option<Tensor> = c.input("rollout_is_weights").map(tensor);
-    let cfg = update_config(c, kind)?;
     let inputs = MiniBatchInputs {
         old_logp: &old,
         advantages: &a,
@@ -223,26 +233,37 @@ fn policy(c: &mut Case, function: &str) -> R<bool> {
         is_weights: w.as_ref(),
     };
     let info = batch_info(c.param("global_batch_info"));
-    let (loss, stats) = policy_objective(&lp, None, &inputs, &cfg, &info);
-    c.scalar("pg_loss", loss.double_value(&[]))?;
-    c.scalar("pg_loss", stats.pg_loss)?;
-    c.metrics("metrics", &stats.metrics)?;
+    let (loss, stats) = policy_objective(&lp, None, &inputs, cfg, &info);
+    let value = loss.double_value(&[]);
     loss.backward();
-    c.tensor("grad_log_prob", &lp.grad())?;
+    Ok(PolicyOut {
+        loss: value,
+        pg_loss: stats.pg_loss,
+        metrics: stats.metrics,
+        grad: super::values(&lp.grad()),
+    })
+}
+
+/// A `compute_policy_loss_*` case, replayed through the trainer's objective with the case's
+/// settings after the harness's perturbation.
+fn policy(c: &mut Case, function: &str) -> R<bool> {
+    let Some(kind) = policy_kind(function) else {
+        return Ok(false);
+    };
+    let mut cfg = update_config(c, kind)?;
+    (c.perturb.policy)(&mut cfg);
+    let out = policy_out(c, kind, &cfg)?;
+    c.scalar("pg_loss", out.loss)?;
+    c.scalar("pg_loss", out.pg_loss)?;
+    c.metrics("metrics", &out.metrics)?;
+    c.array("grad_log_prob", &out.grad)?;
     c.through_trainer = true;
     Ok(true)
 }
 
-/// A `compute_value_loss` case, replayed through the critic's objective
-/// (`train::value_objective`).
-fn value(c: &mut Case) -> R<()> {
-    let v = tensor(c.req("vpreds")?).set_requires_grad(true);
-    let (returns, values_old, mask) = (
-        tensor(c.req("returns")?),
-        tensor(c.req("values")?),
-        tensor(c.req("response_mask")?),
-    );
-    let mut cfg = ValueConfig {
+/// The critic's settings for a `compute_value_loss` case.
+fn value_config(c: &Case) -> R<ValueConfig> {
+    Ok(ValueConfig {
         epochs: 1,
         mini_batches: 1,
         lr: 0.0,
@@ -250,20 +271,72 @@ fn value(c: &mut Case) -> R<()> {
         cliprange_value: c.param_f64("cliprange_value", 0.5),
         agg: mode(c, AggMode::TokenMean)?,
         loss_scale_factor: 1.0,
-    };
-    (c.perturb.value)(&mut cfg);
+    })
+}
+
+/// A `compute_value_loss` case through the critic's objective (`train::value_objective`)
+/// under `cfg`: the loss, the clip fraction and d(loss)/d(vpreds).
+fn value_out(c: &Case, cfg: &ValueConfig) -> R<(f64, f64, Vec<f64>)> {
+    let v = tensor(c.req("vpreds")?).set_requires_grad(true);
+    let (returns, values_old, mask) = (
+        tensor(c.req("returns")?),
+        tensor(c.req("values")?),
+        tensor(c.req("response_mask")?),
+    );
     let x = ValueInputs {
         returns: &returns,
         values_old: &values_old,
         mask: &mask,
     };
-    let (loss, frac) = value_objective(&v, &x, &cfg, &GlobalBatchInfo::default());
-    c.scalar("vf_loss", loss.double_value(&[]))?;
-    c.scalar("vf_clipfrac", frac)?;
+    let (loss, frac) = value_objective(&v, &x, cfg, &GlobalBatchInfo::default());
+    let value = loss.double_value(&[]);
     loss.backward();
-    c.tensor("grad_vpreds", &v.grad())?;
+    Ok((value, frac, super::values(&v.grad())))
+}
+
+/// A `compute_value_loss` case, replayed through the critic's objective with the case's
+/// settings after the harness's perturbation.
+fn value(c: &mut Case) -> R<()> {
+    let mut cfg = value_config(c)?;
+    (c.perturb.value)(&mut cfg);
+    let (loss, frac, grad) = value_out(c, &cfg)?;
+    c.scalar("vf_loss", loss)?;
+    c.scalar("vf_clipfrac", frac)?;
+    c.array("grad_vpreds", &grad)?;
     c.through_trainer = true;
     Ok(())
+}
+
+/// The trainer's outputs for a policy-loss or value-loss case `v` under the case's own
+/// settings changed by `perturb` (applied here, not through the harness), by name: the loss,
+/// its metrics or clip fraction, and its gradient. `None` for the cases of other functions.
+pub fn trainer_outputs(v: &Value, perturb: Perturb) -> R<Option<BTreeMap<String, f64>>> {
+    let function = v["function"].as_str().unwrap_or_default();
+    let c = Case::new(v, "trainer_outputs".into(), Perturb::default());
+    let grads = |key: &'static str, g: Vec<f64>| {
+        g.into_iter()
+            .enumerate()
+            .map(move |(i, x)| (format!("{key}[{i}]"), x))
+    };
+    if let Some(kind) = policy_kind(function) {
+        let mut cfg = update_config(&c, kind)?;
+        (perturb.policy)(&mut cfg);
+        let out = policy_out(&c, kind, &cfg)?;
+        let mut named = out.metrics;
+        named.insert("pg_loss".into(), out.loss);
+        named.insert("stats.pg_loss".into(), out.pg_loss);
+        named.extend(grads("grad_log_prob", out.grad));
+        return Ok(Some(named));
+    }
+    if function == "compute_value_loss" {
+        let mut cfg = value_config(&c)?;
+        (perturb.value)(&mut cfg);
+        let (loss, frac, grad) = value_out(&c, &cfg)?;
+        let mut named = BTreeMap::from([("vf_loss".into(), loss), ("vf_clipfrac".into(), frac)]);
+        named.extend(grads("grad_vpreds", grad));
+        return Ok(Some(named));
+    }
+    Ok(None)
 }
 
 /// Checks `c` if `function` is a verl function; `Ok(false)` when it is not one.
