@@ -170,10 +170,10 @@ fn nccl_is_compiled_with_cuda_and_refuses_cleanly_without_a_gpu() {
         master_addr: "127.0.0.1".into(),
         master_port: free_port(),
     };
-    let err = ProcessGroup::init(&env, Backend::Nccl, Duration::from_secs(20))
-        .err()
-        .expect("an NCCL group without a GPU")
-        .to_string();
+    let err = match ProcessGroup::init(&env, Backend::Nccl, Duration::from_secs(20)) {
+        Ok(_) => panic!("an NCCL group formed without a GPU"),
+        Err(e) => e.to_string(),
+    };
     assert!(err.contains("nccl"), "{err}");
     if dist::nccl_available() {
         assert!(err.to_lowercase().contains("gpu"), "{err}");
