@@ -3,7 +3,7 @@
 //! what is particular to its task: per-step metrics, files saved with each checkpoint, the
 //! pad id and the longest prompt (for the position check before training). The arithmetic
 //! task ([`crate::arith::env::ArithEnv`]) and a user's dataset with a reward spec
-//! ([`crate::hf::data_env::DataEnv`]) run through the same trainer.
+//! (the binary's `hf::data_env::DataEnv`) run through the same trainer.
 
 use std::collections::BTreeMap;
 use std::path::Path;
