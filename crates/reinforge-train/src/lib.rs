@@ -12,11 +12,14 @@
 
 pub mod arith;
 pub mod config;
+pub mod data;
 pub mod dp;
 pub mod env;
 pub mod interrupt;
+pub mod loaded;
 pub mod multi_turn;
 pub mod overrides;
+pub mod pairs;
 pub mod presets;
 pub mod progress;
 pub mod rl;

@@ -1,8 +1,7 @@
 //! `reinforge`: reinforcement-learning post-training of language models.
 
 use reinforge_train::{
-    arith, config, dp, env, interrupt, multi_turn, overrides, progress, rl, rollout, run_dir,
-    seeds, trainer,
+    arith, config, dp, env, interrupt, overrides, progress, rl, run_dir, seeds, trainer,
 };
 
 mod bench;

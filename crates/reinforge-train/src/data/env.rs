@@ -14,10 +14,10 @@ use reinforge_tasks::{read_records, DataColumns, PromptFormat, PromptRecord};
 use reinforge_torch::{copy_aux_files, generate, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
 
-use super::tools::{Calculator, Conversation};
-use super::{LoadedModel, PromptStyle};
+use super::calculator::{Calculator, Conversation};
 use crate::config::GrpoConfig;
 use crate::env::{sampling_params, Environment, Rollout};
+use crate::loaded::{LoadedModel, PromptStyle};
 use crate::multi_turn::{converse, EpisodeLimits};
 use crate::rollout::{Engine, Generated};
 use reinforge_tasks::data::Message;
@@ -50,11 +50,16 @@ fn three() -> usize {
 }
 
 /// Tools of `--tools`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolKind {
-    /// Arithmetic expressions evaluated in the sandbox ([`super::tools`]).
+    /// Arithmetic expressions evaluated in the sandbox ([`super::calculator`]).
     Calculator,
+}
+
+impl ToolKind {
+    /// Every kind, for the command line's parser.
+    pub const ALL: [Self; 1] = [Self::Calculator];
 }
 
 /// Prompts of a dataset, sampled with the policy and scored by a reward spec.
