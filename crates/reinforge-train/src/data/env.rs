@@ -15,7 +15,7 @@ use reinforge_torch::{copy_aux_files, generate, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
 
 use super::calculator::{Calculator, Conversation};
-use crate::config::GrpoConfig;
+use crate::config::RlConfig;
 use crate::env::{sampling_params, Environment, Rollout};
 use crate::loaded::{LoadedModel, PromptStyle};
 use crate::multi_turn::{converse, EpisodeLimits};
@@ -160,6 +160,11 @@ impl<'a> DataEnv<'a> {
     /// Number of prompts.
     pub fn len(&self) -> usize {
         self.records.len()
+    }
+
+    /// Whether the dataset has no prompt (never, once built: `new` refuses an empty one).
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
     }
 
     /// Ids that end a completion.
@@ -351,7 +356,7 @@ fn decode(tokenizer: &HfTokenizer, ids: &[i64]) -> String {
 impl Environment for DataEnv<'_> {
     /// `prompts_per_step` distinct rows drawn with `seed` (all rows when the file is smaller),
     /// `num_generations` completions each, scored by the reward spec.
-    fn draw(&self, engine: &dyn Engine, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>> {
+    fn draw(&self, engine: &dyn Engine, seed: u64, cfg: &RlConfig) -> Result<Vec<Rollout>> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let n = cfg.prompts_per_step.min(self.len());
         let rows = sample(&mut rng, self.len(), n).into_vec();
