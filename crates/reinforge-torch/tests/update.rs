@@ -1,11 +1,14 @@
 //! The policy update's exact savings (trimming mini-batches, skipping zero-advantage rows)
 //! give the same parameters as running every row at full width.
 
-use reinforge_torch::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
-use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind};
+use reinforge_torch::loss::policy::NO_DUAL_CLIP;
+use reinforge_torch::loss::{AggMode, PolicyLossKind};
 use reinforge_torch::rl::{policy_update, RolloutBatch, UpdateConfig, UpdateStats};
 use reinforge_torch::tch::Device;
 use reinforge_torch::{AdamW, AdamWConfig, ModelConfig, Policy, SequenceBatch};
+
+mod rl_support;
+use rl_support::grpo_update;
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -16,31 +19,6 @@ fn tiny() -> ModelConfig {
         "tie_word_embeddings": true
     }))
     .unwrap()
-}
-
-/// GRPO's clipped update (token-mean, no KL or entropy term): two passes of two mini-batches.
-fn grpo(epsilon_low: f64, epsilon_high: f64) -> UpdateConfig {
-    UpdateConfig {
-        policy_loss: PolicyLossKind::Vanilla,
-        agg: AggMode::TokenMean,
-        loss: VerlPolicyConfig {
-            clip_ratio: epsilon_low,
-            clip_ratio_low: Some(epsilon_low),
-            clip_ratio_high: Some(epsilon_high),
-            clip_ratio_c: NO_DUAL_CLIP,
-            ..VerlPolicyConfig::default()
-        },
-        beta: 0.0,
-        kl: KlPenalty::K3,
-        entropy_coef: 0.0,
-        epochs: 2,
-        mini_batches: 2,
-        lr: 1e-2,
-        max_grad_norm: 1.0,
-        temperature: 1.0,
-        skip_zero_advantage: true,
-        loss_scale_factor: 1.0,
-    }
 }
 
 fn run(skip: bool, advantages: &[f32]) -> (Policy, f64) {
@@ -100,7 +78,12 @@ fn run_inner(
         .collect();
     let old_logp = seqs.completion_values(&old);
     let mut batch = RolloutBatch::new(seqs, old_logp, None, advantages.to_vec());
-    let mut cfg = grpo(0.2, 0.28);
+    let mut cfg = UpdateConfig {
+        epochs: 2,
+        mini_batches: 2,
+        lr: 1e-2,
+        ..grpo_update(0.2, 0.28)
+    };
     cfg.skip_zero_advantage = skip;
     setup(&mut cfg, &mut batch);
     let orders = vec![vec![0, 5, 2, 7, 1, 3, 6, 4], vec![3, 1, 4, 0, 2, 7, 5, 6]];

@@ -13,6 +13,8 @@ use crate::arith::{self, Outcome};
 use crate::config::{EvalConfig, TrainConfig};
 use crate::interrupt;
 use crate::run_dir::{read_json, RunDir};
+use crate::tools::ByName;
+use reinforge_train::data::env::ToolKind;
 
 /// reinforge: RL post-training of language models with verifiable rewards.
 ///
@@ -155,8 +157,8 @@ struct TrainArgs {
     /// Tools the policy may call (--model runs): `calculator` makes episodes multi-turn, with
     /// Hermes-format tool calls run in the sandbox and a system message that describes the
     /// tool (unless --system gives one)
-    #[arg(long, value_enum, requires = "model")]
-    tools: Option<crate::hf::data_env::ToolKind>,
+    #[arg(long, value_parser = ByName(&ToolKind::ALL), requires = "model")]
+    tools: Option<ToolKind>,
     /// Policy turns per episode with --tools (each up to grpo.max_completion_length tokens)
     #[arg(long, default_value_t = 3, value_parser = crate::tools::count)]
     max_turns: usize,
@@ -319,7 +321,7 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
     let (run, cfg) = match &args.resume {
         Some(dir) => {
             let (run, cfg) = RunDir::open(dir)?;
-            if crate::hf::train::is_data_run(&run) {
+            if reinforge_train::data::is_data_run(&run) {
                 return resume_data_run(&run, &cfg);
             }
             cfg.validate_arith()
@@ -377,7 +379,7 @@ fn train_on_data(
     let run = RunDir::create_data_run(&cfg)?;
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
-    let spec = crate::hf::data_env::DataRun {
+    let spec = reinforge_train::data::env::DataRun {
         model: model.to_path_buf(),
         data: data.to_path_buf(),
         reward: args.reward.clone(),
@@ -395,11 +397,16 @@ fn train_on_data(
         max_turns: args.max_turns,
         system: match (&args.system, args.tools) {
             (Some(s), _) => Some(s.clone()),
-            (None, Some(_)) => Some(crate::hf::tools::CALCULATOR_SYSTEM.to_string()),
+            (None, Some(_)) => {
+                Some(reinforge_train::data::calculator::CALCULATOR_SYSTEM.to_string())
+            }
             (None, None) => None,
         },
     };
-    data_outcome(crate::hf::train::run(&cfg, &spec, &run)?, &run)
+    data_outcome(
+        reinforge_train::data::run(&cfg, &spec, &run, &crate::hf::rm::load_scorer)?,
+        &run,
+    )
 }
 
 /// Checks the run's device before a run directory is created: a run that cannot start leaves
@@ -410,19 +417,23 @@ fn check_device(cfg: &TrainConfig) -> Result<()> {
 
 /// `reinforge train --resume DIR` of a dataset run: its config.toml and data_run.json.
 fn resume_data_run(run: &RunDir, cfg: &TrainConfig) -> Result<ExitCode> {
-    let spec: crate::hf::data_env::DataRun = read_json(&run.path(crate::hf::train::DATA_RUN_FILE))?;
+    let spec: reinforge_train::data::env::DataRun =
+        read_json(&run.path(reinforge_train::data::DATA_RUN_FILE))?;
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
-    data_outcome(crate::hf::train::run(cfg, &spec, run)?, run)
+    data_outcome(
+        reinforge_train::data::run(cfg, &spec, run, &crate::hf::rm::load_scorer)?,
+        run,
+    )
 }
 
-fn data_outcome(outcome: crate::hf::train::DataOutcome, run: &RunDir) -> Result<ExitCode> {
+fn data_outcome(outcome: reinforge_train::data::DataOutcome, run: &RunDir) -> Result<ExitCode> {
     match outcome {
-        crate::hf::train::DataOutcome::Finished(out) => {
+        reinforge_train::data::DataOutcome::Finished(out) => {
             println!("trained checkpoint: {}", out.display());
             Ok(ExitCode::SUCCESS)
         }
-        crate::hf::train::DataOutcome::Interrupted => {
+        reinforge_train::data::DataOutcome::Interrupted => {
             eprintln!(
                 "stopped; continue with: reinforge train --resume {}",
                 run.root.display()

@@ -1,26 +1,14 @@
 //! `reinforge`: reinforcement-learning post-training of language models.
 
-mod arith;
+use reinforge_train::{
+    arith, config, dp, env, interrupt, overrides, progress, rl, run_dir, seeds, trainer,
+};
+
 mod bench;
 mod cli;
-mod config;
-mod dp;
-mod env;
 mod hf;
-mod interrupt;
 mod launch;
-mod multi_turn;
-mod overrides;
-mod presets;
-mod progress;
-mod rl;
-mod rollout;
-mod run_dir;
-mod seeds;
-mod sft;
 mod tools;
-mod trainer;
-mod validate;
 
 fn main() -> std::process::ExitCode {
     match cli::main() {

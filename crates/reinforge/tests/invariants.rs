@@ -1,7 +1,8 @@
 //! The architecture's invariants (ARCHITECTURE.md, "Invariants"), checked on the sources:
-//! libtorch is named only by reinforge-torch; the binary's RL step (`src/rl/`) names no tensor,
-//! its tensor work being reinforge-torch's two calls; the binary's files that still name
-//! tensors are a fixed list that may only shrink; no module circle inside the binary's `src/`.
+//! libtorch is named only by reinforge-torch; reinforge-train names neither tensors nor clap
+//! (its RL step's tensor work is reinforge-torch's two calls); the binary's files that still
+//! name tensors are a fixed list that may only shrink; no module circle inside the `src/` of
+//! the binary or of reinforge-train.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -74,10 +75,20 @@ fn only_reinforge_torch_depends_on_libtorch() {
 }
 
 #[test]
-fn the_rl_step_of_the_binary_names_no_tensor() {
-    let rl = root().join("crates/reinforge/src/rl");
-    assert!(rl.is_dir());
-    assert_eq!(files_naming_tensors(&rl), BTreeSet::new());
+fn the_training_library_names_no_tensor_and_no_clap() {
+    let lib = root().join("crates/reinforge-train");
+    assert!(lib.join("src/rl/step.rs").exists());
+    assert_eq!(files_naming_tensors(&lib.join("src")), BTreeSet::new());
+    let manifest = std::fs::read_to_string(lib.join("Cargo.toml")).unwrap();
+    assert!(
+        !manifest.lines().any(|l| l.starts_with("clap")),
+        "no clap dependency"
+    );
+    let clap: Vec<_> = rust_files(&lib.join("src"))
+        .into_iter()
+        .filter(|p| code_lines(p).iter().any(|l| names(l, "clap")))
+        .collect();
+    assert!(clap.is_empty(), "{clap:?}");
 }
 
 /// What is left of the binary's tensor code (issue 25): the offline trainers and the
@@ -234,10 +245,15 @@ fn circle(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Option<Vec<Module>> {
 }
 
 #[test]
-fn no_module_circle_in_the_binary() {
-    let edges = sibling_edges(&root().join("crates/reinforge/src"));
-    assert!(edges.len() > 10, "the module graph was read: {edges:?}");
-    assert_eq!(circle(&edges), None);
+fn no_module_circle_in_the_binary_or_the_training_library() {
+    for krate in ["reinforge", "reinforge-train"] {
+        let edges = sibling_edges(&root().join("crates").join(krate).join("src"));
+        assert!(
+            edges.len() > 5,
+            "{krate}: the module graph was read: {edges:?}"
+        );
+        assert_eq!(circle(&edges), None, "{krate}");
+    }
 }
 
 #[test]

@@ -5,12 +5,13 @@ mod trl;
 mod verl;
 
 pub use verl::trainer_outputs;
+#[path = "../rl_support/mod.rs"]
+mod rl_support;
+pub use rl_support::grpo_update;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use reinforge_torch::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
-use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind};
 use reinforge_torch::rl::{UpdateConfig, ValueConfig};
 use serde_json::Value;
 use tch::{Kind, Tensor};
@@ -376,31 +377,4 @@ pub fn run_dir_with(dir: &Path, opts: Options) -> R<Report> {
         }
     }
     Ok(report)
-}
-
-/// GRPO's update as verl runs it, the base every replayed case adjusts: PPO-clip (`vanilla`, no
-/// dual clip) with clip range `[1 - epsilon_low, 1 + epsilon_high]`, token-mean, no KL or
-/// entropy term, one pass of one mini-batch.
-pub fn grpo_update(epsilon_low: f64, epsilon_high: f64) -> UpdateConfig {
-    UpdateConfig {
-        policy_loss: PolicyLossKind::Vanilla,
-        agg: AggMode::TokenMean,
-        loss: VerlPolicyConfig {
-            clip_ratio: epsilon_low,
-            clip_ratio_low: Some(epsilon_low),
-            clip_ratio_high: Some(epsilon_high),
-            clip_ratio_c: NO_DUAL_CLIP,
-            ..VerlPolicyConfig::default()
-        },
-        beta: 0.0,
-        kl: KlPenalty::K3,
-        entropy_coef: 0.0,
-        epochs: 1,
-        mini_batches: 1,
-        lr: 0.0,
-        max_grad_norm: 1.0,
-        temperature: 1.0,
-        skip_zero_advantage: true,
-        loss_scale_factor: 1.0,
-    }
 }

@@ -13,7 +13,7 @@ use reinforge_hf::HfTokenizer;
 use reinforge_tasks::{read_records, DataColumns, PromptFormat};
 use serde_json::Value;
 
-use super::{LoadedModel, PromptStyle};
+use crate::loaded::{encode_prompt, LoadedModel, PromptStyle};
 
 /// Encoded pairs: prompt ids, chosen and rejected completion ids (EOS-terminated), margins.
 pub struct Pairs {
@@ -138,7 +138,7 @@ pub fn read_pairs_with(
             Ok(ids)
         };
         let (c, rj) = (side("chosen")?, side("rejected")?);
-        let p = super::encode_prompt(tokenizer, &r.prompt, &style)?.1;
+        let p = encode_prompt(tokenizer, &r.prompt, &style)?.1;
         let longest = p.len() + c.len().max(rj.len());
         if longest > max {
             bail!(

@@ -118,7 +118,7 @@ mod tests {
     use reinforge_torch::{Device, Policy};
 
     use super::*;
-    use crate::config::{GrpoConfig, TrainConfig, GAE};
+    use crate::config::{RlConfig, TrainConfig, GAE};
     use crate::presets::Preset;
     use crate::rl::sample::DrawMeta;
     use crate::rollout::Engine;
@@ -129,7 +129,7 @@ mod tests {
     struct Handed;
 
     impl Environment for Handed {
-        fn draw(&self, _: &dyn Engine, _: u64, _: &GrpoConfig) -> Result<Vec<Rollout>> {
+        fn draw(&self, _: &dyn Engine, _: u64, _: &RlConfig) -> Result<Vec<Rollout>> {
             bail!("the test hands the step its rollouts")
         }
         fn pad_id(&self) -> i64 {

@@ -4,23 +4,28 @@
 //! ([`crate::trainer`], [`crate::rl`]); only the environment differs: prompts come from the
 //! file and rewards from `reinforge-reward`.
 
+pub mod calculator;
+pub mod env;
+pub mod evaluate;
+pub mod report;
+
 use anyhow::{bail, Context, Result};
-use reinforge_reward::{Reward, RewardSpec};
+use reinforge_reward::{ModelLoader, Reward, RewardSpec};
 use reinforge_sandbox::{Limits, Sandbox};
 use reinforge_torch::runtime::{resolve_device, set_threads};
 use reinforge_torch::{copy_aux_files, Policy};
 use std::path::{Path, PathBuf};
 
-use super::evaluate::{evaluate, DataEvalReport};
-use super::report::write_report;
-use super::LoadedModel;
 use crate::config::TrainConfig;
 use crate::env::{sampling_params, Environment};
+use crate::loaded::LoadedModel;
 use crate::rl;
 use crate::run_dir::{read_json, write_json, RunDir};
 use crate::trainer::{optimizer, Phase, PhaseEnd, Start, Trainer};
+use evaluate::{evaluate, DataEvalReport};
+use report::write_report;
 
-use super::data_env::{DataEnv, DataRun};
+use env::{DataEnv, DataRun};
 
 /// How a dataset run ended.
 pub enum DataOutcome {
@@ -45,8 +50,14 @@ pub fn is_data_run(run: &RunDir) -> bool {
 /// hold the merged weights, `adapter/` inside them the PEFT adapter, and
 /// `checkpoints/final-adapter` the adapter alone). Every step seeds its own randomness, so a
 /// resumed run repeats an uninterrupted one. `grpo.algorithm = ppo` trains a critic created
-/// from the loaded model, saved and resumed with it.
-pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcome> {
+/// from the loaded model, saved and resumed with it. Learned reward components (`type =
+/// "model"`, `"judge"`) are loaded by `scorers` (the binary's, which hold tensors).
+pub fn run(
+    cfg: &TrainConfig,
+    data: &DataRun,
+    run: &RunDir,
+    scorers: ModelLoader,
+) -> Result<DataOutcome> {
     let device = resolve_device(&cfg.device, "config key `device`")?;
     reinforge_torch::precision::set_bf16(cfg.bf16)?;
     set_threads(cfg.threads);
@@ -85,14 +96,14 @@ pub fn run(cfg: &TrainConfig, data: &DataRun, run: &RunDir) -> Result<DataOutcom
         (None, true) => model.policy = Policy::load(&latest, device)?,
         (None, false) => {}
     }
-    let reward = build_reward(data)?;
+    let reward = build_reward(data, scorers)?;
     let env = DataEnv::new(&model, data, reward, cfg.grpo.max_completion_length)?;
     eprintln!("{} prompts from {}", env.len(), data.data.display());
     if let Some(d) = &dp {
         reinforge_torch::dist::broadcast_parameters(&d.pg, &model.policy.vs)?;
     }
     // Held-out evaluations run on rank 0; the others wait at a barrier.
-    let heldout = heldout_env(&model, data, cfg)?.filter(|_| writes);
+    let heldout = heldout_env(&model, data, cfg, scorers)?.filter(|_| writes);
     if let Some(h) = &heldout {
         evaluate_base(h, &model.policy, cfg, run, resumed)?;
     }
@@ -157,6 +168,7 @@ fn heldout_env<'a>(
     model: &'a LoadedModel,
     data: &DataRun,
     cfg: &TrainConfig,
+    scorers: ModelLoader,
 ) -> Result<Option<DataEnv<'a>>> {
     let Some(path) = &data.heldout else {
         return Ok(None);
@@ -168,7 +180,7 @@ fn heldout_env<'a>(
     let env = DataEnv::new(
         model,
         &spec,
-        build_reward(data)?,
+        build_reward(data, scorers)?,
         cfg.grpo.max_completion_length,
     )?;
     eprintln!("{} held-out prompts from {}", env.len(), path.display());
@@ -253,7 +265,7 @@ report: {}",
 
 /// The reward of `--reward` (default: the math verifier), with a working sandbox when a
 /// component runs code.
-fn build_reward(data: &DataRun) -> Result<Reward> {
+fn build_reward(data: &DataRun, scorers: ModelLoader) -> Result<Reward> {
     let spec = match &data.reward {
         Some(p) => RewardSpec::load(p)?,
         None => RewardSpec::default(),
@@ -268,5 +280,5 @@ fn build_reward(data: &DataRun) -> Result<Reward> {
     } else {
         None
     };
-    Reward::with_models(spec, sandbox, &super::rm::load_scorer).context("building the reward")
+    Reward::with_models(spec, sandbox, scorers).context("building the reward")
 }

@@ -5,14 +5,14 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use crate::config::GrpoConfig;
+use crate::config::RlConfig;
 use crate::env::{Environment, Rollout};
 use crate::rollout::{Engine, PushStats};
 use crate::seeds::{step_seed, PHASE_RL};
 
 /// The reward of one rollout: the verifier's score plus, with `overlong_buffer_len > 0`, DAPO's
 /// soft overlong penalty (verl `DAPORewardManager`, [`reinforge_rl::overlong`]).
-pub fn shaped_reward(r: &Rollout, cfg: &GrpoConfig) -> f64 {
+pub fn shaped_reward(r: &Rollout, cfg: &RlConfig) -> f64 {
     let penalty = if cfg.overlong_buffer_len > 0 {
         reinforge_rl::overlong::verl_dapo_overlong_penalty(
             r.tokens.len(),
@@ -50,7 +50,7 @@ struct Sampled {
 /// no group is kept at all, the last draw is used as is (its advantages are all zero).
 fn sample_dynamic(
     draw: impl FnMut(usize) -> Result<Vec<Rollout>>,
-    cfg: &GrpoConfig,
+    cfg: &RlConfig,
 ) -> Result<Sampled> {
     let mut draw = draw;
     let g = cfg.num_generations;
@@ -107,12 +107,7 @@ pub struct DrawMeta {
 }
 
 /// Samples the rollouts of step seed `s` from `engine` (with DAPO's dynamic sampling when on).
-pub fn sample(
-    engine: &dyn Engine,
-    env: &dyn Environment,
-    cfg: &GrpoConfig,
-    s: u64,
-) -> Result<Drawn> {
+pub fn sample(engine: &dyn Engine, env: &dyn Environment, cfg: &RlConfig, s: u64) -> Result<Drawn> {
     let start = Instant::now();
     let (rollouts, rewards, dynamic) = if cfg.dynamic_sampling {
         let d = sample_dynamic(
@@ -171,7 +166,7 @@ mod tests {
             .collect()
     }
 
-    fn cfg(prompts: usize, max_draws: usize) -> GrpoConfig {
+    fn cfg(prompts: usize, max_draws: usize) -> RlConfig {
         let mut c = TrainConfig::default().grpo;
         c.num_generations = 2;
         c.prompts_per_step = prompts;

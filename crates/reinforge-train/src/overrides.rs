@@ -143,7 +143,7 @@ fn unknown(key: &str, part: &str, like: &toml::Value) -> anyhow::Error {
 }
 
 /// One line per settable key, `key = default  (type)`, for `reinforge train --help`.
-pub(crate) fn keys_help() -> String {
+pub fn keys_help() -> String {
     let (Ok(schema), Ok(defaults)) = (schema(), toml::Value::try_from(TrainConfig::default()))
     else {
         return String::new();

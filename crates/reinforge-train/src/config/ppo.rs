@@ -3,7 +3,7 @@
 use reinforge_torch::loss::KlPenalty;
 use serde::{Deserialize, Serialize};
 
-use super::GrpoConfig;
+use super::RlConfig;
 
 /// PPO's critic, GAE and KL-in-reward (`[ppo]`), used when `grpo.advantage_estimator = "gae"`.
 /// Names follow verl's (`algorithm.*`, `critic.*`, `trainer.critic_warmup`); the policy side
@@ -63,7 +63,7 @@ impl Default for PpoConfig {
 
 impl PpoConfig {
     /// Critic passes per batch, `critic_epochs` or the policy's.
-    pub fn epochs(&self, grpo: &GrpoConfig) -> usize {
+    pub fn epochs(&self, grpo: &RlConfig) -> usize {
         if self.critic_epochs == 0 {
             grpo.ppo_epochs
         } else {
@@ -72,7 +72,7 @@ impl PpoConfig {
     }
 
     /// Critic mini-batches per pass, `critic_mini_batches` or the policy's.
-    pub fn mini_batches(&self, grpo: &GrpoConfig) -> usize {
+    pub fn mini_batches(&self, grpo: &RlConfig) -> usize {
         if self.critic_mini_batches == 0 {
             grpo.mini_batches
         } else {

@@ -3,7 +3,7 @@
 //! what is particular to its task: per-step metrics, files saved with each checkpoint, the
 //! pad id and the longest prompt (for the position check before training). The arithmetic
 //! task ([`crate::arith::env::ArithEnv`]) and a user's dataset with a reward spec
-//! ([`crate::hf::data_env::DataEnv`]) run through the same trainer.
+//! (the binary's `hf::data_env::DataEnv`) run through the same trainer.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::Result;
 use reinforge_torch::SamplingParams;
 
-use crate::config::GrpoConfig;
+use crate::config::RlConfig;
 use crate::rollout::Engine;
 
 /// One scored completion, task-neutral.
@@ -51,7 +51,7 @@ pub trait Environment: Sync {
     /// prompt `i`), each scored; `seed` also seeds the engine. Fails when sampling or scoring
     /// cannot be done (an engine that stopped answering, a label the reward cannot use, a
     /// sandbox that stopped working), never for a wrong answer.
-    fn draw(&self, engine: &dyn Engine, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>>;
+    fn draw(&self, engine: &dyn Engine, seed: u64, cfg: &RlConfig) -> Result<Vec<Rollout>>;
 
     /// The environment's metrics of one step's rollouts (none by default).
     fn metrics(&self, _rollouts: &[Rollout]) -> EnvMetrics {
@@ -75,7 +75,7 @@ pub trait Environment: Sync {
 
 /// Sampling parameters of a training step: `cfg`'s temperature, top-p/k and completion length,
 /// stopping at `stop` (no stop with `ignore_eos`).
-pub fn sampling_params(cfg: &GrpoConfig, stop: Vec<i64>) -> SamplingParams {
+pub fn sampling_params(cfg: &RlConfig, stop: Vec<i64>) -> SamplingParams {
     SamplingParams {
         temperature: cfg.temperature,
         top_p: cfg.top_p,

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::config::{GrpoConfig, PpoConfig, TrainConfig, GAE};
+use crate::config::{PpoConfig, RlConfig, TrainConfig, GAE};
 use crate::env::Environment;
 use crate::run_dir::RunDir;
 use crate::trainer::critic::CriticState;
@@ -25,7 +25,7 @@ pub use settings::StepSettings;
 
 /// Whether a run keeps a frozen reference model: for the KL loss (`grpo.beta > 0`) or, with
 /// PPO's critic, for the KL in the reward (`ppo.kl_coef > 0`).
-pub fn needs_reference(cfg: &GrpoConfig, ppo: &PpoConfig) -> bool {
+pub fn needs_reference(cfg: &RlConfig, ppo: &PpoConfig) -> bool {
     cfg.beta > 0.0 || (cfg.advantage_estimator == GAE && ppo.kl_coef > 0.0)
 }
 

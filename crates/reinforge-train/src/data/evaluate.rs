@@ -10,7 +10,7 @@ use reinforge_eval::passk_change::k_values;
 use reinforge_torch::{Policy, SamplingParams};
 use serde::{Deserialize, Serialize};
 
-use super::data_env::DataEnv;
+use super::env::DataEnv;
 use crate::config::EvalConfig;
 use crate::progress;
 

@@ -14,10 +14,10 @@ use reinforge_tasks::{read_records, DataColumns, PromptFormat, PromptRecord};
 use reinforge_torch::{copy_aux_files, generate, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
 
-use super::tools::{Calculator, Conversation};
-use super::{LoadedModel, PromptStyle};
-use crate::config::GrpoConfig;
+use super::calculator::{Calculator, Conversation};
+use crate::config::RlConfig;
 use crate::env::{sampling_params, Environment, Rollout};
+use crate::loaded::{LoadedModel, PromptStyle};
 use crate::multi_turn::{converse, EpisodeLimits};
 use crate::rollout::{Engine, Generated};
 use reinforge_tasks::data::Message;
@@ -50,11 +50,16 @@ fn three() -> usize {
 }
 
 /// Tools of `--tools`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolKind {
-    /// Arithmetic expressions evaluated in the sandbox ([`super::tools`]).
+    /// Arithmetic expressions evaluated in the sandbox ([`super::calculator`]).
     Calculator,
+}
+
+impl ToolKind {
+    /// Every kind, for the command line's parser.
+    pub const ALL: [Self; 1] = [Self::Calculator];
 }
 
 /// Prompts of a dataset, sampled with the policy and scored by a reward spec.
@@ -155,6 +160,11 @@ impl<'a> DataEnv<'a> {
     /// Number of prompts.
     pub fn len(&self) -> usize {
         self.records.len()
+    }
+
+    /// Whether the dataset has no prompt (never, once built: `new` refuses an empty one).
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
     }
 
     /// Ids that end a completion.
@@ -346,7 +356,7 @@ fn decode(tokenizer: &HfTokenizer, ids: &[i64]) -> String {
 impl Environment for DataEnv<'_> {
     /// `prompts_per_step` distinct rows drawn with `seed` (all rows when the file is smaller),
     /// `num_generations` completions each, scored by the reward spec.
-    fn draw(&self, engine: &dyn Engine, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>> {
+    fn draw(&self, engine: &dyn Engine, seed: u64, cfg: &RlConfig) -> Result<Vec<Rollout>> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let n = cfg.prompts_per_step.min(self.len());
         let rows = sample(&mut rng, self.len(), n).into_vec();

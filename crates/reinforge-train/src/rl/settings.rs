@@ -4,7 +4,7 @@
 use reinforge_torch::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
 use reinforge_torch::rl::{PackOptions, UpdateConfig, ValueConfig};
 
-use crate::config::{GrpoConfig, PpoConfig, GAE};
+use crate::config::{PpoConfig, RlConfig, GAE};
 use crate::seeds::rl_step_seed;
 
 /// The settings of every step of one RL phase.
@@ -13,7 +13,7 @@ pub struct StepSettings {
     /// The run's seed: step `i` draws with [`StepSettings::step_seed`].
     pub seed: u64,
     /// `[grpo]`: sampling, reward shaping, advantages, the policy update.
-    pub rl: GrpoConfig,
+    pub rl: RlConfig,
     /// `[ppo]`: the critic, GAE and KL in the reward (with `advantage_estimator = "gae"`).
     pub ppo: PpoConfig,
     /// What packing computes.
@@ -26,7 +26,7 @@ pub struct StepSettings {
 
 impl StepSettings {
     /// The settings of `rl` and `ppo` for a run seeded `seed` whose batches pad with `pad_id`.
-    pub fn new(rl: &GrpoConfig, ppo: &PpoConfig, seed: u64, pad_id: i64) -> Self {
+    pub fn new(rl: &RlConfig, ppo: &PpoConfig, seed: u64, pad_id: i64) -> Self {
         let critic = rl.advantage_estimator == GAE;
         Self {
             seed,
@@ -68,7 +68,7 @@ impl StepSettings {
 /// `clip_ratio_high` is unset (`core_algos.compute_policy_loss_vanilla`:
 /// `clip_ratio_low = config.clip_ratio_low if config.clip_ratio_low is not None else
 /// clip_ratio`); both are set here, so the symmetric `clip_ratio` is a fallback no loss reads.
-fn update_config(cfg: &GrpoConfig) -> UpdateConfig {
+fn update_config(cfg: &RlConfig) -> UpdateConfig {
     UpdateConfig {
         policy_loss: cfg.policy_loss,
         agg: cfg.loss_agg_mode,
@@ -105,7 +105,7 @@ fn update_config(cfg: &GrpoConfig) -> UpdateConfig {
 }
 
 /// The critic update's settings.
-fn value_config(rl: &GrpoConfig, ppo: &PpoConfig) -> ValueConfig {
+fn value_config(rl: &RlConfig, ppo: &PpoConfig) -> ValueConfig {
     ValueConfig {
         epochs: ppo.epochs(rl),
         mini_batches: ppo.mini_batches(rl),

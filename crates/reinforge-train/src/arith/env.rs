@@ -10,7 +10,7 @@ use reinforge_tasks::{ArithTask, Pattern, Problem, Split, Verdict};
 use reinforge_torch::{generate, Policy, SamplingParams};
 
 use super::retry::{Attempts, Retry};
-use crate::config::GrpoConfig;
+use crate::config::RlConfig;
 use crate::env::{label_shares, sampling_params, EnvMetrics, Environment, Rollout};
 use crate::multi_turn::{converse, EpisodeLimits};
 use crate::rollout::{Engine, Generated};
@@ -207,7 +207,7 @@ fn score(
 }
 
 impl Environment for ArithEnv {
-    fn draw(&self, engine: &dyn Engine, seed: u64, cfg: &GrpoConfig) -> Result<Vec<Rollout>> {
+    fn draw(&self, engine: &dyn Engine, seed: u64, cfg: &RlConfig) -> Result<Vec<Rollout>> {
         let problems = self.task.problems(seed, cfg.prompts_per_step, Split::Train);
         let params = sampling_params(cfg, vec![EOS]);
         if self.attempts > 1 {

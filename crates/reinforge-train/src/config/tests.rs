@@ -92,7 +92,7 @@ fn default_resolution_is_the_grpo_preset_and_the_old_defaults() {
     assert!(!cfg.grpo.dynamic_sampling && !cfg.grpo.mask_truncated);
 }
 
-fn with(algorithm: &str, more: &[&str]) -> GrpoConfig {
+fn with(algorithm: &str, more: &[&str]) -> RlConfig {
     let mut o = vec![format!("grpo.algorithm={algorithm}")];
     o.extend(more.iter().map(|s| s.to_string()));
     TrainConfig::resolve(None, &o).unwrap().grpo

@@ -47,7 +47,7 @@ pub struct TrainConfig {
     /// The transformer, with HF `config.json` field names.
     pub model: ModelConfig,
     pub sft: SftConfig,
-    pub grpo: GrpoConfig,
+    pub grpo: RlConfig,
     /// PPO with a learned critic: read when `grpo.advantage_estimator = "gae"` (the `ppo`
     /// preset). Absent from older config files, hence the default.
     pub ppo: PpoConfig,
@@ -87,11 +87,11 @@ pub struct SftConfig {
 }
 
 /// The RL phase of every preset, PPO's policy side included (`[grpo]`: the key keeps its
-/// name). Every key has a default ([`GrpoConfig::default`], the toy experiment's); the fields
+/// name). Every key has a default ([`RlConfig::default`], the toy experiment's); the fields
 /// are grouped as TRL's `GRPOConfig` groups its parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct GrpoConfig {
+pub struct RlConfig {
     // ── Schedule ──
     /// Policy iterations (sample, score, update).
     pub steps: usize,
@@ -246,7 +246,7 @@ impl Default for TrainConfig {
                 ..ModelConfig::default()
             },
             sft: SftConfig::default(),
-            grpo: GrpoConfig::default(),
+            grpo: RlConfig::default(),
             ppo: PpoConfig::default(),
             rollout: RolloutConfig::default(),
             eval: EvalConfig::default(),
@@ -282,7 +282,7 @@ impl Default for SftConfig {
 
 /// The toy experiment's RL phase: GRPO with DAPO's clip-higher; the per-loss parameters are
 /// verl's defaults (SAPO `tau_neg` 1.05, KL-Cov and Clip-Cov ratios 0.0002, `clip_cov_ub` 5).
-impl Default for GrpoConfig {
+impl Default for RlConfig {
     fn default() -> Self {
         Self {
             steps: 30,
