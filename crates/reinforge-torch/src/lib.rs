@@ -19,6 +19,7 @@ pub mod model;
 pub mod optim;
 pub mod p2l;
 pub mod policy;
+pub mod preference;
 pub mod ranks;
 pub mod reward_model;
 pub mod rl;
