@@ -8,7 +8,6 @@
 //! [`tournament`] (Swiss and single-elimination schedules), [`sandwich`] (arena-rank's BT with
 //! sandwich intervals), [`ppe`] (PPE reward-model metrics) and [`rewardbench2`] (RewardBench 2 scoring).
 
-pub mod bench;
 pub mod bootstrap;
 pub mod bt;
 pub mod decompose;

@@ -8,7 +8,6 @@ pub mod groups;
 pub mod masked;
 pub mod overlong;
 pub mod stats;
-pub mod trl;
 
 pub use advantage::outcome::{
     estimate, Estimator, EstimatorError, EstimatorInputs, EstimatorParams,

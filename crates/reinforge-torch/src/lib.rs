@@ -20,6 +20,7 @@ pub mod optim;
 pub mod p2l;
 pub mod policy;
 pub mod precision;
+pub mod preference;
 pub mod ranks;
 pub mod reward_model;
 pub mod rl;

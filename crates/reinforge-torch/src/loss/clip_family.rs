@@ -66,7 +66,8 @@ pub fn gspo(x: &PolicyInputs, _mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyL
 
 /// verl `compute_policy_loss_cispo` (MiniMax-M1, arXiv:2506.13585): `-sg(clip(r, 1-ε_low,
 /// 1+ε_high))·A·logp` with the ±20 log-ratio clamp; `actor/pg_clipfrac` = tokens whose ratio was
-/// changed by the clip. (TRL's CISPO clips at an absolute `epsilon_high` instead: [`crate::loss::trl`].)
+/// changed by the clip. (TRL's CISPO clips at an absolute `epsilon_high` instead: the oracle
+/// harness's `tests/oracle_support/trl_loss.rs`.)
 pub fn cispo(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
     let (a, m, lp) = (x.advantages, x.response_mask, x.log_prob);
     let nak = (lp - x.old_log_prob).clamp(-20.0, 20.0);

@@ -10,7 +10,6 @@
 //! - [`clip_family`]: vanilla PPO (clip-higher, dual-clip), GSPO, CISPO, SAPO, DPPO-TV/KL, GMPO;
 //! - [`pg_family`]: GPG, DRO, KL-Cov, Clip-Cov, REINFORCE, the value loss;
 //! - [`tis`]: truncated importance sampling between sampler and trainer ([`Tis`]);
-//! - [`trl`]: TRL's `_compute_loss` (grpo, bnpo, dr_grpo, dapo, cispo, sapo) with its metrics;
 //! - [`dpo`]: TRL's DPO family (every `loss_type`, f-divergences, the logged metrics,
 //!   [`dpo::DpoLoss`]);
 //! - [`orpo`]: TRL's ORPO (odds-ratio term plus the chosen NLL, reference-free);
@@ -35,7 +34,6 @@ pub mod policy;
 pub mod registry;
 pub mod reward_model;
 pub mod tis;
-pub mod trl;
 
 pub use agg::{AggMode, GlobalBatchInfo};
 pub use kl::KlPenalty;

@@ -2,6 +2,10 @@
 //! dispatch of a case by its `function` name (`verl.rs` and `trl.rs` hold the per-function code).
 
 mod trl;
+// TRL's advantage block and `_compute_loss`, which only the side-by-side checks replay (they
+// were library code serving only these tests).
+mod trl_advantages;
+mod trl_loss;
 mod verl;
 
 pub use verl::trainer_outputs;

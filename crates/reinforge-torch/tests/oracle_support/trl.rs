@@ -1,14 +1,14 @@
 //! TRL fixtures (advantages, `_compute_loss`), the overlong penalties of verl and TRL, and pass@k.
 
+use super::trl_advantages::{
+    trl_grpo_advantages, MultiObjective, ScaleRewards, TrlAdvantageConfig,
+};
+use super::trl_loss::{trl_compute_loss, IsLevel, TrlLossConfig, TrlLossInputs, TrlLossType};
 use reinforge_rl::overlong::{
     trl_soft_overlong_punishment, verl_dapo_overlong_penalty, verl_dapo_overlong_penalty_f32,
 };
-use reinforge_rl::trl::{trl_grpo_advantages, MultiObjective, ScaleRewards, TrlAdvantageConfig};
 use reinforge_torch::loss::agg::GlobalBatchInfo;
 use reinforge_torch::loss::policy::NO_DUAL_CLIP;
-use reinforge_torch::loss::trl::{
-    trl_compute_loss, IsLevel, TrlLossConfig, TrlLossInputs, TrlLossType,
-};
 use reinforge_torch::loss::{AggMode, PolicyLossKind};
 use reinforge_torch::rl::{policy_objective, MiniBatchInputs, UpdateConfig};
 use serde_json::Value;

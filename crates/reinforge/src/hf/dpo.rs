@@ -13,7 +13,7 @@ use reinforge_torch::tch::Tensor;
 use reinforge_torch::Policy;
 use serde::Serialize;
 
-use super::offline::{completion_logps, update, OfflineArgs, Share};
+use super::offline::{completion_logps, ranks, update, OfflineArgs, Share};
 use super::pairs::{read_pairs, step_rows, Pairs};
 use crate::run_dir::read_json;
 use crate::tools::ByName;
@@ -219,12 +219,15 @@ pub fn train(args: &TrainDpoArgs) -> Result<()> {
     let step = |t: &mut Trainer, rows: &[usize]| {
         let dp = t.dp.clone();
         let policy = t.policy;
-        let sides =
-            Share::new(dp.as_deref(), rows.len(), policy.device()).read(rows, 2, |local| {
+        let sides = Share::new(ranks(dp.as_deref()), rows.len(), policy.device()).read(
+            rows,
+            2,
+            |local| {
                 let lp = sequence_logps(policy, &train, local, pad);
                 let b = local.len() as i64;
                 vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
-            })?;
+            },
+        )?;
         let lp = Tensor::cat(&sides, 0);
         let view = batch_of(&lp, rows.len() as i64, &refs, &train, rows);
         let out = dpo_loss(&cfg, &view.view())?;

@@ -21,7 +21,7 @@ use reinforge_torch::Policy;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::offline::{completion_logps, update, OfflineArgs, Share};
+use super::offline::{completion_logps, ranks, update, OfflineArgs, Share};
 use super::pairs::{completion_ids, completion_text, prompt_columns};
 use super::{LoadedModel, PromptStyle};
 use crate::run_dir::read_json;
@@ -452,7 +452,7 @@ pub fn train(args: &TrainKtoArgs) -> Result<()> {
     let before = eval(&model.policy)?;
     let step = |t: &mut Trainer, rows: &[usize]| {
         let dp = t.dp.clone();
-        let share = Share::new(dp.as_deref(), rows.len(), t.policy.device());
+        let share = Share::new(ranks(dp.as_deref()), rows.len(), t.policy.device());
         let out = block_loss(&cfg, t.policy, &train, &kl, &refs, rows, pad, &share)?;
         let g = update(t, &out.loss, common.max_grad_norm, common.lr)?;
         Ok(KtoLine::new(t.state.step, &out, g.grad_norm, g.stepped))

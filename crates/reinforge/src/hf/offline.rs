@@ -11,22 +11,22 @@
 //! exactly the single-process gradient, whatever couples the rows (AOT's sort, ORPO's token
 //! mean, KTO's KL point), and the logged metrics are the whole batch's on every rank.
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use reinforge_torch::dist::{all_reduce_gradients, broadcast_parameters, DEFAULT_BUCKET_BYTES};
-use reinforge_torch::logprobs::{token_logprobs_with, Entropy};
-use reinforge_torch::tch::{Kind, Tensor};
-use reinforge_torch::{copy_aux_files, GradStep, Policy, SequenceBatch};
+use reinforge_torch::dist::broadcast_parameters;
+use reinforge_torch::preference::{backward_and_step, Ranks};
+use reinforge_torch::tch::Tensor;
+use reinforge_torch::{copy_aux_files, GradStep, Policy};
 
 use super::args::{count, ModelArgs};
 use crate::dp::Dp;
 use crate::run_dir::{write_json, RunDir};
 use crate::trainer::checkpoint::OPTIMIZER_FILE;
 use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer};
+pub use reinforge_torch::preference::{completion_logps, lengths_of, token_logps, Share};
 
 /// Arguments every offline preference command takes.
 #[derive(Args, Debug)]
@@ -93,95 +93,20 @@ impl OfflineRun {
     }
 }
 
-/// One rank's part of a step of `n` rows: contiguous shares whose sizes differ by at most one
-/// (every row is read by exactly one rank).
-pub struct Share<'d> {
-    dp: Option<&'d Dp>,
-    n: usize,
-    /// Where the model's values live (a rank without rows contributes empty ones there).
-    device: reinforge_torch::Device,
-}
-
-impl<'d> Share<'d> {
-    /// The share of `n` rows of `dp`'s rank (all of them without `dp`), values on `device`.
-    pub fn new(dp: Option<&'d Dp>, n: usize, device: reinforge_torch::Device) -> Self {
-        Self { dp, n, device }
-    }
-
-    /// The rows of rank `r` of `w`.
-    fn range_of(&self, r: usize, w: usize) -> Range<usize> {
-        let (base, extra) = (self.n / w, self.n % w);
-        let start = r * base + r.min(extra);
-        start..start + base + usize::from(r < extra)
-    }
-
-    /// This rank's rows (positions in the step's row list).
-    pub fn local(&self) -> Range<usize> {
-        match self.dp {
-            Some(d) => self.range_of(d.rank(), d.world()),
-            None => 0..self.n,
-        }
-    }
-
-    /// The whole batch's `[n]` values from every rank's `[local.len()]` part `local`, in row
-    /// order; only this rank's rows carry gradient. Without `dp`, `local` itself.
-    pub fn gather(&self, local: &Tensor) -> Result<Tensor> {
-        let Some(d) = self.dp else {
-            return Ok(local.shallow_clone());
-        };
-        let w = d.world();
-        let widest = self.n.div_ceil(w) as i64;
-        let padded = Tensor::zeros([widest], (Kind::Float, local.device()));
-        if local.numel() > 0 {
-            let mut head = padded.narrow(0, 0, local.size()[0]);
-            head.copy_(&local.detach().to_kind(Kind::Float));
-        }
-        let parts = d.pg.all_gather(&padded)?;
-        let pieces: Vec<Tensor> = (0..w)
-            .map(|r| {
-                if r == d.rank() {
-                    local.to_kind(Kind::Float)
-                } else {
-                    parts[r].narrow(0, 0, self.range_of(r, w).len() as i64)
-                }
-            })
-            .collect();
-        Ok(Tensor::cat(&pieces, 0))
-    }
-}
-
-impl Share<'_> {
-    /// The whole batch's `parts` per-row tensors: `read` computes them (`[k]` each) for this
-    /// rank's `k` rows of `rows`, and they are gathered over the ranks. A rank with no rows
-    /// reads nothing and contributes none.
-    pub fn read(
-        &self,
-        rows: &[usize],
-        parts: usize,
-        read: impl FnOnce(&[usize]) -> Vec<Tensor>,
-    ) -> Result<Vec<Tensor>> {
-        let local = &rows[self.local()];
-        let values = if local.is_empty() {
-            (0..parts)
-                .map(|_| Tensor::zeros([0], (Kind::Float, self.device)))
-                .collect()
-        } else {
-            read(local)
-        };
-        values.iter().map(|v| self.gather(v)).collect()
-    }
+/// This process's place in the job `dp` for reinforge-torch's row shares.
+pub fn ranks(dp: Option<&Dp>) -> Option<Ranks<'_>> {
+    dp.map(|d| Ranks {
+        pg: &d.pg,
+        rank: d.rank(),
+        world: d.world(),
+    })
 }
 
 /// Backpropagates `loss` (when this rank's rows feed it), sums the gradients over the ranks,
 /// and takes one clipped AdamW step.
 pub fn update(t: &mut Trainer, loss: &Tensor, max_grad_norm: f64, lr: f64) -> Result<GradStep> {
-    if loss.requires_grad() {
-        loss.backward();
-    }
-    if let Some(d) = &t.dp {
-        all_reduce_gradients(&d.pg, &t.policy.vs, DEFAULT_BUCKET_BYTES)?;
-    }
-    Ok(t.opt.clip_and_step(max_grad_norm, lr))
+    let pg = t.dp.as_ref().map(|d| &*d.pg);
+    backward_and_step(t.policy, &mut t.opt, loss, pg, (max_grad_norm, lr))
 }
 
 impl OfflineArgs {
@@ -262,35 +187,4 @@ impl OfflineArgs {
         drop(trainer);
         Ok(policy)
     }
-}
-
-/// Per-token log-probs `[N, L-1]` of `prompts[i] ++ completions[i]` under `policy`, with the
-/// batch they were read from (its `loss_mask` marks the completion tokens).
-pub fn token_logps(
-    policy: &Policy,
-    prompts: &[&[i64]],
-    completions: &[&[i64]],
-    pad: i64,
-) -> (Tensor, SequenceBatch) {
-    let batch = SequenceBatch::new(prompts, completions, pad, policy.device());
-    let (logp, _) = token_logprobs_with(&policy.model, &batch, 1.0, Entropy::Skip);
-    (logp, batch)
-}
-
-/// Summed completion log-probs `[N]` of `prompts[i] ++ completions[i]` under `policy`.
-pub fn completion_logps(
-    policy: &Policy,
-    prompts: &[&[i64]],
-    completions: &[&[i64]],
-    pad: i64,
-) -> Tensor {
-    let (logp, batch) = token_logps(policy, prompts, completions, pad);
-    (logp * &batch.loss_mask).sum_dim_intlist(1, false, Kind::Float)
-}
-
-/// A float tensor of `values`' lengths.
-pub fn lengths_of(values: &[&[i64]]) -> Tensor {
-    let v: Vec<f32> = values.iter().map(|s| s.len() as f32).collect();
-    // host: lengths; the preference losses move them to the log-probs' device.
-    Tensor::from_slice(&v)
 }

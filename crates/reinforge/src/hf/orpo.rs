@@ -11,7 +11,7 @@ use reinforge_torch::tch::{Kind, Tensor};
 use reinforge_torch::Policy;
 use serde::Serialize;
 
-use super::offline::{lengths_of, token_logps, update, OfflineArgs, Share};
+use super::offline::{lengths_of, ranks, token_logps, update, OfflineArgs, Share};
 use super::pairs::{read_pairs, step_rows, Pairs};
 use crate::trainer::{StepLog, Trainer};
 
@@ -235,7 +235,7 @@ pub fn train(args: &TrainOrpoArgs) -> Result<()> {
     let step = |t: &mut Trainer, rows: &[usize]| {
         let dp = t.dp.clone();
         let policy = t.policy;
-        let share = Share::new(dp.as_deref(), rows.len(), policy.device());
+        let share = Share::new(ranks(dp.as_deref()), rows.len(), policy.device());
         let tensors = OrpoTensors::read_shared(policy, &train, rows, pad, &share)?;
         let out = orpo_loss(args.beta, &tensors.view())?;
         let g = update(t, &out.loss, common.max_grad_norm, common.lr)?;

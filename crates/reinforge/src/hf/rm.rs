@@ -16,7 +16,7 @@ use reinforge_torch::{copy_aux_files, LoadOptions, LoraConfig, RewardModel};
 use serde::Serialize;
 
 use super::args::{count, ModelArgs};
-use super::offline::{update, Share};
+use super::offline::{ranks, update, Share};
 use super::pairs::{
     completion_ids, completion_text, prompt_columns, read_pairs_with, step_rows, Pairs,
 };
@@ -326,11 +326,14 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
         let rows = step_rows(train.len(), args.batch_size, args.seed, t.state.step);
         t.opt.zero_grad();
         let dp = t.dp.clone();
-        let mut sides =
-            Share::new(dp.as_deref(), rows.len(), rm.policy.device()).read(&rows, 2, |local| {
+        let mut sides = Share::new(ranks(dp.as_deref()), rows.len(), rm.policy.device()).read(
+            &rows,
+            2,
+            |local| {
                 let (c, r, _) = batch_scores(&rm, &train, local);
                 vec![c, r]
-            })?;
+            },
+        )?;
         let (r, c) = (
             sides.pop().unwrap_or_default(),
             sides.pop().unwrap_or_default(),

@@ -1,11 +1,11 @@
 //! Synthetic workloads and timers behind `scripts/bench_rank.sh` (the reference libraries are timed on
 //! the same generated data in the same run by `scripts/bench_rank.py`).
 
-use crate::bootstrap::bootstrap_bt;
-use crate::bt::{fit_bt, FitOptions, OutcomeRows, RowToPair};
-use crate::io::{Battles, Outcome};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
+use reinforge_eval::bootstrap::bootstrap_bt;
+use reinforge_eval::bt::{fit_bt, FitOptions, OutcomeRows, RowToPair};
+use reinforge_eval::io::{Battles, Outcome};
 use serde::Serialize;
 use std::io::Write;
 use std::time::Instant;
@@ -154,7 +154,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("b.jsonl");
         write_battles_jsonl(&b, &p).unwrap();
-        let back = crate::io::read_battles(&p, false).unwrap();
+        let back = reinforge_eval::io::read_battles(&p, false).unwrap();
         assert_eq!(back.len(), b.len());
         assert_eq!(back.outcome, b.outcome);
     }

@@ -2,6 +2,8 @@
 //! libtorch): synthetic battles, timed `rank` fits, and `stats` as JSON. The user-facing commands
 //! are `reinforge rank|passk|stats|tournament`.
 
+mod bench;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -121,8 +123,8 @@ fn main() -> Result<()> {
             battles,
             seed,
         } => {
-            let b = reinforge_eval::bench::synthetic_battles(models, battles, seed);
-            reinforge_eval::bench::write_battles_jsonl(&b, &output)
+            let b = bench::synthetic_battles(models, battles, seed);
+            bench::write_battles_jsonl(&b, &output)
         }
         Cmd::BenchRank {
             input,
@@ -135,10 +137,10 @@ fn main() -> Result<()> {
             // Best-of timing of a single fit from the in-memory battle arrays (aggregation included).
             let mut single = f64::INFINITY;
             for _ in 0..fit_reps.max(1) {
-                let t = reinforge_eval::bench::time_rank(&b, 0, 0, None);
+                let t = bench::time_rank(&b, 0, 0, None);
                 single = single.min(t.aggregate_s + t.fit_s);
             }
-            let timings = reinforge_eval::bench::time_rank(&b, rounds, 0, Some(parse_s));
+            let timings = bench::time_rank(&b, rounds, 0, Some(parse_s));
             let mut v = serde_json::to_value(&timings)?;
             v["single_fit_incl_aggregation_best_s"] = serde_json::json!(single);
             println!("{}", serde_json::to_string(&v)?);

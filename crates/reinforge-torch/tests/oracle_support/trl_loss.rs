@@ -2,6 +2,10 @@
 //! clipped surrogate of grpo / bnpo / dr_grpo / dapo, CISPO and SAPO, the k3 KL term, TRL's
 //! normalisers and the metrics TRL logs (one process, no vLLM correction, no entropy mask).
 
+// `x = x + y` on tensors stays as written, as in the library: `+=` is an in-place op, which
+// autograd treats differently.
+#![allow(clippy::assign_op_pattern)]
+
 use std::collections::BTreeMap;
 use std::str::FromStr;
 

@@ -1,0 +1,156 @@
+//! What the offline preference trainers (DPO, ORPO, KTO, reward models) compute with tensors
+//! besides their losses: per-token and summed log-probs of `prompt ++ completion` rows, a
+//! data-parallel rank's share of a step's rows with the all-gather of their per-row values, and
+//! the optimizer step after the whole batch's loss.
+//!
+//! Data-parallel: each rank reads its contiguous share of a step's rows through the model, the
+//! per-row values are all-gathered, and every rank computes the loss of the whole batch, with
+//! gradient flowing only through its own rows; summing the gradients over the ranks then gives
+//! exactly the single-process gradient, whatever couples the rows.
+
+use std::ops::Range;
+
+use anyhow::Result;
+use tch::{Device, Kind, Tensor};
+
+use crate::batch::SequenceBatch;
+use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
+use crate::logprobs::{token_logprobs_with, Entropy};
+use crate::optim::{AdamW, GradStep};
+use crate::policy::Policy;
+
+/// This process's place in a data-parallel job.
+#[derive(Clone, Copy)]
+pub struct Ranks<'a> {
+    pub pg: &'a ProcessGroup,
+    pub rank: usize,
+    pub world: usize,
+}
+
+/// One rank's part of a step of `n` rows: contiguous shares whose sizes differ by at most one
+/// (every row is read by exactly one rank).
+pub struct Share<'d> {
+    dp: Option<Ranks<'d>>,
+    n: usize,
+    /// Where the model's values live (a rank without rows contributes empty ones there).
+    device: Device,
+}
+
+impl<'d> Share<'d> {
+    /// The share of `n` rows of `dp`'s rank (all of them without `dp`), values on `device`.
+    pub fn new(dp: Option<Ranks<'d>>, n: usize, device: Device) -> Self {
+        Self { dp, n, device }
+    }
+
+    /// The rows of rank `r` of `w`.
+    fn range_of(&self, r: usize, w: usize) -> Range<usize> {
+        let (base, extra) = (self.n / w, self.n % w);
+        let start = r * base + r.min(extra);
+        start..start + base + usize::from(r < extra)
+    }
+
+    /// This rank's rows (positions in the step's row list).
+    pub fn local(&self) -> Range<usize> {
+        match self.dp {
+            Some(d) => self.range_of(d.rank, d.world),
+            None => 0..self.n,
+        }
+    }
+
+    /// The whole batch's `[n]` values from every rank's `[local.len()]` part `local`, in row
+    /// order; only this rank's rows carry gradient. Without `dp`, `local` itself.
+    pub fn gather(&self, local: &Tensor) -> Result<Tensor> {
+        let Some(d) = self.dp else {
+            return Ok(local.shallow_clone());
+        };
+        let w = d.world;
+        let widest = self.n.div_ceil(w) as i64;
+        let padded = Tensor::zeros([widest], (Kind::Float, local.device()));
+        if local.numel() > 0 {
+            let mut head = padded.narrow(0, 0, local.size()[0]);
+            head.copy_(&local.detach().to_kind(Kind::Float));
+        }
+        let parts = d.pg.all_gather(&padded)?;
+        let pieces: Vec<Tensor> = (0..w)
+            .map(|r| {
+                if r == d.rank {
+                    local.to_kind(Kind::Float)
+                } else {
+                    parts[r].narrow(0, 0, self.range_of(r, w).len() as i64)
+                }
+            })
+            .collect();
+        Ok(Tensor::cat(&pieces, 0))
+    }
+}
+
+impl Share<'_> {
+    /// The whole batch's `parts` per-row tensors: `read` computes them (`[k]` each) for this
+    /// rank's `k` rows of `rows`, and they are gathered over the ranks. A rank with no rows
+    /// reads nothing and contributes none.
+    pub fn read(
+        &self,
+        rows: &[usize],
+        parts: usize,
+        read: impl FnOnce(&[usize]) -> Vec<Tensor>,
+    ) -> Result<Vec<Tensor>> {
+        let local = &rows[self.local()];
+        let values = if local.is_empty() {
+            (0..parts)
+                .map(|_| Tensor::zeros([0], (Kind::Float, self.device)))
+                .collect()
+        } else {
+            read(local)
+        };
+        values.iter().map(|v| self.gather(v)).collect()
+    }
+}
+
+/// Per-token log-probs `[N, L-1]` of `prompts[i] ++ completions[i]` under `policy`, with the
+/// batch they were read from (its `loss_mask` marks the completion tokens).
+pub fn token_logps(
+    policy: &Policy,
+    prompts: &[&[i64]],
+    completions: &[&[i64]],
+    pad: i64,
+) -> (Tensor, SequenceBatch) {
+    let batch = SequenceBatch::new(prompts, completions, pad, policy.device());
+    let (logp, _) = token_logprobs_with(&policy.model, &batch, 1.0, Entropy::Skip);
+    (logp, batch)
+}
+
+/// Summed completion log-probs `[N]` of `prompts[i] ++ completions[i]` under `policy`.
+pub fn completion_logps(
+    policy: &Policy,
+    prompts: &[&[i64]],
+    completions: &[&[i64]],
+    pad: i64,
+) -> Tensor {
+    let (logp, batch) = token_logps(policy, prompts, completions, pad);
+    (logp * &batch.loss_mask).sum_dim_intlist(1, false, Kind::Float)
+}
+
+/// A float tensor of `values`' lengths.
+pub fn lengths_of(values: &[&[i64]]) -> Tensor {
+    let v: Vec<f32> = values.iter().map(|s| s.len() as f32).collect();
+    // host: lengths; the preference losses move them to the log-probs' device.
+    Tensor::from_slice(&v)
+}
+
+/// Backpropagates `loss` (when this rank's rows feed it), sums the gradients over the ranks of
+/// `pg`, and takes one clipped AdamW step.
+pub fn backward_and_step(
+    policy: &Policy,
+    opt: &mut AdamW,
+    loss: &Tensor,
+    pg: Option<&ProcessGroup>,
+    (max_grad_norm, lr): (f64, f64),
+) -> Result<GradStep> {
+    if loss.requires_grad() {
+        loss.backward();
+    }
+    if let Some(pg) = pg {
+        all_reduce_gradients(pg, &policy.vs, DEFAULT_BUCKET_BYTES)?;
+    }
+    Ok(opt.clip_and_step(max_grad_norm, lr))
+}
