@@ -66,6 +66,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", required=True, help="the Trainer's output_dir (nothing is saved)")
     ap.add_argument("--out", required=True, help="per-step jsonl")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda (scripts/gpu_check.sh)")
+    ap.add_argument("--bf16", action="store_true", help="TRL's bf16=True (autocast over float32 weights)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -82,8 +84,8 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     cfg = GRPOConfig(
         output_dir=args.workdir,
-        use_cpu=True,
-        bf16=False,
+        use_cpu=args.device == "cpu",
+        bf16=args.bf16,
         fp16=False,
         activation_checkpointing=False,  # transformers 5's name for gradient checkpointing
         seed=args.seed,
@@ -155,6 +157,8 @@ def main() -> None:
             self.t0 = time.perf_counter()
 
         def on_step_end(self, a, state, control, **kw):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()  # queued GPU work belongs to this step
             step_s = time.perf_counter() - self.t0
             gen_s = acc["gen"] + acc["reward"]
             steps.append(
