@@ -3,7 +3,7 @@
 
 mod hf_support;
 
-use hf_support::fixture;
+use hf_support::{fixture, FIXTURES};
 use std::collections::HashMap;
 
 use reinforge_torch::cache::KvCache;
@@ -11,18 +11,6 @@ use reinforge_torch::logprobs::token_logprobs;
 use reinforge_torch::model::{positions_from_mask, ForwardInput};
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{LoadOptions, Policy, SequenceBatch};
-
-/// Every fixture architecture / layout.
-const FIXTURES: [&str; 8] = [
-    "llama",
-    "llama_tied",
-    "llama_rope3",
-    "llama_sharded",
-    "llama_bf16",
-    "qwen2",
-    "qwen3",
-    "mistral",
-];
 
 fn expected(name: &str) -> HashMap<String, Tensor> {
     Tensor::read_safetensors(fixture(name).join("expected.safetensors"))

@@ -8,22 +8,11 @@ mod hf_support;
 
 use std::collections::HashMap;
 
-use hf_support::fixture;
+use hf_support::{fixture, FIXTURES};
 use reinforge_torch::logprobs::token_logprobs;
 use reinforge_torch::model::ForwardInput;
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{precision, Policy, SequenceBatch};
-
-const FIXTURES: [&str; 8] = [
-    "llama",
-    "llama_tied",
-    "llama_rope3",
-    "llama_sharded",
-    "llama_bf16",
-    "qwen2",
-    "qwen3",
-    "mistral",
-];
 
 fn read(path: std::path::PathBuf) -> HashMap<String, Tensor> {
     Tensor::read_safetensors(path)

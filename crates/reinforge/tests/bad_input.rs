@@ -806,39 +806,6 @@ fn cuda_without_a_gpu_is_refused_before_any_model_by_every_command() {
             "device=cuda:1",
         ],
         vec![
-            "train-dpo",
-            "--model",
-            m,
-            "--data",
-            &pairs,
-            "--output",
-            &out,
-            "--device",
-            "cuda",
-        ],
-        vec![
-            "train-orpo",
-            "--model",
-            m,
-            "--data",
-            &pairs,
-            "--output",
-            &out,
-            "--device",
-            "cuda",
-        ],
-        vec![
-            "train-kto",
-            "--model",
-            m,
-            "--data",
-            &unpaired,
-            "--output",
-            &out,
-            "--device",
-            "cuda",
-        ],
-        vec![
             "train-rm", "--model", m, "--data", &pairs, "--output", &out, "--device", "cuda",
         ],
         vec![
@@ -875,7 +842,17 @@ fn cuda_without_a_gpu_is_refused_before_any_model_by_every_command() {
         vec!["bench", "--iterations", "1", "--set", "device=cuda"],
         vec!["eval", "--checkpoint", &ckpt, "--device", "cuda"],
     ];
-    for args in cases {
+    let preference = ["train-dpo", "train-orpo", "train-kto"].map(|cmd| {
+        let data = if cmd == "train-kto" {
+            &unpaired
+        } else {
+            &pairs
+        };
+        vec![
+            cmd, "--model", m, "--data", data, "--output", &out, "--device", "cuda",
+        ]
+    });
+    for args in cases.into_iter().chain(preference) {
         let (code, err) = run(&args);
         assert_eq!(code, Some(2), "{args:?}:\n{err}");
         assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");

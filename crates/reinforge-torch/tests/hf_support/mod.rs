@@ -18,6 +18,18 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Every fixture architecture / layout under fixtures/hf/models.
+pub const FIXTURES: [&str; 8] = [
+    "llama",
+    "llama_tied",
+    "llama_rope3",
+    "llama_sharded",
+    "llama_bf16",
+    "qwen2",
+    "qwen3",
+    "mistral",
+];
+
 /// A fixture checkpoint directory under fixtures/hf/models.
 pub fn fixture(name: &str) -> PathBuf {
     root().join("fixtures/hf/models").join(name)
