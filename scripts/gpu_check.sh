@@ -1,188 +1,258 @@
 #!/usr/bin/env bash
-# One prepared check of reinforge on an NVIDIA machine (issue "GPU", docs/gpu.md).
+# One prepared check of reinforge on an NVIDIA machine (issue 22 item 6; docs/gpu.md).
 #
-# Planned for the hardest realistic case: the GPU machine's Python already has torch 2.11.0
-# (+cu130) and transformers, nothing can be downloaded there, and at most 64 MiB of untracked
-# files can be copied to it. So the binary is built on a CPU machine, stripped and carried, and
-# runs against the GPU machine's own libtorch (LD_LIBRARY_PATH to its torch/lib).
+#   scripts/gpu_check.sh --prepare OUTDIR     on the CPU build machine: the carry bundle (stripped
+#                                             binary + the wheels TRL needs beyond torch/transformers)
+#   scripts/gpu_check.sh [--bin FILE] [--trl-wheels DIR]
+#                                             on the GPU machine (or DEVICE=cpu SHAPE=tiny: a dry run)
 #
-#   scripts/gpu_check.sh --prepare DIR   on the CPU build machine: DIR/reinforge (stripped) and
-#                                        DIR/wheels (trl, and accelerate/datasets if wanted),
-#                                        total checked against 64 MiB
-#   scripts/gpu_check.sh [--bundle DIR]  on the GPU machine (DIR: the prepared bundle; default:
-#                                        target/release/reinforge and no extra wheels)
+# Stages: (1) parity: `reinforge score` log-probs on every fixture, cpu f32 vs the device in f32 and
+# bf16, and one GRPO step (loss, grad norm; rollout.rng=per_row so both devices draw the same
+# tokens) on cpu vs the device; (2) GRPO steps (bf16) on a random-init model of Qwen2.5-0.5B's
+# shape: generation and update tokens/s, peak memory, MFU; (3) the same steps with TRL's
+# GRPOTrainer (scripts/bench_trl.py), alternated with reinforge, and the step-time ratio;
+# (4) 2 processes (`reinforge train --nproc 2`): NCCL when 2 GPUs are present; on a CPU dry run
+# the same command over Gloo; skipped otherwise.
 #
-# Stages, each recorded in results.json (and summary.txt) under $OUT, else runs/gpu_check/<time>:
-#   1. parity   CPU vs $DEVICE on the fixture checkpoints: `reinforge score` log-probs (float32)
-#               and one GRPO step's loss and grad norm (a 1-step dataset run on each device)
-#   2. grpo     GRPO steps with bf16 = true on a random-init model of Qwen2.5-0.5B's shape
-#               (made here by transformers, with the fixture tokenizer): generation and update
-#               tokens/s, peak GPU memory (nvidia-smi, polled), update MFU
-#   3. trl      the same steps with TRL's GRPOTrainer (scripts/bench_trl.py, bf16) when TRL
-#               imports (from the bundle's wheels or the machine's Python), alternated with
-#               reinforge; the step-time ratio
-#   4. nccl     `reinforge train --nproc 2` on two GPUs, only when the machine has two
-#
-# Environment: DEVICE (cuda; `cpu` is the dry run the test suite does), SHAPE (qwen2.5-0.5b;
-# `tiny` for dry runs), STEPS (measured steps, 4), WARMUP (1), ROUNDS (alternations, 1),
-# PROMPTS (8), GENERATIONS (8), MAX_LEN (128), PYTHON (python3; the project's .venv when it
-# exists), TRL_PYTHON (.venv-trl when it exists, else PYTHON), CPU_BF16=1 (bf16 in a CPU run),
-# REINFORGE_BIN (the binary to run).
+# Environment: DEVICE (cuda; cpu = dry run), SHAPE (qwen2.5-0.5b; tiny for dry runs), PYTHON (the
+#   Python with torch + transformers; default .venv/bin/python if present, else python3), BF16 (1),
+#   STEPS (3 measured), WARMUP (1), ROUNDS (2), PROMPTS (8), GENERATIONS (8), MAX_LEN (128),
+#   TRL_PYTHON (a Python that imports trl; default: PYTHON, else .venv-trl/bin/python on DEVICE=cpu),
+#   PEAK_TFLOPS (the GPU's dense bf16 peak when its name is not in the table), WORK (scratch dir,
+#   default a temp dir, removed at the end unless KEEP_WORK=1), OUT (results; default
+#   runs/gpu_check/<UTC time>).
+# Results: $OUT/results.json (every figure) and $OUT/summary.txt.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-usage() { sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
-bundle=""
-case "${1:-}" in
-  -h|--help) usage; exit 0 ;;
-  --prepare)
-    dir="${2:?usage: scripts/gpu_check.sh --prepare DIR}"
-    mkdir -p "$dir/wheels"
-    cargo build --release --locked -p reinforge >&2
-    strip -o "$dir/reinforge" target/release/reinforge
-    # TRL's own wheel; the GPU machine's Python must have its dependencies (accelerate,
-    # datasets) or they are added here with PREPARE_WHEELS="accelerate==X datasets==Y".
-    .venv/bin/pip download --no-deps -q -d "$dir/wheels" "trl==1.16.0" ${PREPARE_WHEELS:-} >&2
-    size=$(du -sb "$dir" | cut -f1)
-    echo "bundle $dir: $(du -sh "$dir/reinforge" | cut -f1) binary, $(ls "$dir/wheels" | wc -l) wheel(s), $((size / 1048576)) MiB in all" >&2
-    [ "$size" -le $((64 * 1048576)) ] || { echo "error: the bundle is over 64 MiB" >&2; exit 1; }
-    echo "on the GPU machine: bash scripts/gpu_check.sh --bundle $dir"
-    exit 0 ;;
-  --bundle) bundle="${2:?usage: scripts/gpu_check.sh --bundle DIR}" ;;
-  "") ;;
-  *) usage >&2; exit 2 ;;
-esac
+here="$root/scripts/gpu_check"
+die() { echo "gpu_check: error: $*" >&2; exit 1; }
+say() { echo "==> $*" >&2; }
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
+prepare="" bin="" trl_wheels=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prepare) prepare="${2:?--prepare needs OUTDIR}"; shift 2 ;;
+    --bin) bin="${2:?--bin needs FILE}"; shift 2 ;;
+    --trl-wheels) trl_wheels="${2:?--trl-wheels needs DIR}"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument $1" ;;
+  esac
+done
+
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x "$root/.venv/bin/python" ]; then PYTHON="$root/.venv/bin/python"; else PYTHON=python3; fi
+fi
+
+# ---------------------------------------------------------------------------------- prepare
+if [ -n "$prepare" ]; then
+  limit=$((64 * 1024 * 1024))
+  src="$root/target/release/reinforge"
+  [ -x "$src" ] || die "$src not found: build it first (cargo build --release -p reinforge)"
+  [ -x "$root/.venv/bin/pip" ] || die "$root/.venv/bin/pip not found (scripts/setup.sh)"
+  [ -x "$root/.venv-trl/bin/python" ] || die ".venv-trl not found: run scripts/bench_trl.sh once (it installs trl)"
+  mkdir -p "$prepare/wheels"
+  cp "$src" "$prepare/reinforge" && strip "$prepare/reinforge"
+  say "stripped binary: $(stat -c %s "$prepare/reinforge") bytes"
+  # Every distribution trl needs that torch + transformers do not, at .venv-trl's versions (the
+  # ones the CPU dry run used). Binary wheels are for this machine's Python (cp311, manylinux
+  # x86_64): a GPU machine with another Python gets the pure-Python ones only (see docs/gpu.md).
+  mapfile -t reqs < <("$root/.venv-trl/bin/python" "$here/helpers.py" wheels)
+  "$root/.venv/bin/pip" download --disable-pip-version-check -q --no-deps -d "$prepare/wheels" "${reqs[@]}" \
+    || die "pip download failed for: ${reqs[*]}"
+  # Drop the largest wheels until the bundle fits (the binary must go; TRL is optional).
+  total() { du -sb "$prepare" | cut -f1; }
+  while [ "$(total)" -gt "$limit" ]; do
+    big="$(ls -S "$prepare"/wheels/*.whl | head -1)"
+    say "bundle over 64 MiB: leaving out $(basename "$big") ($(stat -c %s "$big") bytes); the GPU machine must have it"
+    echo "$(basename "$big")" >> "$prepare/LEFT_OUT.txt"
+    rm -f "$big"
+  done
+  ls -l "$prepare/wheels" >&2
+  say "bundle: $(total) bytes of $limit allowed ($(du -sh "$prepare" | cut -f1)) in $prepare"
+  say "on the GPU machine, from the repository root, with the bundle copied to BUNDLE:"
+  echo "  scripts/gpu_check.sh --bin BUNDLE/reinforge --trl-wheels BUNDLE/wheels"
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------------- check
+t_start=$(date +%s)
 device="${DEVICE:-cuda}"
 shape="${SHAPE:-qwen2.5-0.5b}"
-steps="${STEPS:-4}"; warmup="${WARMUP:-1}"; rounds="${ROUNDS:-1}"
-prompts="${PROMPTS:-8}"; generations="${GENERATIONS:-8}"; max_len="${MAX_LEN:-128}"
-py="${PYTHON:-python3}"
-[ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && py=.venv/bin/python
-out="${OUT:-runs/gpu_check/$(date -u +%Y%m%dT%H%M%SZ)}"
-rm -rf "$out" && mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-bin="${bundle:+$bundle/reinforge}"; bin="${REINFORGE_BIN:-${bin:-target/release/reinforge}}"
-[ -x "$bin" ] || { echo "error: $bin not found (build it, or --bundle DIR from --prepare)" >&2; exit 1; }
-tool() { "$py" scripts/gpu_check/tool.py "$@"; }
-fail() { echo "error: a stage failed; the end of $1:" >&2; tail -20 "$1" >&2; exit 1; }
-# The machine's own libtorch, so a binary built elsewhere finds it (its rpath points at .venv).
-torch_lib="$("$py" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
-export LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if [ -n "$bundle" ] && ls "$bundle"/wheels/*.whl >/dev/null 2>&1; then
-  mkdir -p "$out/site"  # wheels are zip files: importable once unpacked, no pip needed
-  for w in "$bundle"/wheels/*.whl; do "$py" -m zipfile -e "$w" "$out/site" >/dev/null; done
-  export PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-start=$(date +%s)
-json="$out/results.json"
-echo "{}" > "$json"
-put() { "$py" - "$json" "$1" "$2" <<'PY'
-import json, sys
-path, key, value = sys.argv[1], sys.argv[2], sys.argv[3]
-d = json.load(open(path)); d[key] = json.loads(value); json.dump(d, open(path, "w"), indent=2)
-PY
-}
-gpus=0
-if command -v nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
-gpu_name="$( [ "$gpus" -gt 0 ] && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo none)"
-# Dense bf16 peak FLOP/s by GPU (NVIDIA's data sheets: H100 SXM and H200 989 TFLOP/s, H100 PCIe
-# 756, A100 312, L40S 362); unknown names give no MFU.
-case "$gpu_name" in
-  *H200*|*"H100 80GB HBM3"*|*H100*SXM*) peak=989 ;; *H100*PCIe*) peak=756 ;; *H100*) peak=989 ;;
-  *A100*) peak=312 ;; *L40S*) peak=362 ;; *) peak=0 ;;
-esac
-put machine "{\"device\": \"$device\", \"gpus\": $gpus, \"gpu\": \"$gpu_name\", \"peak_bf16_tflops\": $peak, \"torch_lib\": \"$torch_lib\", \"shape\": \"$shape\"}"
-echo "==> device $device, $gpus GPU(s) ($gpu_name), results in $out" >&2
-
-# 1. Parity on the fixtures: float32 log-probs and one GRPO step, CPU vs the device.
-printf '{"prompt": "2+3=", "completion": "5 is the answer"}\n{"prompt": "12+30=", "completion": "42"}\n' > "$out/pairs.jsonl"
-for i in $(seq 1 8); do echo "{\"prompt\": \"$i+$i=\", \"answer\": \"$((i + i))\"}"; done > "$out/prompts.jsonl"
-# A reward that differs between samples from the first step (the completion's length), so the
-# compared step has a non-zero loss and gradient.
-printf '[components.length]\ntype = "length"\nshape = "dapo"\nunit = "chars"\nmax_length = 24\nbuffer = 20\npenalty_factor = 1.0\n' > "$out/length.toml"
-parity="{"
-for fx in llama qwen2 qwen3 mistral; do
-  m="fixtures/hf/models/$fx"
-  for side in cpu:cpu "dev:$device"; do
-    tag="${side%%:*}"; d="${side#*:}"
-    "$bin" score --model "$m" --input "$out/pairs.jsonl" --raw --dtype f32 --device "$d" \
-      --output "$out/score-$fx-$tag.jsonl" 2>>"$out/parity-$fx.log" || fail "$out/parity-$fx.log"
-    "$bin" train --model "$m" --data "$out/prompts.jsonl" --raw --reward "$out/length.toml" \
-      --set device="$d" --set name="$fx-$tag" \
-      --set runs_dir="$out/parity-runs" --set grpo.steps=1 --set grpo.prompts_per_step=2 \
-      --set grpo.num_generations=4 --set grpo.max_completion_length=16 >/dev/null \
-      2>>"$out/parity-$fx.log" || fail "$out/parity-$fx.log"
-  done
-  lp=$(tool logprob-diff "$out/score-$fx-cpu.jsonl" "$out/score-$fx-dev.jsonl")
-  st=$(tool step-diff "$out/parity-runs/$fx-cpu/metrics.jsonl" "$out/parity-runs/$fx-dev/metrics.jsonl")
-  parity="$parity\"$fx\": {\"logprobs\": $lp, \"grpo_step\": $st},"
+bf16="${BF16:-1}"; [ "$bf16" = 1 ] && bf16v=true || bf16v=false
+steps="${STEPS:-3}" warmup="${WARMUP:-1}" rounds="${ROUNDS:-2}"
+prompts="${PROMPTS:-8}" gens="${GENERATIONS:-8}" max_len="${MAX_LEN:-128}"
+case "$device" in cpu|cuda) ;; *) die "DEVICE must be cpu or cuda (got $device)" ;; esac
+case "$shape" in qwen2.5-0.5b|tiny) ;; *) die "SHAPE must be qwen2.5-0.5b or tiny (got $shape)" ;; esac
+for v in "$steps" "$rounds" "$prompts" "$gens" "$max_len"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "STEPS, ROUNDS, PROMPTS, GENERATIONS, MAX_LEN must be positive integers"
 done
-put parity "${parity%,}}"
-rm -rf "$out/parity-runs"
+[[ "$warmup" =~ ^[0-9]+$ ]] || die "WARMUP must be a non-negative integer"
 
-# 2./3. GRPO on the 0.5B shape, reinforge (bf16) and TRL (bf16), alternated.
-model="$out/model-$shape"
-params=$(tool make-model "$model" "$shape" fixtures/hf/models/qwen2 | "$py" -c 'import json,sys; print(json.load(sys.stdin)["params"])')
-bf16=true; trl_bf16=--bf16
-[ "$device" = cpu ] && [ "${CPU_BF16:-0}" != 1 ] && { bf16=false; trl_bf16=; }
-total=$((warmup + steps)); rows=$((prompts * generations))
-for i in $(seq 1 $((prompts * 4))); do echo "{\"prompt\": \"What is $i + $((i * 7 % 13))?\", \"answer\": \"$((i + i * 7 % 13))\"}"; done > "$out/grpo-data.jsonl"
-memlog="$out/gpu-memory.csv"
-poll() { while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1 >> "$memlog"; sleep 0.5; done; }
-# TRL's Python: TRL_PYTHON, else the project's .venv-trl (scripts/bench_trl.sh makes it), else
-# the machine's Python (with the bundle's wheels on PYTHONPATH).
-trl_py="${TRL_PYTHON:-}"
-[ -z "$trl_py" ] && [ -x .venv-trl/bin/python ] && trl_py=.venv-trl/bin/python
-trl_py="${trl_py:-$py}"
-trl_ok=0
-if "$trl_py" -c 'import trl, accelerate, datasets' >/dev/null 2>&1; then trl_ok=1; fi
+bin="${bin:-$root/target/release/reinforge}"
+[ -x "$bin" ] || die "no reinforge binary at $bin (--bin FILE, or build it)"
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+command -v "$PYTHON" >/dev/null || die "PYTHON=$PYTHON not found"
+torch_info="$("$PYTHON" -c 'import os, torch, transformers; print(os.path.join(os.path.dirname(torch.__file__), "lib")); print(torch.__version__); print(transformers.__version__)')" \
+  || die "$PYTHON cannot import torch and transformers"
+torch_lib="$(sed -n 1p <<<"$torch_info")" torch_ver="$(sed -n 2p <<<"$torch_info")" tf_ver="$(sed -n 3p <<<"$torch_info")"
+[[ "$torch_ver" == 2.11.* ]] || die "the binary is built against libtorch 2.11 (tch 0.24); $PYTHON has torch $torch_ver"
+# The binary runs on that Python's own libtorch (and, through it, its CUDA and NCCL libraries).
+export LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+"$bin" --version >/dev/null || die "$bin does not start against $torch_lib (see the loader's message above)"
+
+gpu_name="" gpu_count=0 driver=""
+if [ "$device" = cuda ]; then
+  command -v nvidia-smi >/dev/null || die "DEVICE=cuda but nvidia-smi is not found (DEVICE=cpu for a dry run)"
+  gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  gpu_count="$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)"
+  driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+  mem_mode=gpu
+else
+  mem_mode=rss
+fi
+
+stamp="$(date -u +%Y%m%dT%H%M%SZ)"
+out="${OUT:-$root/runs/gpu_check/$stamp}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+if [ -z "${WORK:-}" ]; then work="$(mktemp -d)"; [ "${KEEP_WORK:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
+else work="$WORK"; mkdir -p "$work"; fi
+mkdir -p "$work/parity" "$work/grpo" "$work/dp"
+say "device $device ${gpu_name:+($gpu_count x $gpu_name, driver $driver) }shape $shape; torch $torch_ver, transformers $tf_ver; results in $out"
+walls="{}"
+stage_done() { walls="$("$PYTHON" -c 'import json,sys; d=json.loads(sys.argv[1]); d[sys.argv[2]]=float(sys.argv[3]); print(json.dumps(d))' "$walls" "$1" "$(( $(date +%s) - $2 ))")"; }
+run_log() {  # run_log LOG CMD...: runs CMD with its output in LOG, shows the tail on failure
+  local log="$1"; shift
+  "$@" > "$log" 2>&1 || { tail -25 "$log" >&2; die "failed ($(basename "$log")): $*"; }
+}
+
+# ---------------------------------------------------------------------------------- TRL python
+trl_python="" trl_reason=""
+if [ -n "$trl_wheels" ]; then
+  [ -d "$trl_wheels" ] || die "--trl-wheels $trl_wheels is not a directory"
+  say "installing the carried wheels the Python lacks into $work/pylib"
+  "$PYTHON" "$here/helpers.py" install "$trl_wheels" "$work/pylib"
+  export PYTHONPATH="$work/pylib${PYTHONPATH:+:$PYTHONPATH}"
+fi
+cands=("${TRL_PYTHON:-}" "$PYTHON")
+[ "$device" = cpu ] && cands+=("$root/.venv-trl/bin/python")
+for p in "${cands[@]}"; do
+  [ -n "$p" ] || continue
+  if err="$("$p" -c 'from trl import GRPOTrainer; import datasets' 2>&1)"; then trl_python="$p"; break; fi
+  trl_reason="$p cannot import trl's GRPOTrainer: $(tail -1 <<<"$err")"
+done
+if [ -z "$trl_python" ]; then
+  trl_reason="${trl_reason:-no Python with trl} (carry the wheels: scripts/gpu_check.sh --prepare, then --trl-wheels DIR)"
+  say "TRL stage will be skipped: $trl_reason"
+fi
+
+# 2 processes
+dp=0 dp_backend="" dp_note=""
+if [ "$device" = cuda ] && [ "$gpu_count" -ge 2 ]; then
+  dp=1 dp_backend=nccl dp_note="NCCL on cuda:0 and cuda:1"
+elif [ "$device" = cuda ]; then
+  dp_note="NCCL not run: this machine has $gpu_count GPU (2 needed)"
+else
+  dp=1 dp_backend=gloo dp_note="CPU dry run: NCCL not run (no GPU); the same 2-process command over Gloo"
+fi
+
+# ---------------------------------------------------------------------------------- stage 1: parity
+t=$(date +%s)
+say "parity: log-probs on the fixtures, cpu f32 vs $device f32 and bf16"
+pairs="$work/parity/pairs.jsonl"
+printf '%s\n' '{"prompt": "What is 2+3?", "completion": " 5, so the answer is 5."}' \
+  '{"prompt": "Name a colour.", "completion": " Blue, like the sky at noon"}' \
+  '{"prompt": "Count: 1 2 3", "completion": " 4 5 6 7 8 9 10"}' > "$pairs"
+models=()
+for m in "$root"/fixtures/hf/models/*/; do
+  m="$(basename "$m")"; models+=("$m")
+  md="$root/fixtures/hf/models/$m"
+  run_log "$work/parity/$m.log" "$bin" score --model "$md" --input "$pairs" --raw --device cpu --dtype f32 -o "$work/parity/$m-cpu-f32.jsonl"
+  for dt in f32 bf16; do
+    run_log "$work/parity/$m.log" "$bin" score --model "$md" --input "$pairs" --raw --device "$device" --dtype "$dt" -o "$work/parity/$m-dev-$dt.jsonl"
+  done
+done
+say "parity: one GRPO step on the qwen2 fixture, cpu vs $device"
+data_fx="$work/parity/arith.jsonl"
+for i in $(seq 0 15); do echo "{\"prompt\": \"What is $((i % 7))+$((i % 5))?\", \"answer\": \"$((i % 7 + i % 5))\"}"; done > "$data_fx"
+# A reward some completions of the random fixture earn and others not (about 1 in 5 here), so
+# advantages and the gradient are not zero.
+printf '[components.xz]\ntype = "format"\npattern = %s\n' "'[xz]'" > "$work/parity/reward.toml"
+fixture_run() {  # fixture_run NAME DEVICE [more args]: 1-step f32 dataset run on the qwen2 fixture
+  local name="$1" dev="$2"; shift 2
+  "$bin" train --model "$root/fixtures/hf/models/qwen2" --data "$data_fx" --reward "$work/parity/reward.toml" \
+    --set runs_dir="$work/runs" --set name="$name" --set device="$dev" --set seed=0 --set threads=1 \
+    --set rollout.rng=per_row --set grpo.steps="${FX_STEPS:-1}" --set grpo.prompts_per_step=4 \
+    --set grpo.num_generations=8 --set grpo.max_completion_length=16 --set grpo.lr=1e-3 \
+    --set grpo.checkpoint_every=1000000 "$@"
+}
+run_log "$work/parity/grpo-cpu.log" fixture_run pcpu cpu
+run_log "$work/parity/grpo-dev.log" fixture_run pdev "$device"
+cp "$work/runs/pcpu/metrics.jsonl" "$work/parity/grpo-cpu.jsonl"
+cp "$work/runs/pdev/metrics.jsonl" "$work/parity/grpo-dev.jsonl"
+rm -rf "$work/runs"
+stage_done parity "$t"
+
+# ---------------------------------------------------------------------------------- stage 2+3: GRPO
+t=$(date +%s)
+say "building the $shape model (random init, fixture tokenizer)"
+run_log "$work/model.log" "$PYTHON" "$here/helpers.py" model "$shape" "$work/model" "$root/fixtures/hf/models/qwen2"
+stage_done model "$t"
+t=$(date +%s)
+total=$((warmup + steps))
+export TOKENIZERS_PARALLELISM=false
+threads="${THREADS:-$(nproc)}"
 for r in $(seq 1 "$rounds"); do
-  : > "$memlog"; poller=""
-  [ "$gpus" -gt 0 ] && { poll & poller=$!; }
-  "$bin" train --model "$model" --data "$out/grpo-data.jsonl" --set device="$device" --set bf16=$bf16 \
-    --set name="grpo-r$r" --set runs_dir="$out/grpo-runs" --set grpo.steps=$total \
-    --set grpo.checkpoint_every=1000000 --set grpo.prompts_per_step=$prompts \
-    --set grpo.num_generations=$generations --set grpo.max_completion_length=$max_len \
-    --set grpo.temperature=1.0 --set grpo.top_p=1.0 --set grpo.top_k=0 --set grpo.beta=0.0 \
-    --set grpo.ppo_epochs=1 --set grpo.mini_batches=1 --set grpo.lr=1e-6 \
-    --set grpo.skip_zero_advantage=false > "$out/grpo-r$r.log" 2>&1 || fail "$out/grpo-r$r.log"
-  [ -n "$poller" ] && kill "$poller" 2>/dev/null || true
-  cp "$out/grpo-runs/grpo-r$r/metrics.jsonl" "$out/reinforge-r$r.jsonl"
-  peak_mib=$(sort -n "$memlog" 2>/dev/null | tail -1); peak_mib=${peak_mib:-null}
-  rm -rf "$out/grpo-runs"
-  if [ "$trl_ok" = 1 ]; then
-    : > "$memlog"; poller=""
-    [ "$gpus" -gt 0 ] && { poll & poller=$!; }
-    "$trl_py" scripts/bench_trl.py --model "$model" --data "$out/grpo-data.jsonl" --steps $total \
-      --prompts $prompts --generations $generations --max-completion-length $max_len --lr 1e-6 \
-      --device "$device" $trl_bf16 --workdir "$out/trl-work" --out "$out/trl-r$r.jsonl" \
-      > "$out/trl-r$r.log" 2>&1 || fail "$out/trl-r$r.log"
-    [ -n "$poller" ] && kill "$poller" 2>/dev/null || true
-    trl_peak_mib=$(sort -n "$memlog" 2>/dev/null | tail -1); trl_peak_mib=${trl_peak_mib:-null}
-    rm -rf "$out/trl-work"
+  say "round $r/$rounds: reinforge, $total GRPO steps (bf16=$bf16v)"
+  rm -rf "$work/rf-runs"
+  run_log "$work/grpo/reinforge-r$r.log" "$PYTHON" "$here/helpers.py" measure "$work/grpo/reinforge-r$r.mem.json" "$mem_mode" -- \
+    "$bin" train --model "$work/model" --data "$work/model/data.jsonl" \
+    --set name=r$r --set runs_dir="$work/rf-runs" --set seed=0 --set threads="$threads" --set device="$device" \
+    --set bf16=$bf16v --set grpo.algorithm=grpo --set grpo.steps="$total" --set grpo.checkpoint_every=1000000 \
+    --set grpo.prompts_per_step="$prompts" --set grpo.num_generations="$gens" \
+    --set grpo.max_completion_length="$max_len" --set grpo.temperature=1.0 --set grpo.top_p=1.0 --set grpo.top_k=0 \
+    --set grpo.beta=0.0 --set grpo.ppo_epochs=1 --set grpo.mini_batches=1 --set grpo.lr=1e-6 \
+    --set grpo.weight_decay=0.0 --set grpo.max_grad_norm=1.0 --set grpo.skip_zero_advantage=false
+  cp "$work/rf-runs/r$r/metrics.jsonl" "$work/grpo/reinforge-r$r.jsonl"
+  rm -rf "$work/rf-runs"
+  if [ -n "$trl_python" ]; then
+    say "round $r/$rounds: TRL GRPOTrainer, $total steps"
+    trl_args=(--device "$device"); [ "$bf16" = 1 ] && trl_args+=(--bf16)
+    run_log "$work/grpo/trl-r$r.log" "$PYTHON" "$here/helpers.py" measure "$work/grpo/trl-r$r.mem.json" "$mem_mode" -- \
+      "$trl_python" "$here/helpers.py" trl "${trl_args[@]}" --model "$work/model" --data "$work/model/data.jsonl" \
+      --steps "$total" --threads "$threads" --prompts "$prompts" --generations "$gens" \
+      --max-completion-length "$max_len" --lr 1e-6 --seed 0 --workdir "$work/trl-work" --out "$work/grpo/trl-r$r.jsonl"
+    rm -rf "$work/trl-work"
   fi
 done
-fig=$(tool grpo-figures "$out/reinforge-r1.jsonl" "$params" "$rows" "$peak" "$warmup")
-put grpo "{\"params\": $params, \"bf16\": $bf16, \"rows_per_step\": $rows, \"peak_gpu_memory_mib\": $peak_mib, \"reinforge\": $fig}"
-if [ "$trl_ok" = 1 ]; then
-  tf=$(tool trl-figures "$out/trl-r1.jsonl" "$warmup")
-  put trl "{\"available\": true, \"peak_gpu_memory_mib\": $trl_peak_mib, \"figures\": $tf}"
-  ratio=$("$py" -c "import json; d=json.load(open('$json')); print(d['grpo']['reinforge']['step_s'] / d['trl']['figures']['step_s'])")
-  put trl_ratio "{\"reinforge_over_trl_step_s\": $ratio}"
-else
-  put trl '{"available": false, "reason": "trl, accelerate or datasets do not import (carry them with --prepare)"}'
-fi
+stage_done grpo "$t"
 
-# 4. NCCL across two GPUs.
-if [ "$gpus" -ge 2 ] && [ "$device" != cpu ]; then
-  "$bin" train --nproc 2 --model "$model" --data "$out/grpo-data.jsonl" --set device=cuda --set bf16=true \
-    --set name=nccl --set runs_dir="$out/nccl-runs" --set grpo.steps=2 --set grpo.prompts_per_step=$prompts \
-    --set grpo.num_generations=$generations --set grpo.max_completion_length=32 > "$out/nccl.log" 2>&1 \
-    && put nccl "{\"ran\": true, \"steps\": $(wc -l < "$out/nccl-runs/nccl/metrics.jsonl")}" \
-    || put nccl '{"ran": false, "reason": "the 2-GPU run failed: see nccl.log"}'
+# ---------------------------------------------------------------------------------- stage 4: 2 processes
+t=$(date +%s)
+if [ "$dp" = 1 ]; then
+  say "2 processes ($dp_backend) vs 1 on the qwen2 fixture, 3 steps"
+  run_log "$work/dp/one.log" env FX_STEPS=3 bash -c "$(declare -f fixture_run); bin='$bin' root='$root' data_fx='$data_fx' work='$work' fixture_run one $device"
+  run_log "$work/dp/two.log" env FX_STEPS=3 bash -c "$(declare -f fixture_run); bin='$bin' root='$root' data_fx='$data_fx' work='$work' fixture_run two $device --nproc 2"
+  cp "$work/runs/one/metrics.jsonl" "$work/dp/one.jsonl"; cp "$work/runs/two/metrics.jsonl" "$work/dp/two.jsonl"
+  rm -rf "$work/runs"
 else
-  put nccl "{\"ran\": false, \"reason\": \"needs 2 GPUs; this machine has $gpus\"}"
+  say "2 processes: skipped: $dp_note"
 fi
-put wall_s "$(( $(date +%s) - start ))"
-"$py" -c "import json; print(json.dumps(json.load(open('$json')), indent=2))" | tee "$out/summary.txt"
+stage_done dp2 "$t"
+walls="$("$PYTHON" -c 'import json,sys; d=json.loads(sys.argv[1]); d["total"]=float(sys.argv[2]); print(json.dumps(d))' "$walls" "$(( $(date +%s) - t_start ))")"
+echo "$walls" > "$work/stage_wall.json"
+
+# ---------------------------------------------------------------------------------- report
+"$PYTHON" - "$work/settings.json" <<PY
+import json, sys
+json.dump({"started_utc": "$stamp", "device": "$device", "shape": "$shape", "bf16": $([ "$bf16" = 1 ] && echo True || echo False),
+  "gpu_name": "$gpu_name", "gpu_count": $gpu_count, "driver": "$driver", "torch": "$torch_ver", "transformers": "$tf_ver",
+  "binary": "$bin", "libtorch": "$torch_lib", "steps": $steps, "warmup": $warmup, "rounds": $rounds, "prompts": $prompts,
+  "generations": $gens, "max_len": $max_len, "threads": $threads, "parity_models": "${models[*]}".split(),
+  "trl_python": "$trl_python", "trl_reason": """$trl_reason""", "dp": bool($dp), "dp_backend": "$dp_backend",
+  "dp_note": "$dp_note", "reinforge_commit": "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"},
+  open(sys.argv[1], "w"), indent=1)
+PY
+"$PYTHON" "$here/helpers.py" report "$work" "$out"
+say "results: $out/results.json, $out/summary.txt"
