@@ -10,7 +10,8 @@
 # bf16, and one GRPO step (loss, grad norm; rollout.rng=per_row so both devices draw the same
 # tokens) on cpu vs the device; (2) GRPO steps (bf16) on a random-init model of Qwen2.5-0.5B's
 # shape: generation and update tokens/s, peak memory, MFU; (3) the same steps with TRL's
-# GRPOTrainer (scripts/bench_trl.py), alternated with reinforge, and the step-time ratio;
+# GRPOTrainer (scripts/bench_trl.py), alternated with reinforge, and the step-time ratio (with
+# stand-ins for datasets/pyarrow when the machine lacks them: pyarrow is over the carry budget);
 # (4) 2 processes (`reinforge train --nproc 2`): NCCL when 2 GPUs are present; on a CPU dry run
 # the same command over Gloo; skipped otherwise.
 #
@@ -64,7 +65,7 @@ if [ -n "$prepare" ]; then
   total() { du -sb "$prepare" | cut -f1; }
   while [ "$(total)" -gt "$limit" ]; do
     big="$(ls -S "$prepare"/wheels/*.whl | head -1)"
-    say "bundle over 64 MiB: leaving out $(basename "$big") ($(stat -c %s "$big") bytes); the GPU machine must have it"
+    say "bundle over 64 MiB: leaving out $(basename "$big") ($(stat -c %s "$big") bytes): the GPU machine uses its own, or the stand-ins in scripts/gpu_check/datasets_stub"
     echo "$(basename "$big")" >> "$prepare/LEFT_OUT.txt"
     rm -f "$big"
   done
@@ -135,13 +136,22 @@ if [ -n "$trl_wheels" ]; then
   "$PYTHON" "$here/helpers.py" install "$trl_wheels" "$work/pylib"
   export PYTHONPATH="$work/pylib${PYTHONPATH:+:$PYTHONPATH}"
 fi
-cands=("${TRL_PYTHON:-}" "$PYTHON")
-[ "$device" = cpu ] && cands+=("$root/.venv-trl/bin/python")
-for p in "${cands[@]}"; do
+# Candidates in order: TRL_PYTHON, PYTHON, PYTHON with the stand-ins for datasets and pyarrow
+# (scripts/gpu_check/datasets_stub: pyarrow's wheel alone is over the carry budget; used only
+# when the real ones cannot be imported), and on a CPU dry run .venv-trl.
+trl_pythonpath="${PYTHONPATH:-}" trl_datasets=""
+stub_path="$here/datasets_stub${PYTHONPATH:+:$PYTHONPATH}"
+cands=("${TRL_PYTHON:-}|${PYTHONPATH:-}|real" "$PYTHON|${PYTHONPATH:-}|real" "$PYTHON|$stub_path|stand-in (no pyarrow)")
+[ "$device" = cpu ] && cands+=("$root/.venv-trl/bin/python|${PYTHONPATH:-}|real")
+for c in "${cands[@]}"; do
+  IFS='|' read -r p pp kind <<<"$c"
   [ -n "$p" ] || continue
-  if err="$("$p" -c 'from trl import GRPOTrainer; import datasets' 2>&1)"; then trl_python="$p"; break; fi
-  trl_reason="$p cannot import trl's GRPOTrainer: $(tail -1 <<<"$err")"
+  if err="$(PYTHONPATH="$pp" "$p" -c 'from trl import GRPOTrainer; import datasets' 2>&1)"; then
+    trl_python="$p" trl_pythonpath="$pp" trl_datasets="$kind"; break
+  fi
+  [ -n "$trl_reason" ] || trl_reason="$p cannot import trl's GRPOTrainer and datasets: $(tail -1 <<<"$err")"
 done
+[ -z "$trl_python" ] || say "TRL side: $trl_python (datasets: $trl_datasets)"
 if [ -z "$trl_python" ]; then
   trl_reason="${trl_reason:-no Python with trl} (carry the wheels: scripts/gpu_check.sh --prepare, then --trl-wheels DIR)"
   say "TRL stage will be skipped: $trl_reason"
@@ -201,7 +211,8 @@ run_log "$work/model.log" "$PYTHON" "$here/helpers.py" model "$shape" "$work/mod
 stage_done model "$t"
 t=$(date +%s)
 total=$((warmup + steps))
-export TOKENIZERS_PARALLELISM=false
+# No network on the target: transformers and TRL must not try the Hub (or send telemetry).
+export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TRANSFORMERS_OFFLINE=1
 threads="${THREADS:-$(nproc)}"
 for r in $(seq 1 "$rounds"); do
   say "round $r/$rounds: reinforge, $total GRPO steps (bf16=$bf16v)"
@@ -220,7 +231,7 @@ for r in $(seq 1 "$rounds"); do
     say "round $r/$rounds: TRL GRPOTrainer, $total steps"
     trl_args=(--device "$device"); [ "$bf16" = 1 ] && trl_args+=(--bf16)
     run_log "$work/grpo/trl-r$r.log" "$PYTHON" "$here/helpers.py" measure "$work/grpo/trl-r$r.mem.json" "$mem_mode" -- \
-      "$trl_python" "$here/helpers.py" trl "${trl_args[@]}" --model "$work/model" --data "$work/model/data.jsonl" \
+      env PYTHONPATH="$trl_pythonpath" "$trl_python" "$here/helpers.py" trl "${trl_args[@]}" --model "$work/model" --data "$work/model/data.jsonl" \
       --steps "$total" --threads "$threads" --prompts "$prompts" --generations "$gens" \
       --max-completion-length "$max_len" --lr 1e-6 --seed 0 --workdir "$work/trl-work" --out "$work/grpo/trl-r$r.jsonl"
     rm -rf "$work/trl-work"
@@ -250,7 +261,7 @@ json.dump({"started_utc": "$stamp", "device": "$device", "shape": "$shape", "bf1
   "gpu_name": "$gpu_name", "gpu_count": $gpu_count, "driver": "$driver", "torch": "$torch_ver", "transformers": "$tf_ver",
   "binary": "$bin", "libtorch": "$torch_lib", "steps": $steps, "warmup": $warmup, "rounds": $rounds, "prompts": $prompts,
   "generations": $gens, "max_len": $max_len, "threads": $threads, "parity_models": "${models[*]}".split(),
-  "trl_python": "$trl_python", "trl_reason": """$trl_reason""", "dp": bool($dp), "dp_backend": "$dp_backend",
+  "trl_python": "$trl_python", "trl_datasets": "$trl_datasets", "trl_reason": """$trl_reason""", "dp": bool($dp), "dp_backend": "$dp_backend",
   "dp_note": "$dp_note", "reinforge_commit": "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"},
   open(sys.argv[1], "w"), indent=1)
 PY

@@ -334,7 +334,7 @@ def cmd_report(work, out):
     res["stages"]["grpo"] = {"status": "ok", "model": meta, "reinforge": side(rf, rf_mem)}
     if s["trl_python"]:
         t = side(trl, trl_mem)
-        res["stages"]["trl"] = {"status": "ok", "python": s["trl_python"], "trl": t,
+        res["stages"]["trl"] = {"status": "ok", "python": s["trl_python"], "datasets": s["trl_datasets"], "trl": t,
                                 "ratio_step_reinforge_over_trl":
                                     res["stages"]["grpo"]["reinforge"]["median_step_s"] / t["median_step_s"]}
     else:

@@ -1,0 +1,2 @@
+"""pyarrow.compute stand-in (see pyarrow/__init__.py)."""
+from . import __getattr__  # noqa: F401
