@@ -243,8 +243,8 @@ stage_done grpo "$t"
 t=$(date +%s)
 if [ "$dp" = 1 ]; then
   say "2 processes ($dp_backend) vs 1 on the qwen2 fixture, 3 steps"
-  run_log "$work/dp/one.log" env FX_STEPS=3 bash -c "$(declare -f fixture_run); bin='$bin' root='$root' data_fx='$data_fx' work='$work' fixture_run one $device"
-  run_log "$work/dp/two.log" env FX_STEPS=3 bash -c "$(declare -f fixture_run); bin='$bin' root='$root' data_fx='$data_fx' work='$work' fixture_run two $device --nproc 2"
+  FX_STEPS=3 run_log "$work/dp/one.log" fixture_run one "$device"
+  FX_STEPS=3 run_log "$work/dp/two.log" fixture_run two "$device" --nproc 2
   cp "$work/runs/one/metrics.jsonl" "$work/dp/one.jsonl"; cp "$work/runs/two/metrics.jsonl" "$work/dp/two.jsonl"
   rm -rf "$work/runs"
 else
