@@ -3,7 +3,7 @@
 
 mod hf_support;
 
-use hf_support::{fixture, FIXTURES};
+use hf_support::{fixture, max_diff, FIXTURES};
 use std::collections::HashMap;
 
 use reinforge_torch::cache::KvCache;
@@ -20,23 +20,7 @@ fn expected(name: &str) -> HashMap<String, Tensor> {
 }
 
 fn logits(p: &Policy, e: &HashMap<String, Tensor>) -> Tensor {
-    p.model
-        .forward(
-            &ForwardInput {
-                ids: &e["input_ids"],
-                positions: &e["position_ids"],
-                key_mask: &e["attention_mask"].to_kind(Kind::Bool),
-            },
-            None,
-            false,
-        )
-        .to_kind(Kind::Float)
-}
-
-/// Max |a - b| over real (non-padding) query positions.
-fn max_diff(a: &Tensor, b: &Tensor, mask: &Tensor) -> f64 {
-    let real = mask.to_kind(Kind::Float).unsqueeze(-1);
-    ((a - b).abs() * real).max().double_value(&[])
+    hf_support::logits(p, &e["input_ids"], &e["attention_mask"], &e["position_ids"])
 }
 
 #[test]

@@ -8,9 +8,8 @@ mod hf_support;
 
 use std::collections::HashMap;
 
-use hf_support::{fixture, FIXTURES};
+use hf_support::{fixture, max_diff, FIXTURES};
 use reinforge_torch::logprobs::token_logprobs;
-use reinforge_torch::model::ForwardInput;
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{precision, Policy, SequenceBatch};
 
@@ -22,23 +21,7 @@ fn read(path: std::path::PathBuf) -> HashMap<String, Tensor> {
 }
 
 fn logits(p: &Policy, e: &HashMap<String, Tensor>) -> Tensor {
-    p.model.forward(
-        &ForwardInput {
-            ids: &e["input_ids"],
-            positions: &e["position_ids"],
-            key_mask: &e["attention_mask"].to_kind(Kind::Bool),
-        },
-        None,
-        false,
-    )
-}
-
-/// Max |a - b| over real (non-padding) positions.
-fn max_diff(a: &Tensor, b: &Tensor, mask: &Tensor) -> f64 {
-    let real = mask.to_kind(Kind::Float).unsqueeze(-1);
-    ((a.to_kind(Kind::Float) - b).abs() * real)
-        .max()
-        .double_value(&[])
+    hf_support::raw_logits(p, &e["input_ids"], &e["attention_mask"], &e["position_ids"])
 }
 
 #[test]

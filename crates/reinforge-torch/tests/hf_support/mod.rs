@@ -51,17 +51,28 @@ pub fn batch(vocab: i64) -> (Tensor, Tensor, Tensor) {
 
 /// Float32 logits `[B, T, V]` of `p` on a batch.
 pub fn logits(p: &Policy, ids: &Tensor, mask: &Tensor, pos: &Tensor) -> Tensor {
-    p.model
-        .forward(
-            &ForwardInput {
-                ids,
-                positions: pos,
-                key_mask: &mask.to_kind(Kind::Bool),
-            },
-            None,
-            false,
-        )
-        .to_kind(Kind::Float)
+    raw_logits(p, ids, mask, pos).to_kind(Kind::Float)
+}
+
+/// Logits `[B, T, V]` of `p` on a batch, in the dtype the model computed them.
+pub fn raw_logits(p: &Policy, ids: &Tensor, mask: &Tensor, pos: &Tensor) -> Tensor {
+    p.model.forward(
+        &ForwardInput {
+            ids,
+            positions: pos,
+            key_mask: &mask.to_kind(Kind::Bool),
+        },
+        None,
+        false,
+    )
+}
+
+/// Max |a - b| over real (non-padding) query positions, in float32.
+pub fn max_diff(a: &Tensor, b: &Tensor, mask: &Tensor) -> f64 {
+    let real = mask.to_kind(Kind::Float).unsqueeze(-1);
+    ((a.to_kind(Kind::Float) - b.to_kind(Kind::Float)).abs() * real)
+        .max()
+        .double_value(&[])
 }
 
 /// Writes the batch and reinforge's logits as the reference file `check_hf_checkpoint.py`
