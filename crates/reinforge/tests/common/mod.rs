@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod bad;
 #[path = "../../../reinforge-torch/tests/hf_support/real_model.rs"]
 pub mod real_model;
 pub mod server;
