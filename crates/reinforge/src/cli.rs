@@ -53,32 +53,32 @@ enum Command {
     /// RewardBench 2's scoring.
     RmEval(crate::tools::rm_eval::RmEvalArgs),
     /// Preference optimisation of a checkpoint on chosen/rejected pairs (TRL's DPO loss types).
-    TrainDpo(crate::hf::dpo::TrainDpoArgs),
+    TrainDpo(crate::commands::dpo::TrainDpoArgs),
     /// Reference-free preference optimisation on pairs: TRL's ORPO (odds ratio plus the chosen
     /// NLL).
-    TrainOrpo(crate::hf::orpo::TrainOrpoArgs),
+    TrainOrpo(crate::commands::orpo::TrainOrpoArgs),
     /// Preference optimisation on unpaired good/bad completions: TRL's KTO.
-    TrainKto(crate::hf::kto::TrainKtoArgs),
+    TrainKto(crate::commands::kto::TrainKtoArgs),
     /// Train a reward model on preference pairs (TRL's RewardTrainer loss), saved in
     /// transformers' *ForSequenceClassification layout.
-    TrainRm(crate::hf::rm::TrainRmArgs),
+    TrainRm(crate::commands::rm::TrainRmArgs),
     /// Score prompt/response rows with a reward model.
-    ScoreRm(crate::hf::rm::ScoreRmArgs),
+    ScoreRm(crate::commands::rm::ScoreRmArgs),
     /// Judge responses with a local LLM: pairwise (position-swapped, battles for `rank`) or
     /// pointwise ratings.
-    Judge(crate::hf::judge::JudgeArgs),
+    Judge(crate::commands::judge::JudgeArgs),
     /// Train a Prompt-to-Leaderboard model (lmarena/p2l losses) on battles with prompts.
-    TrainP2l(crate::hf::p2l::TrainP2lArgs),
+    TrainP2l(crate::commands::p2l::TrainP2lArgs),
     /// A prompt's (or a prompt set's) leaderboard from a P2L model, and routing under a budget.
-    P2l(crate::hf::p2l::P2lArgs),
+    P2l(crate::commands::p2l::P2lArgs),
     /// Sample completions from a Hugging Face checkpoint (one prompt or a jsonl/parquet file).
-    Generate(crate::hf::generate::GenerateArgs),
+    Generate(crate::commands::generate::GenerateArgs),
     /// Per-token and total log-probs of completions given prompts, under a checkpoint.
-    Score(crate::hf::score::ScoreArgs),
+    Score(crate::commands::score::ScoreArgs),
     /// HTTP server: rewards (OpenRLHF /get_reward, SandboxFusion /run_code, /v1/verify) and,
     /// with --model, an OpenAI-compatible policy (/v1/completions, /v1/chat/completions) with
     /// SGLang/vLLM weight-update routes.
-    Serve(crate::hf::serve::ServeCommand),
+    Serve(crate::commands::serve::ServeCommand),
 }
 
 #[derive(Args)]
@@ -297,17 +297,17 @@ pub fn main() -> Result<ExitCode> {
         }
         Command::Stats(args) => crate::tools::stats::run(&args).map(|()| ExitCode::SUCCESS),
         Command::RmEval(args) => crate::tools::rm_eval::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::TrainDpo(args) => stopped_is_130(crate::hf::dpo::train(&args)),
-        Command::TrainOrpo(args) => stopped_is_130(crate::hf::orpo::train(&args)),
-        Command::TrainKto(args) => stopped_is_130(crate::hf::kto::train(&args)),
-        Command::TrainRm(args) => stopped_is_130(crate::hf::rm::train(&args)),
-        Command::ScoreRm(args) => crate::hf::rm::score(&args).map(|()| ExitCode::SUCCESS),
-        Command::Judge(args) => crate::hf::judge::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::TrainP2l(args) => crate::hf::p2l::train(&args).map(|()| ExitCode::SUCCESS),
-        Command::P2l(args) => crate::hf::p2l::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::Generate(args) => crate::hf::generate::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::Score(args) => crate::hf::score::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::Serve(args) => crate::hf::serve::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::TrainDpo(args) => stopped_is_130(crate::commands::dpo::train(&args)),
+        Command::TrainOrpo(args) => stopped_is_130(crate::commands::orpo::train(&args)),
+        Command::TrainKto(args) => stopped_is_130(crate::commands::kto::train(&args)),
+        Command::TrainRm(args) => stopped_is_130(crate::commands::rm::train(&args)),
+        Command::ScoreRm(args) => crate::commands::rm::score(&args).map(|()| ExitCode::SUCCESS),
+        Command::Judge(args) => crate::commands::judge::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::TrainP2l(args) => crate::commands::p2l::train(&args).map(|()| ExitCode::SUCCESS),
+        Command::P2l(args) => crate::commands::p2l::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Generate(args) => crate::commands::generate::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Score(args) => crate::commands::score::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => crate::commands::serve::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -404,7 +404,7 @@ fn train_on_data(
         },
     };
     data_outcome(
-        reinforge_train::data::run(&cfg, &spec, &run, &crate::hf::rm::load_scorer)?,
+        reinforge_train::data::run(&cfg, &spec, &run, &crate::commands::rm::load_scorer)?,
         &run,
     )
 }
@@ -422,7 +422,7 @@ fn resume_data_run(run: &RunDir, cfg: &TrainConfig) -> Result<ExitCode> {
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
     data_outcome(
-        reinforge_train::data::run(cfg, &spec, run, &crate::hf::rm::load_scorer)?,
+        reinforge_train::data::run(cfg, &spec, run, &crate::commands::rm::load_scorer)?,
         run,
     )
 }

@@ -6,7 +6,7 @@ use reinforge_train::{
 
 mod bench;
 mod cli;
-mod hf;
+mod commands;
 mod launch;
 mod tools;
 

@@ -96,14 +96,14 @@ fn the_training_library_names_no_tensor_and_no_clap() {
 #[test]
 fn tensor_code_in_the_binary_only_shrinks() {
     let left: BTreeSet<String> = [
-        "hf/dpo.rs",
-        "hf/judge.rs",
-        "hf/kto.rs",
-        "hf/offline.rs",
-        "hf/orpo.rs",
-        "hf/p2l.rs",
-        "hf/rm.rs",
-        "hf/score.rs",
+        "commands/dpo.rs",
+        "commands/judge.rs",
+        "commands/kto.rs",
+        "commands/offline.rs",
+        "commands/orpo.rs",
+        "commands/p2l.rs",
+        "commands/rm.rs",
+        "commands/score.rs",
     ]
     .into_iter()
     .map(str::to_string)
