@@ -1,6 +1,6 @@
 //! A checkpoint directory loaded as a policy plus its tokenizer, and prompt encoding.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use reinforge_hf::{ChatOptions, HfTokenizer};
@@ -23,6 +23,27 @@ pub struct LoadedModel {
     pub policy: Policy,
     pub tokenizer: HfTokenizer,
     pub device: Device,
+}
+
+/// Which checkpoint to load and how: the library side of the binary's `--model`, `--device`,
+/// `--dtype`, `--autocast-bf16` and `--threads` (the device already resolved and checked).
+#[derive(Debug, Clone)]
+pub struct ModelSource {
+    /// The Hugging Face checkpoint directory.
+    pub dir: PathBuf,
+    pub options: LoadOptions,
+    /// CPU threads of libtorch (`None`: libtorch's own choice).
+    pub threads: Option<usize>,
+}
+
+impl ModelSource {
+    /// Sets the thread count (when given), then loads the model and its tokenizer.
+    pub fn load(&self) -> Result<LoadedModel> {
+        if let Some(n) = self.threads {
+            reinforge_torch::runtime::set_threads(n);
+        }
+        LoadedModel::load(&self.dir, &self.options)
+    }
 }
 
 impl LoadedModel {

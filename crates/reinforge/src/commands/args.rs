@@ -10,6 +10,8 @@ use reinforge_torch::checkpoint::LoadOptions;
 use reinforge_torch::runtime::resolve_device;
 use reinforge_torch::Kind;
 
+use reinforge_train::loaded::ModelSource;
+
 use super::{LoadedModel, PromptStyle};
 
 /// `--model`, `--device`, `--dtype`.
@@ -48,12 +50,18 @@ impl ModelArgs {
         Ok(opts)
     }
 
+    /// The library's description of the model to load (the device resolved and checked).
+    pub fn source(&self) -> Result<ModelSource> {
+        Ok(ModelSource {
+            dir: self.model.clone(),
+            options: self.load_options()?,
+            threads: self.threads,
+        })
+    }
+
     /// Sets the thread count (when given), then loads the model and tokenizer.
     pub fn load(&self) -> Result<LoadedModel> {
-        if let Some(n) = self.threads {
-            reinforge_torch::runtime::set_threads(n);
-        }
-        LoadedModel::load(&self.model, &self.load_options()?)
+        self.source()?.load()
     }
 }
 
