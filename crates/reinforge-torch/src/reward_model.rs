@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use tch::nn::Init;
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::checkpoint::{self, config_json, LoadOptions};
 use crate::lora::LoraConfig;
@@ -125,6 +125,16 @@ impl RewardModel {
         .linear::<Tensor>(&self.score, None)
         .squeeze_dim(-1)
         .to_kind(Kind::Float)
+    }
+}
+
+impl RewardModel {
+    /// Rewards of token sequences on the host, without gradients (scoring, not training).
+    pub fn score_rows(&self, seqs: &[Vec<i64>]) -> Result<Vec<f32>> {
+        let _guard = tch::no_grad_guard();
+        Ok(Vec::<f32>::try_from(
+            &self.scores(seqs).to_device(Device::Cpu),
+        )?)
     }
 }
 

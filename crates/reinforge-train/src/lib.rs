@@ -28,6 +28,7 @@ pub mod rl;
 pub mod rollout;
 pub mod run_dir;
 pub mod score;
+pub mod scorers;
 pub mod seeds;
 pub mod sft;
 pub mod trainer;

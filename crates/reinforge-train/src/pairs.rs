@@ -15,46 +15,7 @@ use serde_json::Value;
 
 use crate::loaded::{encode_prompt, LoadedModel, PromptStyle};
 
-/// Encoded pairs: prompt ids, chosen and rejected completion ids (EOS-terminated), margins.
-pub struct Pairs {
-    pub prompts: Vec<Vec<i64>>,
-    pub chosen: Vec<Vec<i64>>,
-    pub rejected: Vec<Vec<i64>>,
-    /// TRL's optional `margin` column, per pair (absent: no margin term).
-    pub margins: Option<Vec<f32>>,
-}
-
-impl Pairs {
-    /// Number of pairs.
-    pub fn len(&self) -> usize {
-        self.prompts.len()
-    }
-
-    /// Whether there are no pairs.
-    pub fn is_empty(&self) -> bool {
-        self.prompts.is_empty()
-    }
-
-    /// Prompts and completions of `rows`, every chosen first, then every rejected (`[2B]`).
-    pub fn sides(&self, rows: &[usize]) -> (Vec<&[i64]>, Vec<&[i64]>) {
-        let prompts: Vec<&[i64]> = rows.iter().map(|&r| self.prompts[r].as_slice()).collect();
-        let mut completions: Vec<&[i64]> =
-            rows.iter().map(|&r| self.chosen[r].as_slice()).collect();
-        completions.extend(rows.iter().map(|&r| self.rejected[r].as_slice()));
-        (
-            [prompts.as_slice(), prompts.as_slice()].concat(),
-            completions,
-        )
-    }
-
-    /// Whole sequences of `rows`: every chosen (`prompt ++ chosen`) first, then every rejected.
-    pub fn sequences(&self, rows: &[usize]) -> Vec<Vec<i64>> {
-        let join = |side: &[Vec<i64>], r: usize| [self.prompts[r].as_slice(), &side[r]].concat();
-        let mut out: Vec<Vec<i64>> = rows.iter().map(|&r| join(&self.chosen, r)).collect();
-        out.extend(rows.iter().map(|&r| join(&self.rejected, r)));
-        out
-    }
-}
+pub use reinforge_torch::preference::Pairs;
 
 /// The `prompt` column, text or messages.
 pub fn prompt_columns() -> DataColumns {

@@ -305,7 +305,9 @@ pub fn main() -> Result<ExitCode> {
         Command::Judge(args) => crate::commands::judge::run(&args).map(|()| ExitCode::SUCCESS),
         Command::TrainP2l(args) => crate::commands::p2l::train(&args).map(|()| ExitCode::SUCCESS),
         Command::P2l(args) => crate::commands::p2l::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::Generate(args) => crate::commands::generate::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Generate(args) => {
+            crate::commands::generate::run(&args).map(|()| ExitCode::SUCCESS)
+        }
         Command::Score(args) => crate::commands::score::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => crate::commands::serve::run(&args).map(|()| ExitCode::SUCCESS),
     }

@@ -1,7 +1,7 @@
 //! `reinforge`: reinforcement-learning post-training of language models.
 
 use reinforge_train::{
-    arith, config, dp, env, interrupt, overrides, progress, rl, run_dir, seeds, trainer,
+    arith, config, env, interrupt, overrides, progress, rl, run_dir, seeds, trainer,
 };
 
 mod bench;

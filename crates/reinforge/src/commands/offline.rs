@@ -1,32 +1,13 @@
-//! What the offline preference commands share (`train-dpo`, `train-orpo`, `train-kto`): their
-//! common arguments, and the run itself through the one trainer (resume from
-//! `checkpoints/latest`, Ctrl-C, `metrics.jsonl`, the final checkpoints). Each command brings
-//! its data, its loss and its step (`train-rm` has its own run but shares [`Share`] and
-//! [`update`]).
-//!
-//! Data-parallel (started by torchrun or any launcher that sets its variables): each rank
-//! reads its contiguous share of a step's rows through the model, the per-row values (summed
-//! log-probs) are all-gathered, and every rank computes the loss of the whole batch, with
-//! gradient flowing only through its own rows. Summing the gradients over the ranks then gives
-//! exactly the single-process gradient, whatever couples the rows (AOT's sort, ORPO's token
-//! mean, KTO's KL point), and the logged metrics are the whole batch's on every rank.
+//! The arguments every offline preference command shares (`train-dpo`, `train-orpo`,
+//! `train-kto`); the run itself is reinforge-train's `offline`.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use reinforge_torch::dist::broadcast_parameters;
-use reinforge_torch::preference::{backward_and_step, Ranks};
-use reinforge_torch::tch::Tensor;
-use reinforge_torch::{copy_aux_files, GradStep, Policy};
+use reinforge_train::offline::OfflineOptions;
 
 use super::args::{count, ModelArgs};
-use crate::dp::Dp;
-use crate::run_dir::{write_json, RunDir};
-use crate::trainer::checkpoint::OPTIMIZER_FILE;
-use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer};
-pub use reinforge_torch::preference::{completion_logps, lengths_of, token_logps, Share};
 
 /// Arguments every offline preference command takes.
 #[derive(Args, Debug)]
@@ -63,128 +44,21 @@ pub struct OfflineArgs {
     pub raw: bool,
 }
 
-/// A started offline run: its directory and, when data-parallel, this process's rank.
-pub struct OfflineRun {
-    pub dir: RunDir,
-    pub dp: Option<Arc<Dp>>,
-}
-
-impl OfflineRun {
-    /// Whether this process writes the run's files (a single process, or rank 0).
-    pub fn writes(&self) -> bool {
-        self.dp.as_ref().is_none_or(|d| d.rank() == 0)
-    }
-
-    /// Writes `report` to `report.json` and prints it (rank 0 only).
-    pub fn finish(&self, report: &serde_json::Value) -> Result<()> {
-        if self.writes() {
-            self.write_json("report.json", report)?;
-            println!("{}", serde_json::to_string_pretty(report)?);
-        }
-        Ok(())
-    }
-
-    /// Writes `value` as JSON to `name` in the run directory (rank 0 only).
-    pub fn write_json(&self, name: &str, value: &impl serde::Serialize) -> Result<()> {
-        if self.writes() {
-            write_json(&self.dir.path(name), value)?;
-        }
-        Ok(())
-    }
-}
-
-/// This process's place in the job `dp` for reinforge-torch's row shares.
-pub fn ranks(dp: Option<&Dp>) -> Option<Ranks<'_>> {
-    dp.map(|d| Ranks {
-        pg: &d.pg,
-        rank: d.rank(),
-        world: d.world(),
-    })
-}
-
-/// Backpropagates `loss` (when this rank's rows feed it), sums the gradients over the ranks,
-/// and takes one clipped AdamW step.
-pub fn update(t: &mut Trainer, loss: &Tensor, max_grad_norm: f64, lr: f64) -> Result<GradStep> {
-    let pg = t.dp.as_ref().map(|d| &*d.pg);
-    backward_and_step(t.policy, &mut t.opt, loss, pg, (max_grad_norm, lr))
-}
-
 impl OfflineArgs {
-    /// Creates the run directory (with its `checkpoints/`) and joins the data-parallel job
-    /// torchrun's variables describe, if any.
-    pub fn start(&self, device: reinforge_torch::Device) -> Result<OfflineRun> {
-        let dir = RunDir {
-            root: self.output.clone(),
-        };
-        std::fs::create_dir_all(dir.root.join("checkpoints"))
-            .with_context(|| format!("creating {}", dir.root.display()))?;
-        let dp = Dp::from_env(device)?.map(Arc::new);
-        crate::interrupt::install()?;
-        if let Some(d) = dp.as_ref().filter(|d| d.rank() == 0) {
-            eprintln!("data-parallel: {} ranks", d.world());
-        }
-        Ok(OfflineRun { dir, dp })
-    }
-
-    /// The training rows and the held-out ones (when `--heldout` is given), read by `read`.
-    pub fn read_data<T>(&self, read: impl Fn(&Path) -> Result<T>) -> Result<(T, Option<T>)> {
-        let train = read(&self.data)?;
-        let heldout = self.heldout.as_deref().map(&read).transpose()?;
-        Ok((train, heldout))
-    }
-
-    /// Trains `start` for `--steps` steps of `step` in `run`, resuming from
-    /// `checkpoints/latest` when it exists; saves `latest` and `final` and returns the trained
-    /// policy. Ctrl-C saves and returns an error saying how to continue.
-    pub fn train<L: StepLog>(
-        &self,
-        start: Policy,
-        offline: &OfflineRun,
-        mut step: impl FnMut(&mut Trainer, &[usize]) -> Result<L>,
-        rows: impl Fn(usize) -> Vec<usize>,
-    ) -> Result<Policy> {
-        let run = &offline.dir;
-        let Start {
-            latest,
-            state,
-            resumed,
-        } = Start::open(run, Phase::Preference)?;
-        let policy = if resumed {
-            Policy::load(&latest, start.device())?
-        } else {
-            start
-        };
-        let model_dir = self.model.model.clone();
-        let files = move |dir: &Path| -> Result<()> { copy_aux_files(&model_dir, dir).map(drop) };
-        let mut trainer = Trainer::new(
-            &policy,
-            optimizer(&policy, self.lr, 0.0),
-            state,
-            Box::new(files),
-        );
-        if resumed {
-            trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
-        }
-        if let Some(d) = &offline.dp {
-            broadcast_parameters(&d.pg, &policy.vs)?;
-            trainer.dp = Some(d.clone());
-        }
-        let plan = PhasePlan {
+    /// The library's settings (the device resolved and checked).
+    pub fn options(&self) -> Result<OfflineOptions> {
+        Ok(OfflineOptions {
+            model: self.model.source()?,
+            data: self.data.clone(),
+            heldout: self.heldout.clone(),
+            output: self.output.clone(),
             steps: self.steps,
+            batch_size: self.batch_size,
+            lr: self.lr,
+            max_grad_norm: self.max_grad_norm,
             checkpoint_every: self.checkpoint_every,
-            metrics_file: "metrics.jsonl",
-        };
-        let end = trainer.run_phase(run, &plan, |t| {
-            let rows = rows(t.state.step);
-            t.opt.zero_grad();
-            step(t, &rows)
-        })?;
-        if end == PhaseEnd::Interrupted {
-            return Err(crate::interrupt::Stopped.into());
-        }
-        trainer.save(run, "latest", true)?;
-        trainer.save(run, "final", false)?;
-        drop(trainer);
-        Ok(policy)
+            seed: self.seed,
+            raw: self.raw,
+        })
     }
 }

@@ -1,7 +1,10 @@
-//! What the offline preference trainers (DPO, ORPO, KTO, reward models) compute with tensors
-//! besides their losses: per-token and summed log-probs of `prompt ++ completion` rows, a
-//! data-parallel rank's share of a step's rows with the all-gather of their per-row values, and
-//! the optimizer step after the whole batch's loss.
+//! The tensor side of the offline preference trainers (DPO, ORPO, KTO, reward models): their
+//! token-id rows (`rows`), each objective's forward passes, loss and optimizer step (`dpo`,
+//! `orpo`, `kto`, `rm`), and what they share: per-token and summed log-probs of
+//! `prompt ++ completion` rows, a data-parallel rank's share of a step's rows with the
+//! all-gather of their per-row values, and the optimizer step after the whole batch's loss.
+//! Their public functions take and return token ids and numbers, so reinforge-train drives
+//! them without naming a tensor.
 //!
 //! Data-parallel: each rank reads its contiguous share of a step's rows through the model, the
 //! per-row values are all-gathered, and every rank computes the loss of the whole batch, with
@@ -18,6 +21,64 @@ use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
 use crate::logprobs::{token_logprobs_with, Entropy};
 use crate::optim::{AdamW, GradStep};
 use crate::policy::Policy;
+
+pub mod dpo;
+pub mod kto;
+pub mod orpo;
+pub mod rm;
+pub mod rows;
+
+pub use rows::{Pairs, Unpaired};
+
+/// One optimizer step of an offline objective: the model, its optimizer, this process's place
+/// in a data-parallel job, and the step's gradient clipping and learning rate.
+pub struct Update<'a> {
+    pub policy: &'a Policy,
+    pub opt: &'a mut AdamW,
+    pub dp: Option<Ranks<'a>>,
+    pub max_grad_norm: f64,
+    pub lr: f64,
+}
+
+impl<'a> Update<'a> {
+    /// This rank's share of a step of `n` rows.
+    fn share(&self, n: usize) -> Share<'a> {
+        Share::new(self.dp, n, self.policy.device())
+    }
+
+    /// Backpropagates the whole batch's `loss`, sums the gradients over the ranks and steps.
+    fn apply(self, loss: &Tensor) -> Result<GradStep> {
+        let pg = self.dp.map(|d| d.pg);
+        backward_and_step(
+            self.policy,
+            self.opt,
+            loss,
+            pg,
+            (self.max_grad_norm, self.lr),
+        )
+    }
+}
+
+/// A loss value and the objective's metrics `M`, measured on one batch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figures<M> {
+    pub loss: f64,
+    pub metrics: M,
+}
+
+/// The optimizer step's gradient norm and whether it stepped (`(NaN, false)` when skipped).
+pub type Stepped<M> = (Figures<M>, GradStep);
+
+/// A float tensor of one value per row of `rows`, read from `values`.
+fn per_row(values: &[f32], rows: &[usize]) -> Tensor {
+    // host: values computed once (reference log-probs, margins); the losses move them.
+    Tensor::from_slice(&rows.iter().map(|&r| values[r]).collect::<Vec<_>>())
+}
+
+/// The values of a float tensor, on the host.
+fn to_vec(t: &Tensor) -> Vec<f32> {
+    Vec::<f32>::try_from(&t.to_kind(Kind::Float).to_device(Device::Cpu)).unwrap_or_default()
+}
 
 /// This process's place in a data-parallel job.
 #[derive(Clone, Copy)]

@@ -1,0 +1,101 @@
+//! DPO's forward passes and step (`train-dpo`): summed completion log-probs of both sides of
+//! each pair, reference log-probs computed once from the starting model (TRL's
+//! `precompute_ref_log_probs`), and TRL's DPO-family loss ([`crate::loss::dpo`]).
+
+use anyhow::Result;
+use tch::Tensor;
+
+use super::{completion_logps, per_row, to_vec, Figures, Pairs, Stepped, Update};
+use crate::loss::dpo::{dpo_loss, DpoBatch, DpoConfig, PairMetrics};
+use crate::policy::Policy;
+
+/// Reference log-probs of every pair: (chosen, rejected).
+pub type PairRefs = (Vec<f32>, Vec<f32>);
+
+/// What DPO reads besides the model: the pairs, their reference log-probs and the pad id.
+#[derive(Clone, Copy)]
+pub struct DpoData<'a> {
+    pub pairs: &'a Pairs,
+    pub refs: &'a PairRefs,
+    pub pad: i64,
+}
+
+/// Summed completion log-probs of `rows` of `pairs` under `policy`: `[2B]`, chosen first.
+fn sequence_logps(policy: &Policy, pairs: &Pairs, rows: &[usize], pad: i64) -> Tensor {
+    let (prompts, completions) = pairs.sides(rows);
+    completion_logps(policy, &prompts, &completions, pad)
+}
+
+/// The reference log-probs of every pair, in batches of `batch` pairs, without gradients.
+pub fn reference_logps(policy: &Policy, pairs: &Pairs, pad: i64, batch: usize) -> PairRefs {
+    let _guard = tch::no_grad_guard();
+    let (mut c, mut r) = (vec![], vec![]);
+    let all: Vec<usize> = (0..pairs.len()).collect();
+    for chunk in all.chunks(batch) {
+        let lp = to_vec(&sequence_logps(policy, pairs, chunk, pad));
+        c.extend_from_slice(&lp[..chunk.len()]);
+        r.extend_from_slice(&lp[chunk.len()..]);
+    }
+    (c, r)
+}
+
+/// The loss of `rows` from the policy's log-probs `lp` (`[2B]`, chosen first).
+fn loss_of(
+    cfg: &DpoConfig,
+    lp: &Tensor,
+    data: DpoData,
+    rows: &[usize],
+) -> Result<(Tensor, PairMetrics)> {
+    let b = rows.len() as i64;
+    let lengths = |side: &[Vec<i64>]| {
+        let v: Vec<f32> = rows.iter().map(|&r| side[r].len() as f32).collect();
+        v
+    };
+    let (len_c, len_r) = (lengths(&data.pairs.chosen), lengths(&data.pairs.rejected));
+    let out = dpo_loss(
+        cfg,
+        &DpoBatch {
+            chosen_logps: &lp.narrow(0, 0, b),
+            rejected_logps: &lp.narrow(0, b, b),
+            ref_chosen_logps: &per_row(&data.refs.0, rows),
+            ref_rejected_logps: &per_row(&data.refs.1, rows),
+            // host: lengths; dpo_loss moves them to the log-probs' device.
+            chosen_lengths: &Tensor::from_slice(&len_c),
+            // host: as chosen_lengths.
+            rejected_lengths: &Tensor::from_slice(&len_r),
+        },
+    )?;
+    Ok((out.loss, out.metrics))
+}
+
+/// The DPO loss and metrics of every pair of `data`, without gradients.
+pub fn evaluate(policy: &Policy, data: DpoData, cfg: &DpoConfig) -> Result<Figures<PairMetrics>> {
+    let _guard = tch::no_grad_guard();
+    let rows: Vec<usize> = (0..data.pairs.len()).collect();
+    let lp = sequence_logps(policy, data.pairs, &rows, data.pad);
+    let (loss, metrics) = loss_of(cfg, &lp, data, &rows)?;
+    Ok(Figures {
+        loss: loss.double_value(&[]),
+        metrics,
+    })
+}
+
+/// One optimizer step of DPO on `rows`, each data-parallel rank reading its share of them.
+pub fn step(
+    up: Update,
+    data: DpoData,
+    rows: &[usize],
+    cfg: &DpoConfig,
+) -> Result<Stepped<PairMetrics>> {
+    let (policy, pad) = (up.policy, data.pad);
+    let sides = up.share(rows.len()).read(rows, 2, |local| {
+        let lp = sequence_logps(policy, data.pairs, local, pad);
+        let b = local.len() as i64;
+        vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
+    })?;
+    let lp = Tensor::cat(&sides, 0);
+    let (loss, metrics) = loss_of(cfg, &lp, data, rows)?;
+    let grad = up.apply(&loss)?;
+    let loss = loss.double_value(&[]);
+    Ok((Figures { loss, metrics }, grad))
+}

@@ -1,0 +1,164 @@
+//! KTO's forward passes and step (`train-kto`): summed completion log-probs of unpaired rows
+//! and of their KL completions, reference log-probs computed once from the starting model
+//! (TRL's `precompute_ref_log_probs`), and TRL's KTO loss ([`crate::loss::kto`]).
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use super::{completion_logps, per_row, to_vec, Figures, Share, Stepped, Unpaired, Update};
+use crate::loss::kto::{kto_loss, KtoBatch, KtoConfig, KtoOutput};
+use crate::policy::Policy;
+
+/// The starting model's log-probs of every row and of every row's KL completion.
+#[derive(Serialize, Deserialize)]
+pub struct KtoRefs {
+    pub logps: Vec<f32>,
+    /// Empty for a loss without the KL term.
+    pub kl_logps: Vec<f32>,
+}
+
+/// What KTO reads besides the model: the rows, each row's KL completion, the references and
+/// the pad id.
+#[derive(Clone, Copy)]
+pub struct KtoData<'a> {
+    pub rows: &'a Unpaired,
+    pub kl: &'a [usize],
+    pub refs: &'a KtoRefs,
+    pub pad: i64,
+}
+
+/// What KTO logs besides its loss, under TRL's names (a side absent from a batch has none).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KtoMetrics {
+    pub kl: f64,
+    pub rewards_chosen: Option<f64>,
+    pub rewards_rejected: Option<f64>,
+    pub rewards_margins: Option<f64>,
+    pub logps_chosen: Option<f64>,
+    pub logps_rejected: Option<f64>,
+}
+
+/// Summed completion log-probs of `rows`, each with completion `completion(row)`.
+fn logps_of(
+    policy: &Policy,
+    data: &Unpaired,
+    rows: &[usize],
+    completion: impl Fn(usize) -> usize,
+    pad: i64,
+) -> Tensor {
+    let prompts: Vec<&[i64]> = rows.iter().map(|&r| data.prompts[r].as_slice()).collect();
+    let completions: Vec<&[i64]> = rows
+        .iter()
+        .map(|&r| data.completions[completion(r)].as_slice())
+        .collect();
+    completion_logps(policy, &prompts, &completions, pad)
+}
+
+/// The references of `data`, block by block of `batch` rows; the KL completions only when
+/// `kl` is given (the loss reads them).
+pub fn reference_logps(
+    policy: &Policy,
+    data: &Unpaired,
+    kl: Option<&[usize]>,
+    (batch, pad): (usize, i64),
+) -> KtoRefs {
+    let _guard = tch::no_grad_guard();
+    let mut out = KtoRefs {
+        logps: vec![],
+        kl_logps: vec![],
+    };
+    for b in 0..data.blocks(batch) {
+        let rows = data.block(batch, b);
+        out.logps
+            .extend(to_vec(&logps_of(policy, data, &rows, |r| r, pad)));
+        if let Some(kl) = kl {
+            out.kl_logps
+                .extend(to_vec(&logps_of(policy, data, &rows, |r| kl[r], pad)));
+        }
+    }
+    out
+}
+
+/// The loss of `rows` (a block) under `policy`, each rank of a data-parallel job reading its
+/// `share` of the rows.
+fn block_loss(
+    cfg: &KtoConfig,
+    policy: &Policy,
+    data: KtoData,
+    rows: &[usize],
+    share: &Share,
+) -> Result<KtoOutput> {
+    let uses_kl = cfg.loss_type.uses_kl();
+    let (set, pad) = (data.rows, data.pad);
+    let mut parts = share.read(rows, 2, |local| {
+        // The KL point is not differentiated (TRL computes it under no_grad).
+        let kl_logps = if uses_kl {
+            let _guard = tch::no_grad_guard();
+            logps_of(policy, set, local, |r| data.kl[r], pad)
+        } else {
+            Tensor::zeros([local.len() as i64], (Kind::Float, policy.device()))
+        };
+        vec![logps_of(policy, set, local, |r| r, pad), kl_logps]
+    })?;
+    let kl_logps = uses_kl.then(|| parts.pop()).flatten();
+    let logps = parts.swap_remove(0);
+    let ref_logps = per_row(&data.refs.logps, rows);
+    let ref_kl = uses_kl.then(|| per_row(&data.refs.kl_logps, rows));
+    let labels: Vec<bool> = rows.iter().map(|&r| set.labels[r]).collect();
+    kto_loss(
+        cfg,
+        &KtoBatch {
+            logps: &logps,
+            ref_logps: &ref_logps,
+            labels: &labels,
+            kl: kl_logps.as_ref().zip(ref_kl.as_ref()),
+        },
+    )
+}
+
+/// The loss value and metrics of `out`.
+fn figures(out: &KtoOutput) -> Figures<KtoMetrics> {
+    Figures {
+        loss: out.loss.double_value(&[]),
+        metrics: KtoMetrics {
+            kl: out.kl,
+            rewards_chosen: out.rewards_chosen,
+            rewards_rejected: out.rewards_rejected,
+            rewards_margins: out.rewards_margins,
+            logps_chosen: out.logps_chosen,
+            logps_rejected: out.logps_rejected,
+        },
+    }
+}
+
+/// KTO's loss and metrics of each block of `batch` rows of `data` (the KL point is per
+/// block), without gradients.
+pub fn evaluate(
+    policy: &Policy,
+    data: KtoData,
+    cfg: &KtoConfig,
+    batch: usize,
+) -> Result<Vec<Figures<KtoMetrics>>> {
+    let _guard = tch::no_grad_guard();
+    (0..data.rows.blocks(batch))
+        .map(|b| {
+            let rows = data.rows.block(batch, b);
+            let whole = Share::new(None, rows.len(), policy.device());
+            Ok(figures(&block_loss(cfg, policy, data, &rows, &whole)?))
+        })
+        .collect()
+}
+
+/// One optimizer step of KTO on the block `rows`.
+pub fn step(
+    up: Update,
+    data: KtoData,
+    rows: &[usize],
+    cfg: &KtoConfig,
+) -> Result<Stepped<KtoMetrics>> {
+    let share = up.share(rows.len());
+    let out = block_loss(cfg, up.policy, data, rows, &share)?;
+    let grad = up.apply(&out.loss)?;
+    Ok((figures(&out), grad))
+}

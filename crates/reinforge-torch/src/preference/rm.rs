@@ -1,0 +1,93 @@
+//! The reward model's step (`train-rm`): rewards of both sides of each pair read at the last
+//! token, and TRL's `RewardTrainer` loss ([`crate::loss::reward_model`]).
+
+use anyhow::Result;
+use tch::Tensor;
+
+use super::{per_row, Figures, Pairs, Stepped, Update};
+use crate::loss::reward_model::{reward_loss, RewardLoss};
+use crate::reward_model::RewardModel;
+
+/// What the reward-model loss logs besides its value, under TRL's names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RewardMetrics {
+    /// Share of pairs whose chosen response scores higher.
+    pub accuracy: f64,
+    /// Mean `r_chosen - r_rejected`.
+    pub margin: f64,
+    pub min_reward: f64,
+    pub mean_reward: f64,
+    pub max_reward: f64,
+}
+
+/// Rewards of `rows`, chosen and rejected.
+fn scores(rm: &RewardModel, pairs: &Pairs, rows: &[usize]) -> (Tensor, Tensor) {
+    let s = rm.scores(&pairs.sequences(rows));
+    let b = rows.len() as i64;
+    (s.narrow(0, 0, b), s.narrow(0, b, b))
+}
+
+/// TRL's loss of the rewards of `rows`, with the data's margins when it has them.
+fn loss_of(
+    pairs: &Pairs,
+    rows: &[usize],
+    (c, r): (&Tensor, &Tensor),
+    center: Option<f64>,
+) -> Result<RewardLoss> {
+    let margin = pairs.margins.as_ref().map(|m| per_row(m, rows));
+    reward_loss(c, r, margin.as_ref(), center)
+}
+
+/// The loss value and metrics of `out`.
+fn figures(out: &RewardLoss) -> Figures<RewardMetrics> {
+    Figures {
+        loss: out.loss.double_value(&[]),
+        metrics: RewardMetrics {
+            accuracy: out.accuracy,
+            margin: out.margin,
+            min_reward: out.min_reward,
+            mean_reward: out.mean_reward,
+            max_reward: out.max_reward,
+        },
+    }
+}
+
+/// The loss and metrics over every pair of `pairs`, read in batches of `batch`, without
+/// gradients (`center`: TRL's `center_rewards_coefficient`).
+pub fn evaluate(
+    rm: &RewardModel,
+    pairs: &Pairs,
+    batch: usize,
+    center: Option<f64>,
+) -> Result<Figures<RewardMetrics>> {
+    let _guard = tch::no_grad_guard();
+    let rows: Vec<usize> = (0..pairs.len()).collect();
+    let (mut c, mut r) = (vec![], vec![]);
+    for chunk in rows.chunks(batch) {
+        let (sc, sr) = scores(rm, pairs, chunk);
+        c.push(sc);
+        r.push(sr);
+    }
+    let (c, r) = (Tensor::cat(&c, 0), Tensor::cat(&r, 0));
+    Ok(figures(&loss_of(pairs, &rows, (&c, &r), center)?))
+}
+
+/// One optimizer step of `rm` (whose backbone is `up.policy`) on `rows` of `pairs`.
+pub fn step(
+    up: Update,
+    rm: &RewardModel,
+    (pairs, rows): (&Pairs, &[usize]),
+    center: Option<f64>,
+) -> Result<Stepped<RewardMetrics>> {
+    let mut sides = up.share(rows.len()).read(rows, 2, |local| {
+        let (c, r) = scores(rm, pairs, local);
+        vec![c, r]
+    })?;
+    let (r, c) = (
+        sides.pop().unwrap_or_default(),
+        sides.pop().unwrap_or_default(),
+    );
+    let out = loss_of(pairs, rows, (&c, &r), center)?;
+    let grad = up.apply(&out.loss)?;
+    Ok((figures(&out), grad))
+}
