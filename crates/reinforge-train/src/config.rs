@@ -386,5 +386,3 @@ impl TrainConfig {
     }
 }
 
-#[cfg(test)]
-mod tests;

@@ -136,7 +136,7 @@ impl Preset {
     }
 
     /// The options as `[grpo]` keys and TOML values.
-    pub(crate) fn table(self) -> Result<toml::Table> {
+    pub fn table(self) -> Result<toml::Table> {
         match toml::Value::try_from(self.options())? {
             toml::Value::Table(t) => Ok(t),
             other => Err(anyhow!(

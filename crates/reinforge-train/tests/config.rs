@@ -1,5 +1,8 @@
 //! Tests of the configuration: defaults, presets, `--set` overrides, errors naming the key.
-use super::*;
+use reinforge_rl::Estimator;
+use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
+use reinforge_train::config::*;
+use reinforge_train::presets::Preset;
 
 #[test]
 fn every_preset_sets_every_key_of_the_grpo_table() {
