@@ -125,6 +125,11 @@ impl SequenceBatch {
             .collect()
     }
 
+    /// Real tokens (prompt + completion) of each row.
+    pub fn row_lens(&self) -> &[usize] {
+        &self.lens
+    }
+
     /// Width of the target-aligned tensors, `L - 1`.
     pub fn target_width(&self) -> i64 {
         self.width as i64 - 1

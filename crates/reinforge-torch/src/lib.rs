@@ -7,6 +7,7 @@
 // differently (it may overwrite a value the backward pass needs).
 #![allow(clippy::assign_op_pattern)]
 
+pub mod activations;
 pub mod batch;
 pub mod cache;
 pub mod checkpoint;
@@ -15,6 +16,7 @@ pub mod dist;
 pub mod logprobs;
 pub mod lora;
 pub mod loss;
+pub mod memory;
 pub mod model;
 pub mod optim;
 pub mod p2l;
@@ -33,6 +35,7 @@ pub use batch::SequenceBatch;
 pub use checkpoint::{copy_aux_files, LoadOptions, SaveOptions};
 pub use config::{Family, ModelConfig};
 pub use lora::LoraConfig;
+pub use memory::Memory;
 pub use model::Transformer;
 pub use optim::{AdamW, AdamWConfig, GradStep};
 pub use policy::{Policy, SharedPolicy};

@@ -11,6 +11,7 @@
 use tch::{Kind, Tensor};
 
 use crate::batch::SequenceBatch;
+use crate::memory::Memory;
 use crate::model::Transformer;
 
 /// Target positions whose logits are computed together: bounds the transient `[chunk, V]`
@@ -47,6 +48,69 @@ pub fn token_logprobs_with(
     entropy: Entropy,
 ) -> (Tensor, Tensor) {
     let hidden = model.hidden(&batch.input(), None);
+    logprobs_of_hidden(model, &hidden, batch, (temperature, entropy))
+}
+
+/// Backpropagates `loss_of(log-probs, entropies)` of `batch` under `model` ([`token_logprobs_with`]'s
+/// tensors) and returns the loss (detached) with what `loss_of` measured: through the plain
+/// autograd graph, or with `checkpoint` recomputing every decoder layer in the backward pass
+/// ([`crate::activations`]); the gradients are the same.
+pub fn backward_logprob_loss<S>(
+    model: &Transformer,
+    batch: &SequenceBatch,
+    (temperature, entropy, checkpoint): (f64, Entropy, bool),
+    loss_of: impl FnOnce(&Tensor, &Tensor) -> (Tensor, S),
+) -> (Tensor, S) {
+    let of_hidden = |hidden: &Tensor| {
+        let (logp, ent) = logprobs_of_hidden(model, hidden, batch, (temperature, entropy));
+        loss_of(&logp, &ent)
+    };
+    if checkpoint {
+        return crate::activations::backward_checkpointed(model, &batch.input(), of_hidden);
+    }
+    let (loss, extra) = of_hidden(&model.hidden(&batch.input(), None));
+    if loss.requires_grad() {
+        loss.backward();
+    }
+    (loss.detach(), extra)
+}
+
+/// [`token_logprobs_with`] run over the micro-batches of `memory` (the passes before an
+/// update, without gradient): each micro-batch is read at its own width and its rows are put
+/// back in place, zeros beyond their length.
+pub fn token_logprobs_in_microbatches(
+    model: &Transformer,
+    batch: &SequenceBatch,
+    (temperature, entropy): (f64, Entropy),
+    memory: &Memory,
+) -> (Tensor, Tensor) {
+    let rows: Vec<i64> = (0..batch.len() as i64).collect();
+    let micro = memory.microbatches(&rows, batch.row_lens());
+    if micro.len() <= 1 {
+        return token_logprobs_with(model, batch, temperature, entropy);
+    }
+    let shape = [batch.len() as i64, batch.target_width()];
+    let device = batch.ids.device();
+    let logp = Tensor::zeros(shape, (Kind::Float, device));
+    let ent = Tensor::zeros(shape, (Kind::Float, device));
+    for mb in micro {
+        let sub = batch.select(&mb);
+        let (lp, e) = token_logprobs_with(model, &sub, temperature, entropy);
+        let idx = Tensor::from_slice(&mb).to_device(device);
+        let w = sub.target_width();
+        let _ = logp.narrow(1, 0, w).index_copy_(0, &idx, &lp);
+        let _ = ent.narrow(1, 0, w).index_copy_(0, &idx, &e);
+    }
+    (logp, ent)
+}
+
+/// [`token_logprobs_with`] from the final hidden states `hidden` `[N, L, H]` of `batch`.
+fn logprobs_of_hidden(
+    model: &Transformer,
+    hidden: &Tensor,
+    batch: &SequenceBatch,
+    (temperature, entropy): (f64, Entropy),
+) -> (Tensor, Tensor) {
     let (n, l, h) = hidden.size3().expect("hidden states are [N, L, H]");
     let rows = (l - 1) * n;
     let picked = batch

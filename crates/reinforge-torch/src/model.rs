@@ -504,6 +504,52 @@ impl Transformer {
         self.norm.forward(&x)
     }
 
+    /// Token embeddings `[B, T, H]` of `ids`; transformers' `nn.Embedding(...,
+    /// padding_idx=config.pad_token_id)`: the pad token's row gets no gradient.
+    pub(crate) fn embed_tokens(&self, ids: &Tensor) -> Tensor {
+        let vocab = self.cfg.vocab_size as i64;
+        let padding_idx = self
+            .cfg
+            .pad_token_id
+            .filter(|&p| (0..vocab).contains(&p))
+            .unwrap_or(-1);
+        Tensor::embedding(&self.embed, ids, padding_idx, false, false)
+    }
+
+    /// What every decoder layer of an uncached forward pass over `input` reads besides its
+    /// input: the rotary tables (for hidden states of `kind`) and each layer's attention mask.
+    pub(crate) fn layer_context(&self, input: &ForwardInput, kind: Kind) -> LayerContext {
+        let t = input.ids.size()[1];
+        LayerContext {
+            rope: self.rope.tables(input.positions, kind),
+            masks: self
+                .blocks
+                .iter()
+                .map(|b| attention_mask(input.key_mask, 0, t, b.window))
+                .collect(),
+        }
+    }
+
+    /// Number of decoder layers.
+    pub(crate) fn num_layers(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Decoder layer `i` of an uncached forward pass: `x + attn(norm1(x))`, then
+    /// `+ mlp(norm2(.))`.
+    pub(crate) fn layer(&self, i: usize, x: &Tensor, ctx: &LayerContext) -> Tensor {
+        let block = &self.blocks[i];
+        let x = x + block
+            .attn
+            .forward(&block.norm1.forward(x), &ctx.rope, &ctx.masks[i], None);
+        &x + block.mlp.forward(&block.norm2.forward(&x))
+    }
+
+    /// The final RMSNorm of the residual stream.
+    pub(crate) fn final_norm(&self, x: &Tensor) -> Tensor {
+        self.norm.forward(x)
+    }
+
     /// Sets `pad_token_id` (the embedding row that gets no gradient, as transformers'
     /// `padding_idx`): a reward model pads with its tokenizer's pad token.
     pub fn set_pad_token_id(&mut self, pad: Option<i64>) {
@@ -517,6 +563,12 @@ impl Transformer {
             hidden.linear::<Tensor>(self.head.as_ref().unwrap_or(&self.embed), None)
         })
     }
+}
+
+/// The rotary tables and per-layer attention masks of one uncached forward pass.
+pub(crate) struct LayerContext {
+    rope: (Tensor, Tensor),
+    masks: Vec<Tensor>,
 }
 
 /// The boolean attention mask `[B, 1, T, S]` for `T` queries after `past` cached positions:

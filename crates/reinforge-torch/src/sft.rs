@@ -7,8 +7,9 @@ use tch::Kind;
 
 use crate::batch::SequenceBatch;
 use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
-use crate::logprobs::{token_logprobs_with, Entropy};
+use crate::logprobs::{backward_logprob_loss, Entropy};
 use crate::loss::agg::{agg_loss, AggMode, GlobalBatchInfo};
+use crate::memory::Memory;
 use crate::optim::AdamW;
 use crate::policy::Policy;
 use crate::ranks::sum_over_ranks;
@@ -28,16 +29,18 @@ pub struct SftStats {
 
 /// One SFT step: cross-entropy on completion tokens only (prompt tokens are masked out),
 /// token-mean. A step whose gradient norm is not finite is skipped ([`AdamW::clip_and_step`]).
+/// With `memory`, the rows run in micro-batches under its token budget (the token-mean's
+/// denominator is the whole batch's, so their gradients sum to the batch's) and with
+/// activation checkpointing.
 pub fn sft_step(
     policy: &Policy,
     opt: &mut AdamW,
     batch: &SequenceBatch,
-    lr: f64,
-    max_grad_norm: f64,
+    (lr, max_grad_norm): (f64, f64),
+    memory: &Memory,
     dp: Option<&ProcessGroup>,
 ) -> Result<SftStats> {
     opt.zero_grad();
-    let (logp, _) = token_logprobs_with(&policy.model, batch, 1.0, Entropy::Skip);
     let local_tokens = batch.loss_mask.sum(Kind::Float).double_value(&[]);
     // Data-parallel: the token-mean's denominator is the whole batch's, over every rank.
     let tokens = match dp {
@@ -48,9 +51,23 @@ pub fn sft_step(
         batch_num_tokens: Some(tokens.max(1.0)),
         ..GlobalBatchInfo::default()
     };
-    let loss = agg_loss(&(-logp), &batch.loss_mask, AggMode::TokenMean, &info);
-    loss.backward();
-    let mut value = loss.double_value(&[]);
+    let rows: Vec<i64> = (0..batch.len() as i64).collect();
+    let mut micro = memory.microbatches(&rows, batch.row_lens());
+    if micro.is_empty() {
+        micro.push(rows);
+    }
+    let whole = micro.len() == 1;
+    let mut value = 0.0;
+    for mb in micro {
+        let sub = if whole { None } else { Some(batch.select(&mb)) };
+        let part = sub.as_ref().unwrap_or(batch);
+        let pass = (1.0, Entropy::Skip, memory.gradient_checkpointing);
+        let (loss, ()) = backward_logprob_loss(&policy.model, part, pass, |logp, _| {
+            let loss = agg_loss(&(-logp), &part.loss_mask, AggMode::TokenMean, &info);
+            (loss, ())
+        });
+        value += loss.double_value(&[]);
+    }
     if let Some(pg) = dp {
         // A sharded optimizer reduce-scatters the gradients itself.
         if !opt.is_sharded() {

@@ -281,3 +281,49 @@ fn is_weights_scale_the_update() {
         "weights reach the gradient"
     );
 }
+
+/// Micro-batches under a token budget and activation checkpointing change how an update runs,
+/// not what it computes: for every registered loss, with an entropy bonus (so the entropy's
+/// gradient flows too), the parameters and the loss equal the plain path's.
+#[test]
+fn microbatches_and_checkpointing_equal_the_plain_update() {
+    use reinforge_torch::Memory;
+    let adv = [0.0, 1.0, 0.0, -1.0, 0.5, 0.0, -0.5, 0.0];
+    let budget = Memory {
+        max_tokens_per_microbatch: 40,
+        gradient_checkpointing: false,
+    };
+    let checkpointing = Memory {
+        max_tokens_per_microbatch: 0,
+        gradient_checkpointing: true,
+    };
+    let both = Memory {
+        gradient_checkpointing: true,
+        ..budget
+    };
+    for &loss in PolicyLossKind::ALL {
+        let with = |memory: Memory| {
+            move |c: &mut UpdateConfig, b: &mut RolloutBatch| {
+                c.policy_loss = loss;
+                c.entropy_coef = 0.01;
+                c.memory = memory;
+                // The budget splits the batch (so the comparison is not vacuous).
+                let rows: Vec<i64> = (0..b.seqs.len() as i64).collect();
+                assert!(
+                    memory.microbatches(&rows, b.seqs.row_lens()).len() > 2
+                        || memory.max_tokens_per_microbatch == 0
+                );
+            }
+        };
+        let (plain, loss_plain) = run_with(false, &adv, with(Memory::default()));
+        for memory in [budget, checkpointing, both] {
+            let (other, loss_other) = run_with(false, &adv, with(memory));
+            let d = max_param_diff(&plain, &other);
+            assert!(d < 1e-5, "{loss:?}: {memory:?}: parameters differ by {d}");
+            assert!(
+                (loss_plain - loss_other).abs() < 1e-5,
+                "{loss:?}: {memory:?}: loss {loss_plain} vs {loss_other}"
+            );
+        }
+    }
+}

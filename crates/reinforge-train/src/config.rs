@@ -4,7 +4,7 @@
 
 use reinforge_rl::{AdvantageConfig, Estimator};
 use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
-use reinforge_torch::ModelConfig;
+use reinforge_torch::{Memory, ModelConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::presets::Preset;
@@ -43,6 +43,11 @@ pub struct TrainConfig {
     /// Data-parallel runs: 1 shards the optimizer state over the ranks (ZeRO stage 1), 0
     /// keeps a full copy on every rank. A single process ignores it.
     pub zero_stage: u8,
+    /// Memory of the training passes (SFT, log-probs, the policy update):
+    /// `max_tokens_per_microbatch` (verl's `ppo_max_token_len_per_gpu`: rows x longest row of
+    /// one forward pass; 0 = one pass per mini-batch) and `gradient_checkpointing` (TRL's
+    /// name: recompute each layer in the backward pass). Neither changes the result.
+    pub memory: Memory,
     pub task: TaskConfig,
     /// The transformer, with HF `config.json` field names.
     pub model: ModelConfig,
@@ -224,6 +229,7 @@ impl Default for TrainConfig {
             threads: 1,
             max_nonfinite_steps: 5,
             zero_stage: 0,
+            memory: Memory::default(),
             task: TaskConfig::default(),
             model: ModelConfig {
                 model_type: "llama".into(),
@@ -385,4 +391,3 @@ impl TrainConfig {
         toml::to_string_pretty(&value).expect("config serialises")
     }
 }
-

@@ -2,7 +2,7 @@
 //! schedule; the task supplies the batches.
 
 use reinforge_torch::sft::{sft_step, SftStats};
-use reinforge_torch::SequenceBatch;
+use reinforge_torch::{Memory, SequenceBatch};
 use serde::Serialize;
 
 use crate::config::SftConfig;
@@ -47,6 +47,7 @@ pub fn run_step(
     trainer: &mut Trainer,
     cfg: &SftConfig,
     batch: &SequenceBatch,
+    memory: &Memory,
 ) -> anyhow::Result<SftLine> {
     let step = trainer.state.step;
     let lr = lr_at(cfg, step);
@@ -59,8 +60,8 @@ pub fn run_step(
         trainer.policy,
         &mut trainer.opt,
         batch,
-        lr,
-        cfg.max_grad_norm,
+        (lr, cfg.max_grad_norm),
+        memory,
         trainer.dp.as_ref().map(|d| &*d.pg),
     )?;
     Ok(SftLine {

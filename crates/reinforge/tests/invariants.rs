@@ -95,14 +95,10 @@ fn the_training_library_names_no_tensor_and_no_clap() {
 /// inference commands. Moving one out shrinks this list; a new file fails the test.
 #[test]
 fn tensor_code_in_the_binary_only_shrinks() {
-    let left: BTreeSet<String> = [
-        "commands/judge.rs",
-        "commands/p2l.rs",
-        "commands/score.rs",
-    ]
-    .into_iter()
-    .map(str::to_string)
-    .collect();
+    let left: BTreeSet<String> = ["commands/judge.rs", "commands/p2l.rs", "commands/score.rs"]
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     let now = files_naming_tensors(&root().join("crates/reinforge/src"));
     let new: Vec<_> = now.difference(&left).collect();
     assert!(new.is_empty(), "tensor code entered the binary: {new:?}");

@@ -87,6 +87,15 @@ impl PolicyLossKind {
     pub fn empty_rows_are_inert(self) -> bool {
         self != Self::GeoMean
     }
+
+    /// Whether the loss of a mini-batch is the sum of its rows' terms given the mini-batch's
+    /// denominators, so micro-batches under a token budget give exactly its gradient. False
+    /// for `kl_cov` and `clip_cov` (which tokens get the penalty or the cut depends on the
+    /// whole batch) and `geo_mean` (its mean runs over the rows of the pass); their
+    /// mini-batches run in one pass.
+    pub fn rows_are_separable(self) -> bool {
+        !matches!(self, Self::KlCov | Self::ClipCov | Self::GeoMean)
+    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@
 use tch::{Kind, Tensor};
 
 use crate::batch::SequenceBatch;
-use crate::logprobs::{token_logprobs_with, Entropy};
+use crate::logprobs::{token_logprobs_in_microbatches, Entropy};
 use crate::loss::kl::{kl_penalty, KlPenalty};
 use crate::loss::tis::{tis_weights, Tis};
+use crate::memory::Memory;
 use crate::policy::Policy;
 use crate::value::Critic;
 
@@ -51,6 +52,8 @@ pub struct PackOptions {
     /// With PPO's critic and a KL in its reward: the estimator of the per-token KL(old ‖
     /// reference) to compute (needs the reference model).
     pub reference_kl: Option<KlPenalty>,
+    /// Micro-batches of the log-prob passes (old and reference log-probs).
+    pub memory: Memory,
 }
 
 /// How far the sampler's log-probs are from the trainer's on the same tokens, over the
@@ -205,7 +208,7 @@ fn pack_batch(
     let rollout_logp = seqs.completion_values(&logprobs);
     let forward = |p: &Policy, entropy: Entropy| {
         let _guard = tch::no_grad_guard();
-        token_logprobs_with(&p.model, &seqs, opts.temperature, entropy)
+        token_logprobs_in_microbatches(&p.model, &seqs, (opts.temperature, entropy), &opts.memory)
     };
     let ref_logp = reference.map(|r| forward(r, Entropy::Skip).0);
     let trainer = (opts.recompute_old_logprobs || opts.measure_gap)
@@ -387,6 +390,7 @@ mod tests {
             mask_truncated: true,
             measure_gap: false,
             reference_kl: None,
+            memory: Memory::default(),
         }
     }
 

@@ -19,11 +19,12 @@ use super::minibatch::minibatch_info;
 use super::pack::RolloutBatch;
 use crate::batch::SequenceBatch;
 use crate::dist::{all_reduce_gradients, ProcessGroup, ReduceOp, DEFAULT_BUCKET_BYTES};
-use crate::logprobs::{token_logprobs_with, Entropy};
+use crate::logprobs::{backward_logprob_loss, Entropy};
 use crate::loss::agg::{agg_loss, verl_masked_mean, AggMode, GlobalBatchInfo};
 use crate::loss::kl::{kl_penalty, KlPenalty};
 use crate::loss::policy::{PolicyInputs, VerlPolicyConfig};
 use crate::loss::registry::PolicyLossKind;
+use crate::memory::Memory;
 use crate::optim::AdamW;
 use crate::policy::Policy;
 use crate::ranks::sum_over_ranks;
@@ -77,6 +78,8 @@ pub struct UpdateConfig {
     pub skip_zero_advantage: bool,
     /// The constant `S` of seq-mean-token-sum-norm (Dr.GRPO: the longest completion).
     pub loss_scale_factor: f64,
+    /// Micro-batches under a token budget and activation checkpointing.
+    pub memory: Memory,
 }
 
 impl UpdateConfig {
@@ -391,8 +394,35 @@ impl PolicyRun<'_> {
         })
     }
 
-    /// The forward and backward pass of the objective on `rows`.
+    /// The forward and backward passes of the objective on `rows`, one per micro-batch of
+    /// `cfg.memory` (the objective's denominators are the mini-batch's, so the micro-batches'
+    /// gradients and losses sum to the mini-batch's; verl's metrics are token-weighted). A
+    /// loss whose rows are not separable runs its mini-batch in one pass.
     fn backward(&self, rows: &[i64], info: &GlobalBatchInfo, weight: f64, acc: &mut Accumulated) {
+        let lens = self.batch.seqs.row_lens();
+        let micro = if self.cfg.policy_loss.rows_are_separable() {
+            self.cfg.memory.microbatches(rows, lens)
+        } else {
+            vec![rows.to_vec()]
+        };
+        let n = micro.len() as f64;
+        let ran: f64 = rows.iter().map(|&i| self.local_tokens[i as usize]).sum();
+        for mb_rows in micro {
+            let tokens: f64 = mb_rows.iter().map(|&i| self.local_tokens[i as usize]).sum();
+            let share = if ran > 0.0 { tokens / ran } else { 1.0 / n };
+            self.backward_micro(&mb_rows, info, weight * share, acc);
+        }
+    }
+
+    /// The forward and backward pass of the objective on the micro-batch `rows`; `weight`:
+    /// its share of the update's metric tokens.
+    fn backward_micro(
+        &self,
+        rows: &[i64],
+        info: &GlobalBatchInfo,
+        weight: f64,
+        acc: &mut Accumulated,
+    ) {
         let cfg = self.cfg;
         let mb = self.batch.select(rows);
         let entropy = if cfg.entropy_coef != 0.0 {
@@ -400,10 +430,11 @@ impl PolicyRun<'_> {
         } else {
             Entropy::Detached
         };
-        let (logp, entropy) =
-            token_logprobs_with(&self.policy.model, &mb.seqs, cfg.temperature, entropy);
-        let (loss, stats) = policy_objective(&logp, Some(&entropy), &mb.inputs(), cfg, info);
-        loss.backward();
+        let pass = (cfg.temperature, entropy, cfg.memory.gradient_checkpointing);
+        let (loss, stats) =
+            backward_logprob_loss(&self.policy.model, &mb.seqs, pass, |logp, ent| {
+                policy_objective(logp, Some(ent), &mb.inputs(), cfg, info)
+            });
         acc.stats.loss += loss.double_value(&[]);
         acc.stats.pg_loss += stats.pg_loss;
         acc.stats.kl += stats.kl.unwrap_or(0.0) * weight;

@@ -28,5 +28,6 @@ pub fn grpo_update(epsilon_low: f64, epsilon_high: f64) -> UpdateConfig {
         temperature: 1.0,
         skip_zero_advantage: true,
         loss_scale_factor: 1.0,
+        memory: reinforge_torch::Memory::default(),
     }
 }

@@ -130,7 +130,7 @@ pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
                 t.policy.device(),
                 sft_rows.clone(),
             );
-            sft::run_step(t, &cfg.sft, &batch)
+            sft::run_step(t, &cfg.sft, &batch, &cfg.memory)
         })?;
         if end == PhaseEnd::Interrupted {
             return Ok(Outcome::Interrupted);

@@ -52,7 +52,8 @@ pub fn run(
             "data-parallel training samples on the local engine, synchronously: set rollout.engine = \"local\" and rollout.max_staleness = 0"
         );
     }
-    let settings = StepSettings::new(&cfg.grpo, &cfg.ppo, cfg.seed, env.pad_id());
+    let settings =
+        StepSettings::new(&cfg.grpo, &cfg.ppo, cfg.seed, env.pad_id()).with_memory(cfg.memory);
     match (&remote, k) {
         (None, 0) => trainer.run_phase(run, plan, |t| local_step(t, env, &settings, per_row)),
         (Some(engines), 0) => {

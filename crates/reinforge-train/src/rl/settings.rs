@@ -3,6 +3,7 @@
 
 use reinforge_torch::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
 use reinforge_torch::rl::{PackOptions, UpdateConfig, ValueConfig};
+use reinforge_torch::Memory;
 
 use crate::config::{PpoConfig, RlConfig, GAE};
 use crate::seeds::rl_step_seed;
@@ -39,12 +40,21 @@ impl StepSettings {
                 mask_truncated: rl.mask_truncated,
                 measure_gap: false,
                 reference_kl: (critic && ppo.kl_coef > 0.0).then_some(ppo.kl_penalty),
+                memory: Memory::default(),
             },
             update: update_config(rl),
             value: value_config(rl, ppo),
             rl: rl.clone(),
             ppo: ppo.clone(),
         }
+    }
+
+    /// Runs the log-prob passes and the policy update under `memory` (micro-batches,
+    /// activation checkpointing).
+    pub fn with_memory(mut self, memory: Memory) -> Self {
+        self.pack.memory = memory;
+        self.update.memory = memory;
+        self
     }
 
     /// Also measures the sampler-trainer log-prob gap (remote or asynchronous rollouts).
@@ -101,6 +111,7 @@ fn update_config(cfg: &RlConfig) -> UpdateConfig {
         skip_zero_advantage: cfg.skip_zero_advantage,
         loss_scale_factor: cfg.max_completion_length as f64,
         kl: cfg.kl_estimator,
+        memory: Memory::default(),
     }
 }
 
