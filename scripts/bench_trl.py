@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--out", required=True, help="per-step jsonl")
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda (scripts/gpu_check.sh)")
     ap.add_argument("--bf16", action="store_true", help="TRL's bf16=True (autocast over float32 weights)")
+    ap.add_argument("--gradient-checkpointing", action="store_true",
+                    help="TRL's gradient checkpointing (transformers 5: activation_checkpointing=True)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -87,7 +89,7 @@ def main() -> None:
         use_cpu=args.device == "cpu",
         bf16=args.bf16,
         fp16=False,
-        activation_checkpointing=False,  # transformers 5's name for gradient checkpointing
+        activation_checkpointing=args.gradient_checkpointing,  # transformers 5's name for gradient checkpointing
         seed=args.seed,
         max_steps=args.steps,
         # One optimizer step per generation batch of P x G completions, one pass over it.

@@ -11,6 +11,12 @@
 # runs/bench_trl/<UTC time>/ (git-ignored). Details: docs/bench_trl.md.
 #
 # Usage: scripts/bench_trl.sh [STEPS] [THREADS] [ROUNDS]      (defaults: 8 2 2)
+# VARIANTS (default "reinforge same-work trl") names what runs, alternated in that order each round:
+#   reinforge   the default settings (zero-advantage rows skipped: exact, less work than TRL);
+#   same-work   grpo.skip_zero_advantage=false: the work TRL does;
+#   micro, ckpt, micro+ckpt   same-work with memory.max_tokens_per_microbatch=$BUDGET (default
+#               2048), memory.gradient_checkpointing=true, or both (the memory table);
+#   trl, trl-ckpt   TRL's GRPOTrainer, plain or with gradient checkpointing.
 # Environment: WARMUP (warm-up steps per run, default 2), MAX_LEN (max completion length, 48),
 #   LR (learning rate, 1e-6: small, so the policy stays near the base model and both sides
 #   sample completions of comparable length; speed does not depend on it), SEED (0),
@@ -28,6 +34,8 @@ warmup="${WARMUP:-2}"
 max_len="${MAX_LEN:-48}"
 lr="${LR:-1e-6}"
 seed="${SEED:-0}"
+budget="${BUDGET:-2048}"
+variants="${VARIANTS:-reinforge same-work trl}"
 prompts=4
 generations=8
 for v in "$steps" "$threads" "$rounds"; do
@@ -93,12 +101,26 @@ check_load() {  # warns when other work competes for the CPU; keeps the load ave
     echo "warning: load average $l1 before $1: other processes compete for the CPU, timings will be noisy" >&2
   fi
 }
-for round in $(seq 1 "$rounds"); do
-  echo "==> round $round: reinforge" >&2
-  check_load "round $round reinforge"
+# The reinforge settings of each variant (TRL's are flags of scripts/bench_trl.py).
+reinforge_extra() {
+  local same="--set grpo.skip_zero_advantage=false"
+  local micro="--set memory.max_tokens_per_microbatch=$budget"
+  local ckpt="--set memory.gradient_checkpointing=true"
+  case "$1" in
+    reinforge) echo "" ;;
+    same-work) echo "$same" ;;
+    micro) echo "$same $micro" ;;
+    ckpt) echo "$same $ckpt" ;;
+    micro+ckpt) echo "$same $micro $ckpt" ;;
+    *) return 1 ;;
+  esac
+}
+run_reinforge() {  # variant round
+  local v="$1" round="$2" extra
+  extra="$(reinforge_extra "$v")"
   rm -rf "$out/rf-runs"
   # shellcheck disable=SC2086
-  /usr/bin/time -v -o "$out/reinforge-r$round.time" "$bin" train --model "$model" --data "$data" \
+  /usr/bin/time -v -o "$out/$v-r$round.time" "$bin" train --model "$model" --data "$data" \
     --set name=r$round --set runs_dir="$out/rf-runs" --set seed="$seed" --set threads="$threads" \
     --set grpo.algorithm=grpo --set grpo.steps="$total" --set grpo.checkpoint_every=1000000 \
     --set grpo.prompts_per_step=$prompts --set grpo.num_generations=$generations \
@@ -106,20 +128,36 @@ for round in $(seq 1 "$rounds"); do
     --set grpo.top_p=1.0 --set grpo.top_k=0 --set grpo.beta=0.0 \
     --set grpo.ppo_epochs=1 --set grpo.mini_batches=1 --set grpo.lr="$lr" \
     --set grpo.weight_decay=0.0 --set grpo.max_grad_norm=1.0 \
-    ${REINFORGE_EXTRA:-} > "$out/reinforge-r$round.log" 2>&1 \
-    || { echo "error: reinforge failed, see $out/reinforge-r$round.log" >&2; tail -20 "$out/reinforge-r$round.log" >&2; exit 1; }
-  cp "$out/rf-runs/r$round/metrics.jsonl" "$out/reinforge-r$round.jsonl"
-  cp "$out/rf-runs/r$round/config.toml" "$out/reinforge-config.toml"
+    $extra ${REINFORGE_EXTRA:-} > "$out/$v-r$round.log" 2>&1 \
+    || { echo "error: reinforge ($v) failed, see $out/$v-r$round.log" >&2; tail -20 "$out/$v-r$round.log" >&2; exit 1; }
+  cp "$out/rf-runs/r$round/metrics.jsonl" "$out/$v-r$round.jsonl"
+  cp "$out/rf-runs/r$round/config.toml" "$out/$v-config.toml"
   rm -rf "$out/rf-runs"  # the run's checkpoints (hundreds of MB each)
-
-  echo "==> round $round: trl $TRL_VERSION" >&2
-  check_load "round $round trl"
-  /usr/bin/time -v -o "$out/trl-r$round.time" "$tvenv/bin/python" scripts/bench_trl.py \
+}
+run_trl() {  # variant round
+  local v="$1" round="$2" flags=""
+  [ "$v" = trl-ckpt ] && flags="--gradient-checkpointing"
+  # shellcheck disable=SC2086
+  /usr/bin/time -v -o "$out/$v-r$round.time" "$tvenv/bin/python" scripts/bench_trl.py \
     --model "$model" --data "$data" --steps "$total" --threads "$threads" --prompts $prompts \
-    --generations $generations --max-completion-length "$max_len" --lr "$lr" --seed "$seed" \
-    --workdir "$out/trl-work" --out "$out/trl-r$round.jsonl" > "$out/trl-r$round.log" 2>&1 \
-    || { echo "error: TRL failed, see $out/trl-r$round.log" >&2; tail -20 "$out/trl-r$round.log" >&2; exit 1; }
+    --generations $generations --max-completion-length "$max_len" --lr "$lr" --seed "$seed" $flags \
+    --workdir "$out/trl-work" --out "$out/$v-r$round.jsonl" > "$out/$v-r$round.log" 2>&1 \
+    || { echo "error: TRL ($v) failed, see $out/$v-r$round.log" >&2; tail -20 "$out/$v-r$round.log" >&2; exit 1; }
   rm -rf "$out/trl-work"
+}
+for v in $variants; do
+  case "$v" in trl|trl-ckpt) ;; *) reinforge_extra "$v" >/dev/null || { echo "error: unknown variant $v" >&2; exit 2; } ;; esac
+done
+echo "$variants" > "$out/variants.txt"
+for round in $(seq 1 "$rounds"); do
+  for v in $variants; do
+    echo "==> round $round: $v" >&2
+    check_load "round $round $v"
+    case "$v" in
+      trl|trl-ckpt) run_trl "$v" "$round" ;;
+      *) run_reinforge "$v" "$round" ;;
+    esac
+  done
 done
 
 .venv/bin/python - "$out" "$rounds" "$warmup" <<'PY'
@@ -136,23 +174,25 @@ def peak_gb(path):
 def lines(path):
     return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
 
-rows = {"reinforge": [], "trl": []}
-rss = {"reinforge": [], "trl": []}
+variants = (out / "variants.txt").read_text().split()
+is_trl = lambda v: v.startswith("trl")
+rows = {v: [] for v in variants}
+rss = {v: [] for v in variants}
 for r in range(1, rounds + 1):
-    for m in lines(out / f"reinforge-r{r}.jsonl"):
-        if m["step"] >= warmup:
-            rows["reinforge"].append({
-                "round": r, "step": m["step"], "step_s": m["timing/step_s"],
-                "gen_s": m["timing/sample_s"], "update_s": m["timing/update_s"],
-                "completion_tokens_mean": m["response_length/mean"],
-                "reward_mean": m["reward/mean"],
-                "rows_skipped_frac": m["update/rows_skipped_frac"],
-            })
-    for m in lines(out / f"trl-r{r}.jsonl"):
-        if "summary" not in m and m["step"] >= warmup:
-            rows["trl"].append({"round": r, **m})
-    for name in rss:
-        rss[name].append(peak_gb(out / f"{name}-r{r}.time"))
+    for v in variants:
+        for m in lines(out / f"{v}-r{r}.jsonl"):
+            if is_trl(v):
+                if "summary" not in m and m["step"] >= warmup:
+                    rows[v].append({"round": r, **m})
+            elif m["step"] >= warmup:
+                rows[v].append({
+                    "round": r, "step": m["step"], "step_s": m["timing/step_s"],
+                    "gen_s": m["timing/sample_s"], "update_s": m["timing/update_s"],
+                    "completion_tokens_mean": m["response_length/mean"],
+                    "reward_mean": m["reward/mean"],
+                    "rows_skipped_frac": m["update/rows_skipped_frac"],
+                })
+        rss[v].append(peak_gb(out / f"{v}-r{r}.time"))
 
 med = lambda name, k: statistics.median(x[k] for x in rows[name])
 mean = lambda name, k: statistics.fmean(x[k] for x in rows[name])
@@ -173,24 +213,39 @@ for name in rows:
         "median_step_ms_per_token": statistics.median(
             1e3 * x["step_s"] / (x["completion_tokens_mean"] * completions) for x in rows[name]),
     }
-summary["reinforge"]["mean_rows_skipped_frac"] = mean("reinforge", "rows_skipped_frac")
-summary["trl"]["median_reward_s"] = med("trl", "reward_s")
-summary["ratio_step_reinforge_over_trl"] = summary["reinforge"]["median_step_s"] / summary["trl"]["median_step_s"]
+    if is_trl(name):
+        summary[name]["median_reward_s"] = med(name, "reward_s")
+    else:
+        summary[name]["mean_rows_skipped_frac"] = mean(name, "rows_skipped_frac")
+trl_ref = "trl" if "trl" in summary else next((v for v in variants if is_trl(v)), None)
+plain = "same-work" if "same-work" in summary else None
+for name in variants:
+    if trl_ref and not is_trl(name):
+        summary[name]["step_ratio_over_" + trl_ref] = summary[name]["median_step_s"] / summary[trl_ref]["median_step_s"]
+        summary[name]["rss_ratio_over_" + trl_ref] = summary[name]["peak_rss_gb"] / summary[trl_ref]["peak_rss_gb"]
+    if plain and not is_trl(name):
+        summary[name]["rss_ratio_over_same_work"] = summary[name]["peak_rss_gb"] / summary[plain]["peak_rss_gb"]
+if "trl-ckpt" in summary:
+    for name in variants:
+        if not is_trl(name):
+            summary[name]["rss_ratio_over_trl-ckpt"] = summary[name]["peak_rss_gb"] / summary["trl-ckpt"]["peak_rss_gb"]
 (out / "steps.json").write_text(json.dumps(rows, indent=1) + "\n")
 (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 print(f"GRPO step on {pathlib.Path(s['model']).name}, CPU f32, {s['threads']} threads: "
       f"{s['prompts']} prompts x {s['generations']} completions, at most {s['max_completion_length']} tokens, "
       f"lr {s['lr']}; medians over {s['rounds']} round(s) x {s['steps']} steps after {s['warmup']} warm-up")
-print(f"{'':18} {'step':>9} {'generation':>11} {'update':>9} {'compl. tokens':>14} {'peak RSS':>9} {'step/token':>11}")
-for name, label in (("reinforge", "reinforge"), ("trl", f"TRL {s['trl']}")):
+print(f"{'':18} {'step':>9} {'generation':>11} {'update':>9} {'compl. tokens':>14} {'peak RSS':>9} {'step/token':>11} {'skipped':>8}")
+for name in variants:
     x = summary[name]
+    label = f"TRL {s['trl']}" + name[3:] if is_trl(name) else name
+    skipped = "" if is_trl(name) else f"{100 * x['mean_rows_skipped_frac']:7.0f}%"
     print(f"{label:18} {x['median_step_s']:8.2f}s {x['median_gen_s']:10.2f}s {x['median_update_s']:8.2f}s "
-          f"{x['mean_completion_tokens']:14.1f} {x['peak_rss_gb']:7.2f}GB {x['median_step_ms_per_token']:8.1f}ms")
-print(f"ratio reinforge / TRL (median step): {summary['ratio_step_reinforge_over_trl']:.3f}")
-print(f"(generation includes reward scoring; TRL's reward function took {summary['trl']['median_reward_s']*1e3:.1f} ms "
-      f"per step; reinforge skipped {100*summary['reinforge']['mean_rows_skipped_frac']:.0f}% of rows in the update "
-      f"(zero advantage, exact); mean reward reinforge {summary['reinforge']['mean_reward']:.2f}, "
-      f"TRL {summary['trl']['mean_reward']:.2f})")
+          f"{x['mean_completion_tokens']:14.1f} {x['peak_rss_gb']:7.2f}GB {x['median_step_ms_per_token']:8.1f}ms {skipped:>8}")
+for name in variants:
+    ratios = {k: v for k, v in summary[name].items() if "ratio" in k}
+    if ratios:
+        print(f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()))
+print("(generation includes reward scoring; 'skipped': rows left out of the update as zero-advantage, exact)")
 print(f"raw per-step JSON: {out}/steps.json, summary: {out}/summary.json")
 PY
