@@ -555,6 +555,6 @@ impl ModelScorer for RmScorer {
 pub fn load_scorer(_name: &str, spec: Learned) -> Result<Arc<dyn ModelScorer>> {
     match spec {
         Learned::Model(m) => Ok(Arc::new(RmScorer::load(m)?)),
-        Learned::Judge(j) => super::judge::load_scorer(j),
+        Learned::Judge(j) => reinforge_train::judge::load_scorer(j),
     }
 }
