@@ -303,7 +303,7 @@ pub fn main() -> Result<ExitCode> {
         Command::TrainRm(args) => stopped_is_130(crate::commands::rm::train(&args)),
         Command::ScoreRm(args) => crate::commands::rm::score(&args).map(|()| ExitCode::SUCCESS),
         Command::Judge(args) => crate::commands::judge::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::TrainP2l(args) => crate::commands::p2l::train(&args).map(|()| ExitCode::SUCCESS),
+        Command::TrainP2l(args) => stopped_is_130(crate::commands::p2l::train(&args)),
         Command::P2l(args) => crate::commands::p2l::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Generate(args) => crate::commands::generate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Score(args) => crate::commands::score::run(&args).map(|()| ExitCode::SUCCESS),
