@@ -124,7 +124,11 @@ mod tests {
         assert_eq!(now["version"], STATE_VERSION);
         assert_eq!(now["phase"], "sft");
         // The renamed phases keep their on-disk names, so older runs resume.
-        for (phase, name) in [(Phase::Rl, "grpo"), (Phase::Preference, "dpo")] {
+        for (phase, name) in [
+            (Phase::Rl, "grpo"),
+            (Phase::Preference, "dpo"),
+            (Phase::P2l, "p2l"),
+        ] {
             let state = serde_json::to_value(TrainerState::start(phase)).unwrap();
             assert_eq!((state["phase"].as_str(), phase.label()), (Some(name), name));
         }

@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use reinforge_eval::p2l::{bootstrap_means, route, ELO_PER_NAT};
 use reinforge_hf::HfTokenizer;
-use reinforge_tasks::data::{Message, Prompt};
+use reinforge_tasks::data::Prompt;
 use reinforge_torch::p2l::P2lModel;
 
 use super::battles::read_prompts;
 use super::{model_dir, P2lConfig, P2L_CONFIG};
+use crate::loaded::{encode_prompt, PromptStyle};
 use crate::run_dir::read_json;
 
 /// What `reinforge p2l` is asked.
@@ -54,11 +54,15 @@ impl Trained {
         })
     }
 
-    /// Coefficients `[prompts][models]`.
+    /// Coefficients `[prompts][models]` (prompts encoded as in training).
     fn coefs(&self, prompts: &[Prompt]) -> Result<Vec<Vec<f64>>> {
+        let style = PromptStyle {
+            raw: self.cfg.raw,
+            system: None,
+        };
         let ids: Vec<Vec<i64>> = prompts
             .iter()
-            .map(|p| self.encode(p))
+            .map(|p| Ok(encode_prompt(&self.tokenizer, p, &style)?.1))
             .collect::<Result<_>>()?;
         let pad = self
             .tokenizer
@@ -67,39 +71,7 @@ impl Trained {
             .unwrap_or(0) as i64;
         self.p2l.coefficients(&ids, pad)
     }
-
-    fn encode(&self, p: &Prompt) -> Result<Vec<i64>> {
-        let text = match (p, self.cfg.raw) {
-            (Prompt::Text(t), true) => {
-                return Ok(self
-                    .tokenizer
-                    .encode(t, true)?
-                    .into_iter()
-                    .map(i64::from)
-                    .collect())
-            }
-            (Prompt::Text(t), false) => vec![Message {
-                role: "user".into(),
-                content: t.clone(),
-            }],
-            (Prompt::Messages(m), _) => m.clone(),
-        };
-        let opts = reinforge_hf::ChatOptions {
-            add_generation_prompt: true,
-            ..Default::default()
-        };
-        let rendered = self.tokenizer.apply_chat_template(&text, &opts)?;
-        Ok(self
-            .tokenizer
-            .encode(&rendered, false)?
-            .into_iter()
-            .map(i64::from)
-            .collect())
-    }
 }
-
-/// Rating points per unit of coefficient: `400 / ln 10`, Elo's scale.
-const ELO_PER_NAT: f64 = 400.0 / std::f64::consts::LN_10;
 
 /// Leaderboard rows: model, mean coefficient, bootstrap bounds; best first.
 type Rows = Vec<(String, f64, f64, f64)>;
@@ -180,54 +152,6 @@ fn print_table(rows: &Rows, interval: bool) {
             r.1
         );
     }
-}
-
-/// Percentile (2.5%, 97.5%) bounds of the mean coefficient per model over prompt resamples.
-fn bootstrap_means(coefs: &[Vec<f64>], rounds: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
-    let (n, m) = (coefs.len(), coefs.first().map_or(0, Vec::len));
-    if n < 2 || rounds == 0 {
-        return (vec![f64::NAN; m], vec![f64::NAN; m]);
-    }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); m];
-    for _ in 0..rounds {
-        let mut sum = vec![0.0; m];
-        for _ in 0..n {
-            let c = &coefs[rng.gen_range(0..n)];
-            for j in 0..m {
-                sum[j] += c[j];
-            }
-        }
-        for j in 0..m {
-            draws[j].push(sum[j] / n as f64);
-        }
-    }
-    let q = |v: &mut Vec<f64>, p: f64| {
-        v.sort_by(f64::total_cmp);
-        v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
-    };
-    let lo = draws.iter_mut().map(|v| q(v, 0.025)).collect();
-    let hi = draws.iter_mut().map(|v| q(v, 0.975)).collect();
-    (lo, hi)
-}
-
-/// Per prompt, the model with the highest coefficient among those costing at most `budget`.
-fn route(models: &[String], coefs: &[Vec<f64>], costs: &[f64], budget: f64) -> Result<Vec<String>> {
-    let allowed: Vec<usize> = (0..models.len()).filter(|&j| costs[j] <= budget).collect();
-    if allowed.is_empty() {
-        bail!("--budget {budget}: no model costs that little");
-    }
-    Ok(coefs
-        .iter()
-        .map(|c| {
-            let best = allowed
-                .iter()
-                .copied()
-                .max_by(|&a, &b| c[a].total_cmp(&c[b]))
-                .unwrap_or(allowed[0]);
-            models[best].clone()
-        })
-        .collect())
 }
 
 /// The cost of each of `models`, from a JSON object; a missing one is an error.
