@@ -56,3 +56,24 @@ pub fn route(models: &[String], coefs: &[Vec<f64>], costs: &[f64], budget: f64) 
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_to_the_best_affordable_model_and_bootstraps_only_a_set() {
+        let models: Vec<String> = ["a", "b", "c"].iter().map(|m| m.to_string()).collect();
+        let coefs = vec![vec![2.0, 1.0, 0.5], vec![0.0, 1.0, 3.0]];
+        let routes = route(&models, &coefs, &[10.0, 1.0, 1.0], 2.0).unwrap();
+        assert_eq!(routes, ["b", "c"]);
+        assert!(route(&models, &coefs, &[10.0, 5.0, 5.0], 2.0).is_err());
+        let (lo, hi) = bootstrap_means(&coefs, 200, 0);
+        for j in 0..3 {
+            let (min, max) = (coefs[0][j].min(coefs[1][j]), coefs[0][j].max(coefs[1][j]));
+            assert!(min <= lo[j] && lo[j] <= hi[j] && hi[j] <= max);
+        }
+        let (lo, _) = bootstrap_means(&coefs[..1], 200, 0);
+        assert!(lo.iter().all(|x| x.is_nan()), "one prompt has no interval");
+    }
+}
