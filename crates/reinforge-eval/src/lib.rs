@@ -6,7 +6,8 @@
 //! [`rliable`] (IQM, optimality gap, probability of improvement, performance profiles),
 //! [`decompose`] (a pass@1 change split into pattern selection and per-pattern improvement) and
 //! [`tournament`] (Swiss and single-elimination schedules), [`sandwich`] (arena-rank's BT with
-//! sandwich intervals), [`ppe`] (PPE reward-model metrics) and [`rewardbench2`] (RewardBench 2 scoring).
+//! sandwich intervals), [`ppe`] (PPE reward-model metrics), [`rewardbench2`] (RewardBench 2 scoring) and [`p2l`]
+//! (P2L aggregate leaderboards and routing).
 
 pub mod bootstrap;
 pub mod bt;
@@ -16,6 +17,7 @@ pub mod io;
 pub mod judge;
 pub mod leaderboard;
 pub mod linalg;
+pub mod p2l;
 pub mod passk;
 pub mod passk_change;
 pub mod ppe;

@@ -233,3 +233,48 @@ pub fn next_token_logprobs(
         .log_softmax(-1, Kind::Float);
     logp.index_select(1, &Tensor::from_slice(candidates).to_device(device))
 }
+
+/// Probabilities `[rows][K]` (float64) of the `candidates` as the token following each of
+/// `prompts`, renormalised over the candidates, without gradients: a judge's verdict ("A" or
+/// "B", a rating "1".."5") as plain numbers.
+pub fn next_token_label_probs(
+    model: &Transformer,
+    device: tch::Device,
+    prompts: &[Vec<i64>],
+    pad_id: i64,
+    candidates: &[i64],
+) -> anyhow::Result<Vec<Vec<f64>>> {
+    let _guard = tch::no_grad_guard();
+    let probs =
+        next_token_logprobs(model, device, prompts, pad_id, candidates).softmax(-1, Kind::Double);
+    let flat = Vec::<f64>::try_from(&probs.flatten(0, -1))?;
+    Ok(flat.chunks(candidates.len()).map(<[f64]>::to_vec).collect())
+}
+
+/// Log-probs (temperature 1) of each completion token of each `prompt ++ completion` row, from
+/// one forward pass without gradients: what `reinforge score` prints.
+pub fn completion_token_logprobs(
+    model: &Transformer,
+    device: tch::Device,
+    prompts: &[&[i64]],
+    completions: &[&[i64]],
+    pad_id: i64,
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let _guard = tch::no_grad_guard();
+    let batch = SequenceBatch::new(prompts, completions, pad_id, device);
+    let (logp, _) = token_logprobs_with(model, &batch, 1.0, Entropy::Skip);
+    // host: log-probs are printed.
+    let logp = logp.to_kind(Kind::Float).to_device(tch::Device::Cpu);
+    prompts
+        .iter()
+        .zip(completions)
+        .enumerate()
+        .map(|(i, (p, c))| {
+            // Target j of the row is token j + 1, so the completion's tokens are the targets
+            // prompt_len - 1 .. prompt_len - 1 + completion_len.
+            let start = p.len().saturating_sub(1) as i64;
+            let row = logp.get(i as i64).narrow(0, start, c.len() as i64);
+            Ok(Vec::<f32>::try_from(&row)?)
+        })
+        .collect()
+}

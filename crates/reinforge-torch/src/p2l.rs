@@ -14,7 +14,7 @@ use tch::{Device, Kind, Tensor};
 use crate::config::ModelConfig;
 use crate::loss::p2l::{HeadOutputs, P2lLoss};
 use crate::model::Transformer;
-use crate::optim::{AdamW, AdamWConfig};
+use crate::optim::{AdamW, AdamWConfig, GradStep};
 use crate::policy::Policy;
 
 /// The weights file of a P2L model directory (backbone and heads).
@@ -64,10 +64,10 @@ impl Linear {
     }
 }
 
-/// A P2L model: backbone, coefficient head and the loss's extra heads, in one var store.
+/// A P2L model: backbone, coefficient head and the loss's extra heads, in one var store
+/// (`policy.vs`, so the trainer's optimizer and checkpoints cover the heads too).
 pub struct P2lModel {
-    pub vs: VarStore,
-    pub model: Transformer,
+    pub policy: Policy,
     pub loss: P2lLoss,
     coefs: Linear,
     eta: Option<Linear>,
@@ -100,8 +100,7 @@ impl P2lModel {
             .then(|| Linear::new(&vs, "p2l_gamma_head", h, 1));
         crate::value::freeze_lm_head(&vs);
         Ok(Self {
-            vs,
-            model,
+            policy: Policy { vs, model },
             loss,
             coefs,
             eta,
@@ -114,7 +113,7 @@ impl P2lModel {
         let p = Self::new(policy.model.config(), models, loss, policy.device(), seed)?;
         let source = policy.vs.variables();
         let _guard = tch::no_grad_guard();
-        for (name, mut t) in p.vs.variables() {
+        for (name, mut t) in p.policy.vs.variables() {
             if let Some(s) = source.get(&name) {
                 t.copy_(s);
             } else if !name.starts_with("p2l_") {
@@ -127,8 +126,8 @@ impl P2lModel {
     /// Head outputs for `prompts` (token ids), read at each prompt's last token.
     pub fn heads(&self, prompts: &[Vec<i64>], pad_id: i64) -> Heads {
         let x = crate::logprobs::hidden_at(
-            &self.model,
-            self.vs.device(),
+            &self.policy.model,
+            self.policy.vs.device(),
             prompts,
             pad_id,
             crate::logprobs::last_position,
@@ -141,52 +140,66 @@ impl P2lModel {
         }
     }
 
-    /// One optimizer step on a batch of battles; returns the loss before the step.
+    /// A trained model written by [`Self::save`] (with its `config.json`) in `dir`, on the
+    /// CPU.
+    pub fn open(dir: &Path, models: usize, loss: P2lLoss) -> Result<Self> {
+        let cfg = crate::checkpoint::config_json::read(&dir.join("config.json"), false)?;
+        // host: a trained P2L model answers on the CPU.
+        let mut p2l = Self::new(&cfg, models, loss, Device::Cpu, 0)?;
+        p2l.load(dir)?;
+        Ok(p2l)
+    }
+
+    /// One optimizer step on a batch of battles (label rows `(winner, loser, tie)`, the
+    /// columns the loss reads); returns the loss before the step and the step's gradient norm.
     pub fn train_step(
         &self,
         opt: &mut AdamW,
         prompts: &[Vec<i64>],
-        labels: &Tensor,
+        labels: &[[i64; 3]],
         pad_id: i64,
-        max_grad_norm: f64,
-        lr: f64,
-    ) -> Result<f64> {
+        (max_grad_norm, lr): (f64, f64),
+    ) -> Result<(f64, GradStep)> {
         opt.zero_grad();
         let heads = self.heads(prompts, pad_id);
-        let labels = labels.to_device(self.vs.device());
+        let labels = label_tensor(labels, self.loss).to_device(self.policy.vs.device());
         let loss = self.loss.loss(&heads.view(), &labels, None)?;
         loss.backward();
-        opt.clip_and_step(max_grad_norm, lr);
-        Ok(loss.double_value(&[]))
+        let step = opt.clip_and_step(max_grad_norm, lr);
+        Ok((loss.double_value(&[]), step))
     }
 
     /// The mean loss of battles, without gradients (held-out log-likelihood).
-    pub fn eval_loss(&self, prompts: &[Vec<i64>], labels: &Tensor, pad_id: i64) -> Result<f64> {
+    pub fn eval_loss(&self, prompts: &[Vec<i64>], labels: &[[i64; 3]], pad_id: i64) -> Result<f64> {
         let _guard = tch::no_grad_guard();
         let heads = self.heads(prompts, pad_id);
+        let labels = label_tensor(labels, self.loss).to_device(self.policy.vs.device());
         Ok(self
             .loss
-            .loss(&heads.view(), &labels.to_device(self.vs.device()), None)?
+            .loss(&heads.view(), &labels, None)?
             .double_value(&[]))
     }
 
-    /// An AdamW over the trainable parameters.
-    pub fn optimizer(&self, lr: f64, weight_decay: f64) -> AdamW {
-        AdamW::new(
-            &self.vs,
-            AdamWConfig {
-                lr,
-                weight_decay,
-                ..Default::default()
-            },
-        )
+    /// Coefficients `[prompts][models]` of `prompts`, 32 prompts per forward pass, without
+    /// gradients.
+    pub fn coefficients(&self, prompts: &[Vec<i64>], pad_id: i64) -> Result<Vec<Vec<f64>>> {
+        let _guard = tch::no_grad_guard();
+        let mut out = vec![];
+        for chunk in prompts.chunks(32) {
+            let c = self.heads(chunk, pad_id).coefs;
+            let m = c.size()[1] as usize;
+            let flat = Vec::<f64>::try_from(&c.to_kind(Kind::Double).flatten(0, -1))?;
+            out.extend(flat.chunks(m).map(<[f64]>::to_vec));
+        }
+        Ok(out)
     }
 
     /// Writes every weight to `dir/p2l.safetensors`.
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(P2L_WEIGHTS);
-        self.vs
+        self.policy
+            .vs
             .save(&path)
             .with_context(|| format!("writing {}", path.display()))
     }
@@ -194,7 +207,8 @@ impl P2lModel {
     /// Loads weights written by [`Self::save`].
     pub fn load(&mut self, dir: &Path) -> Result<()> {
         let path = dir.join(P2L_WEIGHTS);
-        self.vs
+        self.policy
+            .vs
             .load(&path)
             .with_context(|| format!("loading {}", path.display()))
     }
@@ -210,14 +224,15 @@ pub struct GlobalFit {
 }
 
 impl GlobalFit {
-    /// Fits on `labels` (`steps` full-batch Adam steps at `lr`).
+    /// Fits on the label rows `labels` (`steps` full-batch Adam steps at `lr`).
     pub fn fit(
         loss: P2lLoss,
         models: usize,
-        labels: &Tensor,
+        labels: &[[i64; 3]],
         steps: usize,
         lr: f64,
     ) -> Result<Self> {
+        let labels = &label_tensor(labels, loss);
         // host: the global leaderboard fit is a few numbers, fitted on the CPU.
         let vs = VarStore::new(Device::Cpu);
         let root = vs.root();
@@ -239,15 +254,21 @@ impl GlobalFit {
         let fit = GlobalFit { coefs, eta, gamma };
         for _ in 0..steps {
             opt.zero_grad();
-            let l = fit.loss(loss, labels)?;
+            let l = fit.loss_of(loss, labels)?;
             l.backward();
             opt.clip_and_step(f64::INFINITY, lr);
         }
         Ok(fit)
     }
 
-    /// The mean loss of `labels` under the constant head.
-    pub fn loss(&self, loss: P2lLoss, labels: &Tensor) -> Result<Tensor> {
+    /// The mean loss of the label rows `labels` under the constant head.
+    pub fn loss(&self, loss: P2lLoss, labels: &[[i64; 3]]) -> Result<f64> {
+        Ok(self
+            .loss_of(loss, &label_tensor(labels, loss))?
+            .double_value(&[]))
+    }
+
+    fn loss_of(&self, loss: P2lLoss, labels: &Tensor) -> Result<Tensor> {
         let b = labels.size()[0];
         let coefs = self.coefs.expand([b, self.coefs.size()[1]], false);
         let eta = self.eta.as_ref().map(|e| e.expand([b, 1], false));
@@ -262,4 +283,12 @@ impl GlobalFit {
             None,
         )
     }
+}
+
+/// Label rows as the `[rows, columns]` tensor `loss` reads (its first `label_columns`).
+fn label_tensor(labels: &[[i64; 3]], loss: P2lLoss) -> Tensor {
+    let cols = loss.label_columns() as usize;
+    let flat: Vec<i64> = labels.iter().flat_map(|l| l[..cols].to_vec()).collect();
+    // host: labels; callers move them to the model's device.
+    Tensor::from_slice(&flat).view([labels.len() as i64, cols as i64])
 }

@@ -1,12 +1,12 @@
 //! The learned reward components of a reward spec: a reward model behind `type = "model"`
 //! ([`RmScorer`]) and an LLM judge behind `type = "judge"` (`crate::judge`), loaded by
-//! the binary for [`reinforge_reward::Reward::with_models`].
+//! [`load_scorer`] for [`reinforge_reward::Reward::with_models`].
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use reinforge_hf::HfTokenizer;
-use reinforge_reward::{ModelScorer, ModelSpec};
+use reinforge_reward::{Learned, ModelScorer, ModelSpec};
 use reinforge_torch::{LoadOptions, RewardModel};
 
 /// A reward model behind a reward spec's `type = "model"` component: the prompt text (already
@@ -81,5 +81,14 @@ impl ModelScorer for RmScorer {
         }
         let scores = rm.score_rows(&seqs)?;
         Ok(scores.into_iter().map(f64::from).collect())
+    }
+}
+
+/// The loader of learned components (`type = "model"` and `type = "judge"`), for
+/// [`reinforge_reward::Reward::with_models`].
+pub fn load_scorer(_name: &str, spec: Learned) -> Result<Arc<dyn ModelScorer>> {
+    match spec {
+        Learned::Model(m) => Ok(Arc::new(RmScorer::load(m)?)),
+        Learned::Judge(j) => crate::judge::load_scorer(j),
     }
 }

@@ -303,7 +303,7 @@ pub fn main() -> Result<ExitCode> {
         Command::TrainRm(args) => stopped_is_130(crate::commands::rm::train(&args)),
         Command::ScoreRm(args) => crate::commands::rm::score(&args).map(|()| ExitCode::SUCCESS),
         Command::Judge(args) => crate::commands::judge::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::TrainP2l(args) => crate::commands::p2l::train(&args).map(|()| ExitCode::SUCCESS),
+        Command::TrainP2l(args) => stopped_is_130(crate::commands::p2l::train(&args)),
         Command::P2l(args) => crate::commands::p2l::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Generate(args) => {
             crate::commands::generate::run(&args).map(|()| ExitCode::SUCCESS)
@@ -406,7 +406,7 @@ fn train_on_data(
         },
     };
     data_outcome(
-        reinforge_train::data::run(&cfg, &spec, &run, &crate::commands::rm::load_scorer)?,
+        reinforge_train::data::run(&cfg, &spec, &run, &reinforge_train::scorers::load_scorer)?,
         &run,
     )
 }
@@ -424,7 +424,7 @@ fn resume_data_run(run: &RunDir, cfg: &TrainConfig) -> Result<ExitCode> {
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
     data_outcome(
-        reinforge_train::data::run(cfg, &spec, run, &crate::commands::rm::load_scorer)?,
+        reinforge_train::data::run(cfg, &spec, run, &reinforge_train::scorers::load_scorer)?,
         run,
     )
 }

@@ -182,3 +182,64 @@ fn p2l_recovers_per_category_rankings_and_beats_the_global_leaderboard() {
         "{err}"
     );
 }
+
+/// `train-p2l` runs through the one trainer: a run directory with `metrics.jsonl` and
+/// checkpoints, and a run continued from its `checkpoints/latest` (here: asked for a second
+/// epoch after finishing the first) ends with the weights and metrics of an uninterrupted run.
+#[test]
+fn train_p2l_resumes_from_its_latest_checkpoint_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("train.jsonl"), battles(48, 3)).unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama");
+    let train = |out: &Path, epochs: &str| {
+        let o = reinforge(&[
+            "train-p2l",
+            "--model",
+            model.to_str().unwrap(),
+            "--battles",
+            d.join("train.jsonl").to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+            "--epochs",
+            epochs,
+            "--batch-size",
+            "16",
+            "--lr",
+            "3e-3",
+            "--threads",
+            "1",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let (whole, split) = (d.join("whole"), d.join("split"));
+    train(&whole, "2");
+    train(&split, "1");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(split.join("checkpoints/latest/trainer_state.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (state["phase"].as_str(), state["step"].as_u64()),
+        (Some("p2l"), Some(3))
+    );
+    train(&split, "2");
+    let read = |p: &Path| std::fs::read(p).unwrap();
+    for f in ["checkpoints/final/p2l.safetensors", "metrics.jsonl"] {
+        assert!(read(&whole.join(f)) == read(&split.join(f)), "{f} differs");
+    }
+    let lines = std::fs::read_to_string(whole.join("metrics.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 6);
+    // `reinforge p2l` reads the run directory (its checkpoints/final) and a checkpoint.
+    for m in [whole.clone(), whole.join("checkpoints/latest")] {
+        let o = reinforge(&[
+            "p2l",
+            "--model",
+            m.to_str().unwrap(),
+            "--prompt",
+            "hi",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+}

@@ -22,6 +22,8 @@ pub enum Phase {
     Preference,
     /// Reward-model training.
     Rm,
+    /// Prompt-to-Leaderboard training (`train-p2l`).
+    P2l,
 }
 
 impl Phase {
@@ -32,6 +34,7 @@ impl Phase {
             Phase::Rl => "grpo",
             Phase::Preference => "dpo",
             Phase::Rm => "rm",
+            Phase::P2l => "p2l",
         }
     }
 }
@@ -58,6 +61,9 @@ pub struct TrainerState {
     /// Seconds of reward-model training (absent before it existed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rm_seconds: f64,
+    /// Seconds of P2L training (absent before it existed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub p2l_seconds: f64,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -79,6 +85,7 @@ impl TrainerState {
             grpo_seconds: 0.0,
             dpo_seconds: 0.0,
             rm_seconds: 0.0,
+            p2l_seconds: 0.0,
         }
     }
 
@@ -89,6 +96,7 @@ impl TrainerState {
             Phase::Rl => &mut self.grpo_seconds,
             Phase::Preference => &mut self.dpo_seconds,
             Phase::Rm => &mut self.rm_seconds,
+            Phase::P2l => &mut self.p2l_seconds,
         }
     }
 }
@@ -116,7 +124,11 @@ mod tests {
         assert_eq!(now["version"], STATE_VERSION);
         assert_eq!(now["phase"], "sft");
         // The renamed phases keep their on-disk names, so older runs resume.
-        for (phase, name) in [(Phase::Rl, "grpo"), (Phase::Preference, "dpo")] {
+        for (phase, name) in [
+            (Phase::Rl, "grpo"),
+            (Phase::Preference, "dpo"),
+            (Phase::P2l, "p2l"),
+        ] {
             let state = serde_json::to_value(TrainerState::start(phase)).unwrap();
             assert_eq!((state["phase"].as_str(), phase.label()), (Some(name), name));
         }

@@ -1,7 +1,7 @@
-//! Commands on Hugging Face checkpoints: `generate`, `score`, `judge`, `serve --model`, the
-//! offline preference trainers (DPO, ORPO, KTO, reward models) and P2L. Loading a model with
-//! its tokenizer, preference pairs and the dataset run are reinforge-train's (`loaded`,
-//! `pairs`, `data`).
+//! The commands on Hugging Face checkpoints: their clap arguments, turned into reinforge-train's
+//! `Options` at the boundary (`generate`, `score`, `judge`, `serve --model`, the offline
+//! trainers `train-dpo`, `train-orpo`, `train-kto`, `train-rm`, `score-rm`, `train-p2l`, `p2l`).
+//! What they run is reinforge-train's (`offline`, `judge`, `score`, `loaded`, `data`).
 
 pub mod args;
 pub mod dpo;
@@ -16,5 +16,4 @@ pub mod rm;
 pub mod score;
 pub mod serve;
 
-pub use reinforge_train::loaded::{encode_prompt, LoadedModel, PromptStyle};
-pub use reinforge_train::pairs;
+pub use reinforge_train::loaded::{LoadedModel, PromptStyle};

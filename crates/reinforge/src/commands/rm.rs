@@ -2,14 +2,11 @@
 //! reinforge-train's `offline::rm`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_reward::{Learned, ModelScorer};
 use reinforge_torch::runtime::resolve_device;
 use reinforge_train::offline::rm::{lora_config, RmOptions, ScoreRmOptions};
-use reinforge_train::scorers::RmScorer;
 
 use super::args::{count, ModelArgs};
 
@@ -139,13 +136,4 @@ pub fn score(args: &ScoreRmArgs) -> Result<()> {
         raw: args.raw,
         emit_ids: args.emit_ids,
     })
-}
-
-/// The loader of learned components (`type = "model"` and `type = "judge"`), for
-/// [`reinforge_reward::Reward::with_models`].
-pub fn load_scorer(_name: &str, spec: Learned) -> Result<Arc<dyn ModelScorer>> {
-    match spec {
-        Learned::Model(m) => Ok(Arc::new(RmScorer::load(m)?)),
-        Learned::Judge(j) => super::judge::load_scorer(j),
-    }
 }

@@ -44,7 +44,7 @@ pub struct ServeCommand {
 
 /// Runs `reinforge serve`: loads the policy when `--model` is given, then serves.
 pub fn run(cmd: &ServeCommand) -> Result<()> {
-    let models = &super::rm::load_scorer;
+    let models = &reinforge_train::scorers::load_scorer;
     let Some(dir) = &cmd.serve.model else {
         return reinforge_serve::run_with_policy(&cmd.serve, None, models);
     };
