@@ -186,16 +186,3 @@ pub(crate) fn apply_preset(root: &mut toml::Value, explicit: &[String]) -> Resul
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_the_documented_ones() {
-        assert_eq!(
-            preset_names(),
-            "grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp, ppo"
-        );
-    }
-}

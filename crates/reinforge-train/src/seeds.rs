@@ -38,16 +38,3 @@ pub const PHASE_INIT: u64 = 4;
 /// Initialising PPO's value head. It was 4 (`PHASE_INIT`), so a value head drew the seed of
 /// the LoRA adapters and score heads.
 pub const PHASE_CRITIC: u64 = 5;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn phases_have_distinct_seeds() {
-        let phases = [PHASE_SFT, PHASE_RL, PHASE_EVAL, PHASE_INIT, PHASE_CRITIC];
-        let seeds: std::collections::BTreeSet<u64> =
-            phases.iter().map(|&p| step_seed(0, p, 0)).collect();
-        assert_eq!(seeds.len(), phases.len());
-    }
-}
