@@ -43,6 +43,27 @@ pub fn completion_text(v: Option<&Value>) -> Option<String> {
     }
 }
 
+/// The ids ([`completion_ids`]) of field `k` of row `row` of `path`, a completion (text or
+/// assistant messages) that must not be empty; errors name the file, row and field.
+pub fn completion_field(
+    fields: &serde_json::Map<String, Value>,
+    k: &str,
+    tokenizer: &HfTokenizer,
+    (path, row): (&Path, usize),
+) -> Result<Vec<i64>> {
+    let Some(text) = completion_text(fields.get(k)) else {
+        bail!(
+            "{} row {row}: `{k}` must be a string or a list of assistant messages",
+            path.display()
+        );
+    };
+    let ids = completion_ids(tokenizer, &text)?;
+    if ids.is_empty() {
+        bail!("{} row {row}: `{k}` is empty", path.display());
+    }
+    Ok(ids)
+}
+
 /// Ids of a completion: its text's tokens, then the EOS unless the text already ends with it
 /// (TRL's `add_eos` in its DPO, KTO and reward trainers: `if not text.endswith(eos_token)`).
 pub fn completion_ids(tokenizer: &HfTokenizer, text: &str) -> Result<Vec<i64>> {
@@ -85,19 +106,7 @@ pub fn read_pairs_with(
         .enumerate()
     {
         let row = i + 1;
-        let side = |k: &str| -> Result<Vec<i64>> {
-            let Some(text) = completion_text(r.extra.get(k)) else {
-                bail!(
-                    "{} row {row}: `{k}` must be a string or a list of assistant messages",
-                    path.display()
-                );
-            };
-            let ids = completion_ids(tokenizer, &text)?;
-            if ids.is_empty() {
-                bail!("{} row {row}: `{k}` is empty", path.display());
-            }
-            Ok(ids)
-        };
+        let side = |k: &str| completion_field(&r.extra, k, tokenizer, (path, row));
         let (c, rj) = (side("chosen")?, side("rejected")?);
         let p = encode_prompt(tokenizer, &r.prompt, &style)?.1;
         let longest = p.len() + c.len().max(rj.len());

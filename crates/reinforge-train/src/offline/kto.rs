@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::{start_run, update, OfflineOptions};
 use crate::loaded::{encode_prompt, LoadedModel, PromptStyle};
-use crate::pairs::{completion_ids, completion_text, prompt_columns};
+use crate::pairs::{completion_field, prompt_columns};
 use crate::run_dir::read_json;
 use crate::trainer::{StepLog, Trainer};
 
@@ -55,19 +55,7 @@ pub fn read_unpaired(path: &Path, model: &LoadedModel, raw: bool) -> Result<Unpa
         .enumerate()
     {
         let row = i + 1;
-        let ids = |k: &str| -> Result<Vec<i64>> {
-            let Some(text) = completion_text(r.extra.get(k)) else {
-                bail!(
-                    "{} row {row}: `{k}` must be a string or a list of assistant messages",
-                    path.display()
-                );
-            };
-            let ids = completion_ids(&model.tokenizer, &text)?;
-            if ids.is_empty() {
-                bail!("{} row {row}: `{k}` is empty", path.display());
-            }
-            Ok(ids)
-        };
+        let ids = |k: &str| completion_field(&r.extra, k, &model.tokenizer, (path, row));
         let p = encode_prompt(&model.tokenizer, &r.prompt, &style)?.1;
         let parsed = if r.extra.contains_key("completion") {
             let label = match r.extra.get("label") {

@@ -9,42 +9,27 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use reinforge_hf::HfTokenizer;
 use reinforge_torch::preference::rm::{self as objective, RewardMetrics};
-use reinforge_torch::preference::{Figures, Pairs, Update};
+use reinforge_torch::preference::{Figures, Pairs};
 use reinforge_torch::{copy_aux_files, Device, LoadOptions, LoraConfig, RewardModel};
 use serde::Serialize;
 
-use super::ranks;
-use crate::dp::Dp;
-use crate::loaded::{encode_prompt, ModelSource, PromptStyle};
+use super::{start_run, update, OfflineOptions};
+use crate::loaded::{encode_prompt, PromptStyle};
 use crate::pairs::{completion_ids, completion_text, prompt_columns, read_pairs_with, step_rows};
-use crate::run_dir::{read_json, write_json, RunDir};
+use crate::run_dir::read_json;
 use crate::seeds;
 use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer};
 
-/// `train-rm`'s settings.
+/// `train-rm`'s settings: the offline trainers' common ones (its learning rate defaults to TRL's
+/// RewardConfig 1e-4) and the reward model's own.
 #[derive(Debug, Clone)]
 pub struct RmOptions {
-    pub model: ModelSource,
-    /// Preference pairs.
-    pub data: PathBuf,
-    /// Held-out pairs: accuracy and margin before and after training (report.json).
-    pub heldout: Option<PathBuf>,
-    /// Run directory; an existing one is resumed.
-    pub output: PathBuf,
-    pub steps: usize,
-    /// Pairs per step.
-    pub batch_size: usize,
-    pub lr: f64,
+    pub common: OfflineOptions,
     pub weight_decay: f64,
-    pub max_grad_norm: f64,
     /// TRL's center_rewards_coefficient: pulls rewards towards zero mean.
     pub center_rewards_coefficient: Option<f64>,
     /// LoRA adapters (and the score head) instead of every weight.
     pub lora: Option<LoraConfig>,
-    pub checkpoint_every: usize,
-    /// Seeds the score head, the adapters and the pair order.
-    pub seed: u64,
-    pub raw: bool,
 }
 
 /// `score-rm`'s settings.
@@ -150,21 +135,21 @@ fn is_reward_model(dir: &Path) -> bool {
 /// head (seeded), an existing reward model is trained further.
 fn build_model(o: &RmOptions, pad: i64, latest: &Path, resumed: bool) -> Result<RewardModel> {
     let lora = o.lora.clone();
-    seeds::seed_torch(seeds::step_seed(o.seed, seeds::PHASE_INIT, 0));
+    seeds::seed_torch(seeds::step_seed(o.common.seed, seeds::PHASE_INIT, 0));
     // Training keeps float32 weights.
-    let opts = LoadOptions::f32(o.model.options.device);
-    if is_reward_model(&o.model.dir) {
+    let opts = LoadOptions::f32(o.common.model.options.device);
+    if is_reward_model(&o.common.model.dir) {
         if lora.is_some() {
             bail!(
                 "{}: LoRA on an existing reward model is not supported; train it fully or start \
                  from its causal checkpoint",
-                o.model.dir.display()
+                o.common.model.dir.display()
             );
         }
-        let dir = if resumed { latest } else { &o.model.dir };
+        let dir = if resumed { latest } else { &o.common.model.dir };
         return RewardModel::load(dir, &opts);
     }
-    let policy = || reinforge_torch::Policy::load_with(&o.model.dir, &opts);
+    let policy = || reinforge_torch::Policy::load_with(&o.common.model.dir, &opts);
     Ok(match (&lora, resumed) {
         (None, false) => RewardModel::from_policy(policy()?, pad, None)?,
         (None, true) => RewardModel::load(latest, &opts)?,
@@ -181,22 +166,19 @@ fn build_model(o: &RmOptions, pad: i64, latest: &Path, resumed: bool) -> Result<
 
 /// Runs `train-rm`.
 pub fn train(o: &RmOptions) -> Result<()> {
-    let run = RunDir {
-        root: o.output.clone(),
-    };
-    std::fs::create_dir_all(run.root.join("checkpoints"))
-        .with_context(|| format!("creating {}", run.root.display()))?;
+    let offline = start_run(&o.common.output, o.common.model.options.device)?;
+    let run = &offline.dir;
     let Start {
         latest,
         state,
         resumed,
-    } = Start::open(&run, Phase::Rm)?;
+    } = Start::open(run, Phase::Rm)?;
     // The pairs are tokenised by the starting checkpoint's tokenizer (the one saved with the
     // reward model).
-    if let Some(n) = o.model.threads {
+    if let Some(n) = o.common.model.threads {
         reinforge_torch::runtime::set_threads(n);
     }
-    let dir = &o.model.dir;
+    let dir = &o.common.model.dir;
     let tokenizer = HfTokenizer::from_dir(dir)
         .with_context(|| format!("loading the tokenizer in {}", dir.display()))?;
     let max = config_value(dir)?["max_position_embeddings"]
@@ -211,31 +193,25 @@ pub fn train(o: &RmOptions) -> Result<()> {
         .pad_token_id()
         .or(tokenizer.eos_token_id())
         .unwrap_or(0) as i64;
-    let train = read_pairs_with(&o.data, &tokenizer, max, o.raw)?;
-    let heldout = o
-        .heldout
-        .as_ref()
-        .map(|p| read_pairs_with(p, &tokenizer, max, o.raw))
-        .transpose()?;
+    let (train, heldout) = o
+        .common
+        .read_data(|p| read_pairs_with(p, &tokenizer, max, o.common.raw))?;
     let rm = build_model(o, pad, &latest, resumed)?;
     // Data-parallel under torchrun: every rank starts from rank 0's weights (the new score
     // head's random init included) and reads its share of each step's pairs.
-    let dp = Dp::from_env(rm.policy.device())?.map(std::sync::Arc::new);
-    if let Some(d) = &dp {
+    if let Some(d) = &offline.dp {
         reinforge_torch::dist::broadcast_parameters(&d.pg, &rm.policy.vs)?;
     }
-    let writes = dp.as_ref().is_none_or(|d| d.rank() == 0);
-    crate::interrupt::install()?;
     let center = o.center_rewards_coefficient;
     let before = heldout
         .as_ref()
         .filter(|_| !resumed)
-        .map(|h| heldout_figures(&rm, h, o.batch_size, center))
+        .map(|h| heldout_figures(&rm, h, o.common.batch_size, center))
         .transpose()?;
-    if let (Some(b), true) = (&before, writes) {
-        write_json(&run.path("heldout_before.json"), b)?;
+    if let Some(b) = &before {
+        offline.write_json("heldout_before.json", b)?;
     }
-    let source = o.model.dir.clone();
+    let source = o.common.model.dir.clone();
     let lora = o.lora.is_some();
     let files = |dir: &Path| -> Result<()> {
         copy_aux_files(&source, dir)?;
@@ -247,31 +223,29 @@ pub fn train(o: &RmOptions) -> Result<()> {
     };
     let mut trainer = Trainer::new(
         &rm.policy,
-        optimizer(&rm.policy, o.lr, o.weight_decay),
+        optimizer(&rm.policy, o.common.lr, o.weight_decay),
         state,
         Box::new(files),
     )
     .with_model_writer(Box::new(|dir: &Path| rm.save(dir)));
     if resumed {
-        trainer.resume_optimizer(&run, &latest)?;
+        trainer.resume_optimizer(run, &latest)?;
     }
-    trainer.dp = dp.clone();
+    trainer.dp = offline.dp.clone();
     let plan = PhasePlan {
-        steps: o.steps,
-        checkpoint_every: o.checkpoint_every,
+        steps: o.common.steps,
+        checkpoint_every: o.common.checkpoint_every,
         metrics_file: "metrics.jsonl",
     };
-    let end = trainer.run_phase(&run, &plan, |t| {
-        let rows = step_rows(train.len(), o.batch_size, o.seed, t.state.step);
+    let end = trainer.run_phase(run, &plan, |t| {
+        let rows = step_rows(
+            train.len(),
+            o.common.batch_size,
+            o.common.seed,
+            t.state.step,
+        );
         t.opt.zero_grad();
-        let up = Update {
-            policy: t.policy,
-            opt: &mut t.opt,
-            dp: ranks(t.dp.as_deref()),
-            max_grad_norm: o.max_grad_norm,
-            lr: o.lr,
-        };
-        let (f, g) = objective::step(up, &rm, (&train, &rows), center)?;
+        let (f, g) = objective::step(update(t, &o.common), &rm, (&train, &rows), center)?;
         Ok(RmLine {
             step: t.state.step,
             loss: f.loss,
@@ -287,14 +261,14 @@ pub fn train(o: &RmOptions) -> Result<()> {
     if end == PhaseEnd::Interrupted {
         return Err(crate::interrupt::Stopped.into());
     }
-    trainer.save(&run, "latest", true)?;
-    let final_dir = trainer.save(&run, "final", false)?;
-    if !writes {
+    trainer.save(run, "latest", true)?;
+    let final_dir = trainer.save(run, "final", false)?;
+    if !offline.writes() {
         return Ok(());
     }
     let after = heldout
         .as_ref()
-        .map(|h| heldout_figures(&rm, h, o.batch_size, center))
+        .map(|h| heldout_figures(&rm, h, o.common.batch_size, center))
         .transpose()?;
     let before: Option<serde_json::Value> = match &heldout {
         Some(_) if run.path("heldout_before.json").exists() => {
@@ -302,11 +276,9 @@ pub fn train(o: &RmOptions) -> Result<()> {
         }
         _ => None,
     };
-    let report = serde_json::json!({"steps": o.steps, "model": final_dir,
+    let report = serde_json::json!({"steps": o.common.steps, "model": final_dir,
                                     "heldout_before": before, "heldout_after": after});
-    write_json(&run.path("report.json"), &report)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
-    Ok(())
+    offline.finish(&report)
 }
 
 /// Runs `score-rm`.

@@ -23,7 +23,7 @@ use crate::progress;
 use crate::run_dir::RunDir;
 use critic::CriticState;
 pub use start::Start;
-pub use state::{Phase, TrainerState};
+pub use state::{Phase, TrainerState, STATE_VERSION};
 
 /// An AdamW over `policy`'s trainable parameters.
 pub fn optimizer(policy: &Policy, lr: f64, weight_decay: f64) -> AdamW {

@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::Args;
 use reinforge_torch::runtime::resolve_device;
 use reinforge_train::offline::rm::{lora_config, RmOptions, ScoreRmOptions};
+use reinforge_train::offline::OfflineOptions;
 
 use super::args::{count, ModelArgs};
 
@@ -73,20 +74,22 @@ pub struct TrainRmArgs {
 /// Runs `train-rm` (the device is checked before the output directory exists).
 pub fn train(args: &TrainRmArgs) -> Result<()> {
     reinforge_train::offline::rm::train(&RmOptions {
-        model: args.model.source()?,
-        data: args.data.clone(),
-        heldout: args.heldout.clone(),
-        output: args.output.clone(),
-        steps: args.steps,
-        batch_size: args.batch_size,
-        lr: args.lr,
+        common: OfflineOptions {
+            model: args.model.source()?,
+            data: args.data.clone(),
+            heldout: args.heldout.clone(),
+            output: args.output.clone(),
+            steps: args.steps,
+            batch_size: args.batch_size,
+            lr: args.lr,
+            max_grad_norm: args.max_grad_norm,
+            checkpoint_every: args.checkpoint_every,
+            seed: args.seed,
+            raw: args.raw,
+        },
         weight_decay: args.weight_decay,
-        max_grad_norm: args.max_grad_norm,
         center_rewards_coefficient: args.center_rewards_coefficient,
         lora: args.lora_r.map(|r| lora_config(r, args.lora_alpha)),
-        checkpoint_every: args.checkpoint_every,
-        seed: args.seed,
-        raw: args.raw,
     })
 }
 
