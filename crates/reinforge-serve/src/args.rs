@@ -54,7 +54,9 @@ pub struct ServeArgs {
     /// Sandbox cap: wall-clock seconds of one run (requests may ask for less).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 60.0))]
     pub sandbox_wall_time_s: f64,
-    /// Sandbox cap: memory of one run, MiB.
+    /// Sandbox cap: memory of one run, MiB: every process of the run together (their resident
+    /// memory, summed every 20 ms; the run is killed beyond it), and each process's address
+    /// space (RLIMIT_AS).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 2048))]
     pub sandbox_memory_mb: u64,
     /// Sandbox cap: processes/threads of one run.

@@ -75,6 +75,8 @@ pub struct AppState {
     pub keys: Arc<auth::Keys>,
     /// `--body-read-timeout-s`.
     pub body_timeout: std::time::Duration,
+    /// `--sandbox-max-fetch-files`, `--sandbox-max-fetch-bytes`.
+    pub fetch_caps: routes::sandboxfusion::FetchCaps,
 }
 
 impl AppState {
@@ -138,6 +140,10 @@ impl AppState {
             policy,
             keys: Arc::new(keys),
             body_timeout,
+            fetch_caps: routes::sandboxfusion::FetchCaps {
+                files: args.sandbox_max_fetch_files,
+                bytes: args.sandbox_max_fetch_bytes,
+            },
         })
     }
 
@@ -180,6 +186,12 @@ pub fn app(state: AppState) -> Router {
     }
     router
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        // Innermost first: the body is read (with its timeout) after the key is checked and
+        // before a work route's admission takes a slot.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limit::read_body,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::check,
