@@ -40,10 +40,15 @@ def check(name, ok, detail=""):
     return ok
 
 
+API_KEY = None  # --api-key: sent as `Authorization: Bearer KEY` (the server's --api-key)
+
+
 def http(base, method, path, body=None):
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if API_KEY:
+        headers["Authorization"] = "Bearer " + API_KEY
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
             return r.status, json.loads(r.read())
@@ -185,10 +190,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("base_url")
     ap.add_argument("--update-weights", metavar="DIR", help="a checkpoint directory to load")
+    ap.add_argument("--api-key", metavar="KEY",
+                    help="the server's --api-key: the client sends it, and a client without it must get 401")
     a = ap.parse_args()
     base = a.base_url.rstrip("/")
-    client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
+    global API_KEY
+    API_KEY = a.api_key
+    client = openai.OpenAI(base_url=base + "/v1", api_key=a.api_key or "unused", max_retries=0,
+                           timeout=120)
     try:
+        if a.api_key:
+            wrong = openai.OpenAI(base_url=base + "/v1", api_key=a.api_key + "-wrong", max_retries=0,
+                                  timeout=30)
+            try:
+                wrong.models.list()
+                check("auth: a wrong key gets AuthenticationError (401)", False, "no error")
+            except openai.AuthenticationError as e:
+                check("auth: a wrong key gets AuthenticationError (401)", e.status_code == 401, repr(e))
         models = client.models.list().data
         check("models: one served model", len(models) == 1, models)
         model = models[0].id

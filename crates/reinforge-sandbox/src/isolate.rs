@@ -184,7 +184,13 @@ pub(crate) fn launch(plan: &ChildPlan, l: Launch) -> RunResult {
         });
         let out = s.spawn(move || read_capped(out_r, cap));
         let errh = s.spawn(move || read_capped(err_r, cap));
-        let outcome = read_status(st_r, pid, start + l.limits.wall_time, l.fetch_names.len());
+        let outcome = read_status(
+            st_r,
+            pid,
+            start + l.limits.wall_time,
+            l.fetch_names.len(),
+            l.limits.memory_bytes,
+        );
         (
             outcome,
             out.join().unwrap_or_default(),
@@ -198,7 +204,27 @@ pub(crate) fn launch(plan: &ChildPlan, l: Launch) -> RunResult {
         files,
         timed_out,
         cpu,
+        memory_exceeded,
     } = outcome;
+    if let Some(held) = memory_exceeded {
+        // Killed by the per-run memory watchdog: the processes together held too much.
+        return RunResult {
+            status: RunStatus::MemoryLimitExceeded,
+            exit_code: None,
+            signal: Some(libc::SIGKILL),
+            stdout,
+            stderr,
+            truncated: t1 || t2,
+            wall_time,
+            cpu_time: cpu,
+            files: BTreeMap::new(),
+            message: format!(
+                "killed: the run's processes held {} MiB together; the run's limit is {} MiB",
+                held >> 20,
+                l.limits.memory_bytes >> 20
+            ),
+        };
+    }
     if let Some((step, errno, index)) = error {
         let what = Step::from_u32(step)
             .map(|s| s.describe())
@@ -249,17 +275,71 @@ struct StatusOutcome {
     files: BTreeMap<usize, Vec<u8>>,
     timed_out: bool,
     cpu: Duration,
+    /// The bytes the run's processes held together when the watchdog killed it.
+    memory_exceeded: Option<u64>,
+}
+
+/// How often the per-run memory watchdog sums the run's resident memory.
+const MEMORY_POLL: Duration = Duration::from_millis(20);
+
+/// The resident bytes of process `pid` and its descendants (`/proc/<p>/task/<t>/children`,
+/// statm's resident pages). Pages shared copy-on-write after a fork count in each process, so
+/// the sum can only over-count. Processes that vanish while being read count as 0.
+fn tree_rss(pid: i32) -> u64 {
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let mut total = 0u64;
+    let mut todo = vec![pid];
+    let mut seen = 0usize;
+    while let Some(p) = todo.pop() {
+        seen += 1;
+        if seen > 100_000 {
+            break;
+        }
+        if let Ok(statm) = std::fs::read_to_string(format!("/proc/{p}/statm")) {
+            let rss: u64 = statm
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            total = total.saturating_add(rss.saturating_mul(page));
+        }
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            if let Ok(children) = std::fs::read_to_string(t.path().join("children")) {
+                todo.extend(
+                    children
+                        .split_whitespace()
+                        .filter_map(|c| c.parse::<i32>().ok()),
+                );
+            }
+        }
+    }
+    total
 }
 
 /// Reads the status pipe until the init is done or the deadline passes (then kills the init,
 /// which takes the whole PID namespace with it), and reaps the init.
-fn read_status(st_r: OwnedFd, pid: i32, deadline: Instant, n_fetch: usize) -> StatusOutcome {
+///
+/// Also the per-run memory limit: RLIMIT_AS caps each process, so a run that forks could hold
+/// `max_processes` times its memory; every [`MEMORY_POLL`] the resident memory of the init and
+/// all its descendants is summed, and the run is killed when the sum passes `memory` (issue 24,
+/// finding 5). Fetched files travel within the same deadline.
+fn read_status(
+    st_r: OwnedFd,
+    pid: i32,
+    deadline: Instant,
+    n_fetch: usize,
+    memory: u64,
+) -> StatusOutcome {
     let mut o = StatusOutcome {
         error: None,
         exit: None,
         files: BTreeMap::new(),
         timed_out: false,
         cpu: Duration::ZERO,
+        memory_exceeded: None,
     };
     let mut partial: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
     let mut f = std::fs::File::from(st_r);
@@ -267,15 +347,27 @@ fn read_status(st_r: OwnedFd, pid: i32, deadline: Instant, n_fetch: usize) -> St
     let mut chunk = vec![0u8; 65536];
     'outer: loop {
         let now = Instant::now();
-        if now >= deadline && o.exit.is_none() {
-            o.timed_out = true;
+        if now >= deadline {
+            // Past the deadline the run ends, fetched files included.
+            o.timed_out = o.exit.is_none();
             unsafe { libc::kill(pid, libc::SIGKILL) };
             break;
         }
+        if o.exit.is_none() {
+            let held = tree_rss(pid);
+            if held > memory {
+                o.memory_exceeded = Some(held);
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                break;
+            }
+        }
         let ms = if o.exit.is_some() {
-            5000
+            (deadline - now).as_millis().clamp(1, 5000) as i32
         } else {
-            (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32
+            (deadline - now)
+                .min(MEMORY_POLL)
+                .as_millis()
+                .clamp(1, i32::MAX as u128) as i32
         };
         let mut pfd = libc::pollfd {
             fd: f.as_raw_fd(),
@@ -290,7 +382,7 @@ fn read_status(st_r: OwnedFd, pid: i32, deadline: Instant, n_fetch: usize) -> St
             break;
         }
         if r == 0 {
-            if o.exit.is_some() {
+            if o.exit.is_some() && Instant::now() >= deadline {
                 // The init hangs after the program ended (cannot happen short of a kernel
                 // problem); do not wait for it any longer.
                 unsafe { libc::kill(pid, libc::SIGKILL) };

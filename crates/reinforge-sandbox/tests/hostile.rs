@@ -222,6 +222,57 @@ fn memory_bombs_report_memory_limit() {
     }
 }
 
+/// Issue 24, finding 5: the memory limit is per run, not per process: 8 forked children of
+/// 80 MiB each under a 100 MiB limit (each under RLIMIT_AS on its own) are killed with a memory
+/// verdict (before the fix: Success, 700+ MiB held).
+#[test]
+fn forked_children_share_one_memory_limit() {
+    let _g = exclusive();
+    let code = r#"
+import os, time
+pids = []
+for i in range(8):
+    p = os.fork()
+    if p == 0:
+        x = b'\x01' * (80 << 20)
+        time.sleep(3)
+        os._exit(0)
+    pids.append(p)
+for p in pids:
+    os.waitpid(p, 0)
+print("survived")
+"#;
+    let limits = Limits {
+        memory_bytes: 100 << 20,
+        ..short()
+    };
+    for (mode, sb) in both() {
+        let t = std::time::Instant::now();
+        let r = py(sb, code, limits.clone());
+        assert_eq!(
+            r.status,
+            RunStatus::MemoryLimitExceeded,
+            "{mode}: {}",
+            show(&r)
+        );
+        assert!(!out(&r).contains("survived"), "{mode}: {}", show(&r));
+        assert!(r.message.contains("together"), "{mode}: {}", show(&r));
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(6),
+            "{mode}: {:?}",
+            t.elapsed()
+        );
+    }
+    // One process under the limit still runs.
+    let r = py(sandbox(), "x = b'\\x01' * (40 << 20)\nprint('ok')", limits);
+    assert_eq!(
+        (r.status, out(&r).trim()),
+        (RunStatus::Finished, "ok"),
+        "{}",
+        show(&r)
+    );
+}
+
 #[test]
 fn infinite_loop_with_background_children_is_killed_at_wall_limit() {
     let _g = exclusive();

@@ -39,6 +39,9 @@ struct Args {
     /// Sleep per decoding step, milliseconds (to watch batching and pauses).
     #[arg(long, default_value_t = 0)]
     step_delay_ms: u64,
+    /// The server's --api-key (also REINFORGE_API_KEY).
+    #[arg(long, env = "REINFORGE_API_KEY")]
+    api_key: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,6 +54,7 @@ fn main() -> anyhow::Result<()> {
     args.no_sandbox = true;
     args.model = Some(a.model);
     args.served_model_name = Some(a.served_model_name);
+    args.api_key = a.api_key;
     reinforge_serve::run_with_policy(
         &args,
         Some(Box::new(generator)),

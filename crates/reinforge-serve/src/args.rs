@@ -54,7 +54,9 @@ pub struct ServeArgs {
     /// Sandbox cap: wall-clock seconds of one run (requests may ask for less).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 60.0))]
     pub sandbox_wall_time_s: f64,
-    /// Sandbox cap: memory of one run, MiB.
+    /// Sandbox cap: memory of one run, MiB: every process of the run together (their resident
+    /// memory, summed every 20 ms; the run is killed beyond it), and each process's address
+    /// space (RLIMIT_AS).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 2048))]
     pub sandbox_memory_mb: u64,
     /// Sandbox cap: processes/threads of one run.
@@ -85,6 +87,56 @@ pub struct ServeArgs {
     /// The weight version reported for the weights loaded at start (responses carry it).
     #[cfg_attr(feature = "cli", arg(long, default_value = "0"))]
     pub weight_version: String,
+    /// Require `Authorization: Bearer KEY` on every route but /health (OpenAI's convention;
+    /// clients: `api_key=KEY`). Also read from REINFORGE_API_KEY. See docs/security.md.
+    #[cfg_attr(
+        feature = "cli",
+        arg(
+            long,
+            value_name = "KEY",
+            env = "REINFORGE_API_KEY",
+            hide_env_values = true
+        )
+    )]
+    pub api_key: Option<String>,
+    /// A separate key for the admin routes: weight loads, pause/resume (which abort requests)
+    /// and /metrics. Without it the API key guards them too. Also read from
+    /// REINFORGE_ADMIN_KEY.
+    #[cfg_attr(
+        feature = "cli",
+        arg(
+            long,
+            value_name = "KEY",
+            env = "REINFORGE_ADMIN_KEY",
+            hide_env_values = true
+        )
+    )]
+    pub admin_key: Option<String>,
+    /// Serve a non-loopback address (--host) without --api-key: anyone who reaches the port
+    /// may generate, run code, load weights and pause. Refused without this flag.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub insecure_no_auth: bool,
+    /// /update_weights_from_disk loads only directories inside DIR (symlinks resolved). Without
+    /// it, loads from disk are refused unless the server is bound to a loopback address.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DIR"))]
+    pub weights_root: Option<PathBuf>,
+    /// Rows (prompts x n) of one generation request at most (400 beyond).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 4096))]
+    pub max_request_rows: usize,
+    /// Tokens one generation request may hold at most: the sum over its rows of prompt length
+    /// plus max_tokens (400 beyond).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1 << 24))]
+    pub max_request_tokens: usize,
+    /// Seconds a client has to send a request's body once its headers are in (408 beyond); a
+    /// work route's concurrency slot is taken only once the body is read.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 30.0))]
+    pub body_read_timeout_s: f64,
+    /// Sandbox cap: files a run may return (`fetch_files` entries).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 64))]
+    pub sandbox_max_fetch_files: usize,
+    /// Sandbox cap: total bytes of the files a run returns.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 64 << 20))]
+    pub sandbox_max_fetch_bytes: u64,
 }
 
 impl Default for ServeArgs {
@@ -108,6 +160,15 @@ impl Default for ServeArgs {
             max_batch_rows: 64,
             max_queued_requests: 1024,
             weight_version: "0".into(),
+            api_key: None,
+            admin_key: None,
+            insecure_no_auth: false,
+            weights_root: None,
+            max_request_rows: 4096,
+            max_request_tokens: 1 << 24,
+            body_read_timeout_s: 30.0,
+            sandbox_max_fetch_files: 64,
+            sandbox_max_fetch_bytes: 64 << 20,
         }
     }
 }
@@ -134,6 +195,47 @@ impl ServeArgs {
         } else {
             4 * std::thread::available_parallelism().map_or(2, |n| n.get())
         }
+    }
+
+    /// The keys of [`crate::auth`]; an empty key is an error (it would match an empty bearer).
+    pub fn keys(&self) -> anyhow::Result<crate::auth::Keys> {
+        let check = |k: &Option<String>, flag: &str| -> anyhow::Result<Option<String>> {
+            match k {
+                Some(k) if k.is_empty() => anyhow::bail!("{flag} must not be empty"),
+                Some(k) if !k.bytes().all(|b| b.is_ascii_graphic()) => anyhow::bail!(
+                    "{flag} must be printable ASCII without spaces (it travels in an HTTP header)"
+                ),
+                k => Ok(k.clone()),
+            }
+        };
+        Ok(crate::auth::Keys {
+            api: check(&self.api_key, "--api-key")?,
+            admin: check(&self.admin_key, "--admin-key")?,
+        })
+    }
+
+    /// Refuses to serve the non-loopback address `ip` without --api-key, unless
+    /// --insecure-no-auth.
+    pub fn check_exposure(&self, ip: std::net::IpAddr) -> anyhow::Result<()> {
+        if ip.is_loopback() || self.api_key.is_some() || self.insecure_no_auth {
+            return Ok(());
+        }
+        anyhow::bail!(
+            "--host {} is reachable from other machines and no --api-key (or REINFORGE_API_KEY) \
+             is set: anyone who reaches the port could generate, run code, load weights and \
+             pause. Set a key (and --admin-key, --weights-root; docs/security.md), or pass \
+             --insecure-no-auth on a trusted network",
+            ip
+        )
+    }
+
+    /// The body-read timeout; an error names the flag.
+    pub fn body_read_timeout(&self) -> anyhow::Result<Duration> {
+        let t = self.body_read_timeout_s;
+        if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
+            anyhow::bail!("--body-read-timeout-s must be in (0, 86400] seconds, got {t}");
+        }
+        Ok(Duration::from_secs_f64(t))
     }
 
     /// The sandbox's server-wide caps; an error names the flag out of range.

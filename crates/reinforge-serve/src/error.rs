@@ -77,7 +77,11 @@ impl IntoResponse for ApiError {
 /// over the limit 413.
 pub struct ApiJson<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+/// Bodies larger than this are parsed on tokio's blocking pool, not on an async worker (a
+/// multi-megabyte body takes milliseconds to seconds to parse; issue 24, finding 9).
+pub const PARSE_INLINE_BYTES: usize = 64 << 10;
+
+impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
@@ -85,7 +89,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             let (status, message) = body_rejection(&r);
             ApiError::new(status, message)
         })?;
-        parse(&bytes).map(ApiJson)
+        if bytes.len() <= PARSE_INLINE_BYTES {
+            return parse(&bytes).map(ApiJson);
+        }
+        tokio::task::spawn_blocking(move || parse(&bytes))
+            .await
+            .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "parsing failed"))?
+            .map(ApiJson)
     }
 }
 

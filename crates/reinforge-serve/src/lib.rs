@@ -15,6 +15,10 @@
 //! `reinforge` binary's, over libtorch); they have their own bounded queue
 //! (`--max-queued-requests`) and worker thread instead of the work routes' admission control.
 //!
+//! Access: `--api-key` (or `REINFORGE_API_KEY`) on every route but `/health`, `--admin-key` on
+//! the weight, pause and metrics routes ([`auth`]); a non-loopback `--host` without a key is
+//! refused unless `--insecure-no-auth`. docs/security.md has the threat model.
+//!
 //! Load handling: bodies over `--max-body-bytes` get 413; work routes admit `--max-concurrency`
 //! requests at once and queue `--max-queue` more, then answer 503 + `Retry-After` ([`limit`]);
 //! malformed bodies get a JSON error naming the field ([`error`]); CPU work (scoring,
@@ -29,6 +33,7 @@
 //! `scripts/clients/sandboxfusion_client.py`. Load test: `scripts/bench_serve.sh`.
 
 pub mod args;
+pub mod auth;
 pub mod error;
 pub mod limit;
 pub mod metrics;
@@ -66,6 +71,12 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// The served policy (OpenAI routes), when the caller passed a generator.
     pub policy: Option<Arc<policy::Policy>>,
+    /// `--api-key`, `--admin-key` ([`auth`]).
+    pub keys: Arc<auth::Keys>,
+    /// `--body-read-timeout-s`.
+    pub body_timeout: std::time::Duration,
+    /// `--sandbox-max-fetch-files`, `--sandbox-max-fetch-bytes`.
+    pub fetch_caps: routes::sandboxfusion::FetchCaps,
 }
 
 impl AppState {
@@ -81,6 +92,8 @@ impl AppState {
         generator: Option<Box<dyn Generator>>,
         models: ModelLoader,
     ) -> Result<Self> {
+        let keys = args.keys()?;
+        let body_timeout = args.body_read_timeout()?;
         let metrics = Arc::new(Metrics::new());
         let policy = match generator {
             Some(g) => Some(Arc::new(policy::Policy::new(
@@ -125,6 +138,12 @@ impl AppState {
             admission: Arc::new(Admission::new(args.concurrency(), args.max_queue)),
             max_body_bytes: args.max_body_bytes,
             policy,
+            keys: Arc::new(keys),
+            body_timeout,
+            fetch_caps: routes::sandboxfusion::FetchCaps {
+                files: args.sandbox_max_fetch_files,
+                bytes: args.sandbox_max_fetch_bytes,
+            },
         })
     }
 
@@ -167,6 +186,16 @@ pub fn app(state: AppState) -> Router {
     }
     router
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        // Innermost first: the body is read (with its timeout) after the key is checked and
+        // before a work route's admission takes a slot.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limit::read_body,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::check,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::track,
@@ -262,6 +291,7 @@ pub fn run_with_policy(
             .await
             .with_context(|| format!("binding {addr} (--host, --port)"))?;
         let local: SocketAddr = listener.local_addr()?;
+        args.check_exposure(local.ip())?;
         eprintln!(
             "reinforge serve: listening on http://{local} (reward components: {}; sandbox: {}; workers {}, concurrency {}, queue {})",
             state.reward.spec().components.keys().cloned().collect::<Vec<_>>().join(", "),

@@ -6,14 +6,19 @@
 //! (the client sees latency, i.e. backpressure), and the rest get 503 with `Retry-After: 1`,
 //! which OpenRLHF's and most clients' retry loops handle.
 //!
-//! The slot is admitted before the body is read (a queue of bodies would be a queue of memory),
-//! and handlers move it into their blocking task ([`Slot`]), so work that outlives a client
+//! A request is counted against `max_concurrency + max_queue` before its body is read, and takes
+//! a slot only once [`read_body`] has its whole body (within `--body-read-timeout-s`, else 408):
+//! a client that sends headers and then stalls holds no slot (issue 24, finding 7). The bodies
+//! of queued requests are in memory, at most `(max_concurrency + max_queue) x max_body_bytes`.
+//! Handlers move the slot into their blocking task ([`Slot`]), so work that outlives a client
 //! who hung up still counts against the limit.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus::IntGauge;
@@ -73,6 +78,65 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
     let _in_flight = Raised::new(&state.metrics.in_flight);
     req.extensions_mut().insert(Slot(Arc::new(permit)));
     next.run(req).await
+}
+
+/// Middleware on every route: reads the whole body (at most `--max-body-bytes`) within
+/// `--body-read-timeout-s`, so handlers and [`admit`] see a body already in memory.
+pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > state.max_body_bytes as u64) {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body is larger than the server's limit (--max-body-bytes)",
+        )
+        .into_response();
+    }
+    let (parts, body) = req.into_parts();
+    let read = axum::body::to_bytes(body, state.max_body_bytes);
+    let bytes = match tokio::time::timeout(state.body_timeout, read).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            // axum reports the limit as "length limit exceeded" (http-body-util's error).
+            let mut too_large = false;
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(c) = cause {
+                too_large |= c.to_string().contains("length limit");
+                cause = c.source();
+            }
+            return if too_large {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request body is larger than the server's limit (--max-body-bytes)",
+                )
+            } else {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                )
+            }
+            .into_response();
+        }
+        Err(_) => {
+            let mut resp = ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {:?} (--body-read-timeout-s)",
+                    state.body_timeout
+                ),
+            )
+            .into_response();
+            resp.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+            return resp;
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 /// A gauge raised by one while this lives (also when a request's future is dropped).

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 mod common;
-use common::server::{post, Server};
+use common::server::{post, Server, ADMIN_KEY, API_KEY};
 use common::tiny::{
     self, check, column, learning_steps, mean_change, metrics, train_args, train_seeds,
     LEARNING_STEPS, REWARD_NULL, TURNS_NULL,
@@ -139,7 +139,7 @@ fn remote_engines_draw_like_the_local_engine_and_a_killed_engine_loses_nothing()
     check(&out);
 
     // One engine serving the SFT weights, seeded requests decoded alone: the local draw.
-    let a = Server::model(&base.join("checkpoints/sft"));
+    let a = Server::model_with_keys(&base.join("checkpoints/sft"));
     let remote_keys = |urls: &[&str]| {
         vec![
             steps.clone(),
@@ -147,6 +147,9 @@ fn remote_engines_draw_like_the_local_engine_and_a_killed_engine_loses_nothing()
             ("rollout", "base_urls", format!("{urls:?}")),
             ("rollout", "retries", "1".to_string()),
             ("rollout", "timeout_s", "60".to_string()),
+            // The engines want keys (issue 24): the trainer sends both.
+            ("rollout", "api_key", format!("{API_KEY:?}")),
+            ("rollout", "admin_key", format!("{ADMIN_KEY:?}")),
         ]
     };
     let (one, out) = rl_from(&base, "one", &remote_keys(&[&a.url]));
@@ -171,7 +174,7 @@ fn remote_engines_draw_like_the_local_engine_and_a_killed_engine_loses_nothing()
     }
 
     // Two engines: the groups split across them; the run trains and every push is confirmed.
-    let b = Server::model(&base.join("checkpoints/sft"));
+    let b = Server::model_with_keys(&base.join("checkpoints/sft"));
     let mut keys = remote_keys(&[&a.url, &b.url]);
     keys[0].2 = "12".into();
     let (two, out) = rl_from(&base, "two", &keys);
@@ -219,7 +222,7 @@ fn remote_engines_draw_like_the_local_engine_and_a_killed_engine_loses_nothing()
         Some(done as u64),
         "latest holds every finished step"
     );
-    let c = Server::model(&base.join("checkpoints/sft"));
+    let c = Server::model_with_keys(&base.join("checkpoints/sft"));
     set_keys(
         &cut,
         &[("rollout", "base_urls", format!("{:?}", [&a.url, &c.url]))],
@@ -317,12 +320,21 @@ fn served_greedy_completions_equal_reinforge_generate() {
 fn the_official_openai_client_passes_every_check() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let model = root.join("fixtures/hf/models/llama");
-    let s = Server::model(&model);
+    let s = Server::start(&[
+        "--threads",
+        "1",
+        "--model",
+        model.to_str().unwrap(),
+        "--api-key",
+        API_KEY,
+    ]);
     let out = Command::new(root.join(".venv/bin/python"))
         .arg(root.join("scripts/clients/openai_policy_client.py"))
         .arg(&s.url)
         .arg("--update-weights")
         .arg(&model)
+        .arg("--api-key")
+        .arg(API_KEY)
         .output()
         .expect("runs .venv/bin/python (scripts/setup.sh creates it)");
     let report = String::from_utf8_lossy(&out.stdout);

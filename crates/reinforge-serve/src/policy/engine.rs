@@ -410,7 +410,11 @@ fn run_load(generator: &mut dyn Generator, load: &LoadJob) -> Result<LoadOutcome
             panic_message(&p)
         )
     })?
-    .map_err(|e| format!("loading {}: {e:#}", load.dir.display()))?;
+    .map_err(|e| {
+        let e = format!("loading {}: {e:#}", load.dir.display());
+        eprintln!("reinforge serve: weight load failed: {e}");
+        public_error(&e)
+    })?;
     Ok(LoadOutcome {
         weight_version: load.version.clone(),
         checksum: generator.checksum(),
@@ -620,6 +624,10 @@ fn run_batch(
             }
         }
         Err(e) => {
+            // The log gets everything; clients the first line (a libtorch error goes on with a
+            // backtrace: install paths and addresses).
+            eprintln!("reinforge serve: batch failed: {e}");
+            let e = public_error(&e);
             for (job, done) in run.jobs.iter().zip(&run.done) {
                 if !done {
                     let _ = job.events.send(Event::Done(Err(e.clone())));
@@ -627,6 +635,16 @@ fn run_batch(
             }
         }
     }
+}
+
+/// What a client is told of a generator error: its first line, at most 300 characters.
+pub fn public_error(e: &str) -> String {
+    let line = e.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(300).collect();
+    if out.len() < e.len() {
+        out.push_str(" (details in the server's log)");
+    }
+    out
 }
 
 fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {

@@ -41,6 +41,12 @@ impl OpenAiError {
         }
     }
 
+    /// The same error about `param`.
+    pub fn param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
     /// 404 for a model this server does not serve.
     pub fn unknown_model(asked: &str, served: &str) -> Self {
         OpenAiError {
@@ -65,6 +71,9 @@ impl OpenAiError {
         match self.status {
             StatusCode::BAD_REQUEST => "BadRequestError",
             StatusCode::NOT_FOUND => "NotFoundError",
+            StatusCode::UNAUTHORIZED => "AuthenticationError",
+            StatusCode::FORBIDDEN => "PermissionDeniedError",
+            StatusCode::REQUEST_TIMEOUT => "RequestTimeoutError",
             StatusCode::PAYLOAD_TOO_LARGE => "RequestTooLargeError",
             StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailableError",
             _ => "InternalServerError",

@@ -48,7 +48,7 @@ fn model_card(p: &Policy) -> Value {
         "object": "model",
         "created": 0,
         "owned_by": "reinforge",
-        "root": p.served.model_dir.as_ref().map(|d| d.display().to_string()),
+        "root": p.served.model_dir.as_deref().map(super::weights::dir_name),
         "parent": null,
         "max_model_len": p.served.max_model_len,
         "weight_version": w.weight_version,
@@ -127,10 +127,19 @@ async fn generate(
         let (status, message) = crate::error::body_rejection(&r);
         OpenAiError::status(status, message)
     })?;
-    let req = match endpoint {
-        Endpoint::Completions => request::completion(&bytes, &p.served)?,
-        Endpoint::Chat => request::chat(&bytes, &p.served)?,
-    };
+    // Parsing, tokenizing and templating on the blocking pool, never on an async worker.
+    let parsing = p.clone();
+    let req = tokio::task::spawn_blocking(move || match endpoint {
+        Endpoint::Completions => request::completion(&bytes, &parsing.served),
+        Endpoint::Chat => request::chat(&bytes, &parsing.served),
+    })
+    .await
+    .map_err(|_| {
+        OpenAiError::status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "parsing the request failed",
+        )
+    })??;
     let mut rx = p
         .engine
         .submit(Submission {

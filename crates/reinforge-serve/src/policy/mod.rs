@@ -104,6 +104,14 @@ pub struct Served {
     pub vocab_size: usize,
     pub eos_token_ids: Vec<i64>,
     pub max_batch_rows: usize,
+    /// `--max-request-rows`: prompts x n of one request.
+    pub max_request_rows: usize,
+    /// `--max-request-tokens`: the sum over a request's rows of prompt plus `max_tokens`.
+    pub max_request_tokens: usize,
+    /// `--weights-root`, canonical, and whether loads outside one are allowed (a loopback
+    /// `--host`); see [`weights`].
+    pub weights_root: Option<PathBuf>,
+    pub loads_without_root: bool,
 }
 
 /// The policy: the served model's facts and the worker that decodes.
@@ -122,6 +130,20 @@ impl Policy {
     ) -> Result<Policy> {
         if args.max_batch_rows == 0 {
             anyhow::bail!("--max-batch-rows must be at least 1, got 0");
+        }
+        if args.max_request_rows == 0 || args.max_request_tokens == 0 {
+            anyhow::bail!("--max-request-rows and --max-request-tokens must be at least 1");
+        }
+        weights::check_version(&args.weight_version)
+            .map_err(|e| anyhow::anyhow!("--weight-version: {}", e.message))?;
+        let weights_root = match &args.weights_root {
+            Some(r) => Some(std::fs::canonicalize(r).with_context(|| {
+                format!("--weights-root {}: not an existing directory", r.display())
+            })?),
+            None => None,
+        };
+        if weights_root.as_ref().is_some_and(|r| !r.is_dir()) {
+            anyhow::bail!("--weights-root must be a directory");
         }
         let tokenizer = match &args.model {
             Some(dir) if dir.join("tokenizer.json").is_file() => Some(
@@ -148,6 +170,10 @@ impl Policy {
             vocab_size: generator.vocab_size(),
             eos_token_ids: generator.eos_token_ids(),
             max_batch_rows: args.max_batch_rows,
+            max_request_rows: args.max_request_rows,
+            max_request_tokens: args.max_request_tokens,
+            weights_root,
+            loads_without_root: host_is_loopback(&args.host),
         };
         let engine = Engine::start(
             generator,
@@ -158,6 +184,16 @@ impl Policy {
         );
         Ok(Policy { served, engine })
     }
+}
+
+/// Whether `--host` names a loopback address (`localhost` or a loopback IP; any other name
+/// counts as reachable from elsewhere).
+pub fn host_is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The policy routes (merged into the server's router when a generator is given).

@@ -480,6 +480,19 @@ fn build(
             format!("`{max_tokens_field}` must be at least 1"),
         ));
     }
+    // Caps before anything is copied per row: `n` copies of each prompt are made for the batch.
+    let rows = prompts.len().saturating_mul(n);
+    if rows > served.max_request_rows {
+        return Err(OpenAiError::bad(
+            "n",
+            format!(
+                "{} prompt(s) x `n` = {n} is {rows} rows; this server takes at most {} rows per \
+                 request (--max-request-rows)",
+                prompts.len(),
+                served.max_request_rows
+            ),
+        ));
+    }
     for (i, p) in prompts.iter().enumerate() {
         if p.len().saturating_add(max_tokens) > served.max_model_len {
             let which = if prompts.len() > 1 {
@@ -493,18 +506,40 @@ fn build(
                     "{which} has {} tokens and `{max_tokens_field}` is {max_tokens}: {} is more \
                      than the model's maximum context length of {} tokens",
                     p.len(),
-                    p.len() + max_tokens,
+                    p.len().saturating_add(max_tokens),
                     served.max_model_len
                 ),
             ));
         }
     }
-    let temperature = c.temperature.unwrap_or(1.0);
+    // Each row holds its prompt and up to `max_tokens` new tokens (each below the model's
+    // length, checked above, so the sum cannot overflow before the cap).
+    let tokens = prompts
+        .iter()
+        .map(|p| (p.len() + max_tokens).saturating_mul(n))
+        .fold(0usize, usize::saturating_add);
+    if tokens > served.max_request_tokens {
+        return Err(OpenAiError::bad(
+            max_tokens_field,
+            format!(
+                "the request holds up to {tokens} tokens (each of its {rows} rows: prompt + \
+                 `{max_tokens_field}`); this server takes at most {} per request \
+                 (--max-request-tokens): send fewer rows or a smaller `{max_tokens_field}`",
+                served.max_request_tokens
+            ),
+        ));
+    }
+    let mut temperature = c.temperature.unwrap_or(1.0);
     if !(temperature.is_finite() && temperature >= 0.0) {
         return Err(OpenAiError::bad(
             "temperature",
             format!("`temperature` must be a number >= 0, got {temperature}"),
         ));
+    }
+    // vLLM's `_SAMPLING_EPS`: below it sampling is greedy (dividing logits by a subnormal
+    // temperature overflows to infinities and NaNs).
+    if temperature < 1e-5 {
+        temperature = 0.0;
     }
     let top_p = c.top_p.unwrap_or(1.0);
     if !(top_p > 0.0 && top_p <= 1.0) {
@@ -515,7 +550,8 @@ fn build(
     }
     let top_k = match c.top_k.unwrap_or(-1) {
         -1 | 0 => 0,
-        k if k > 0 => k,
+        // More than the vocabulary keeps every token.
+        k if k > 0 => k.min(i64::try_from(served.vocab_size).unwrap_or(i64::MAX)),
         k => {
             return Err(OpenAiError::bad(
                 "top_k",

@@ -155,12 +155,9 @@ pub async fn get_weight_version(State(state): State<AppState>) -> Result<Respons
 /// `GET /get_model_info` (SGLang's fields that apply).
 pub async fn get_model_info(State(state): State<AppState>) -> Result<Response, OpenAiError> {
     let p = policy(&state)?;
-    let dir = p.served.model_dir.as_ref().map(|d| d.display().to_string());
-    let tok = p
-        .served
-        .tokenizer
-        .as_ref()
-        .map(|t| t.dir().display().to_string());
+    // Directory names only: a host path tells a client about the server's file system.
+    let dir = p.served.model_dir.as_deref().map(dir_name);
+    let tok = p.served.tokenizer.as_ref().map(|t| dir_name(t.dir()));
     Ok(respond(
         &p,
         json!({
@@ -171,6 +168,37 @@ pub async fn get_model_info(State(state): State<AppState>) -> Result<Response, O
             "max_model_len": p.served.max_model_len,
         }),
     ))
+}
+
+/// The last component of `dir` (what the model and tokenizer paths are shown as).
+pub fn dir_name(dir: &std::path::Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The longest `weight_version`: it travels in a header of every response.
+pub const MAX_VERSION_LEN: usize = 128;
+
+/// A weight version: 1 to [`MAX_VERSION_LEN`] printable ASCII characters.
+pub fn check_version(v: &str) -> Result<(), OpenAiError> {
+    if v.is_empty() {
+        return Err(OpenAiError::bad(
+            "weight_version",
+            "`weight_version` must not be empty",
+        ));
+    }
+    if v.len() > MAX_VERSION_LEN || !v.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        return Err(OpenAiError::bad(
+            "weight_version",
+            format!(
+                "`weight_version` must be 1 to {MAX_VERSION_LEN} printable ASCII characters \
+                 (it is sent in a header of every response); got {} bytes",
+                v.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `weight_version` as SGLang takes it (a string) or as trainers count (an integer).
@@ -196,11 +224,7 @@ pub struct UpdateBody {
 /// The next version: the one given, else an integer version plus one.
 fn next_version(given: Option<Version>, current: &str) -> Result<String, OpenAiError> {
     match given {
-        Some(Version::Text(s)) if s.is_empty() => Err(OpenAiError::bad(
-            "weight_version",
-            "`weight_version` must not be empty",
-        )),
-        Some(Version::Text(s)) => Ok(s),
+        Some(Version::Text(s)) => check_version(&s).map(|()| s),
         Some(Version::Number(n)) => Ok(n.to_string()),
         None => current
             .parse::<u64>()
@@ -217,6 +241,110 @@ fn next_version(given: Option<Version>, current: &str) -> Result<String, OpenAiE
                 )
             }),
     }
+}
+
+/// Why a load was not attempted.
+enum Refusal {
+    /// 403: loads from disk are off (a non-loopback server without `--weights-root`).
+    Forbidden(String),
+    /// 400 with SGLang's `success: false` shape.
+    Failed(String),
+}
+
+/// The directory to load: `model_path` canonicalised (symlinks resolved), inside
+/// `--weights-root` when one is set. A path outside the root, missing or not a directory gets
+/// one message, so answers do not tell which paths exist.
+fn allowed_dir(served: &super::Served, asked: &std::path::Path) -> Result<PathBuf, Refusal> {
+    let Some(root) = &served.weights_root else {
+        if !served.loads_without_root {
+            return Err(Refusal::Forbidden(
+                "weight loads from disk are disabled: this server is reachable from other \
+                 machines and was started without --weights-root DIR"
+                    .into(),
+            ));
+        }
+        return match std::fs::canonicalize(asked) {
+            Ok(d) if d.is_dir() => Ok(d),
+            _ => Err(Refusal::Failed(format!(
+                "model_path {} is not a directory; the weights were not changed",
+                asked.display()
+            ))),
+        };
+    };
+    // A relative path is taken inside the root.
+    let joined = root.join(asked);
+    match std::fs::canonicalize(&joined) {
+        Ok(d) if d.starts_with(root) && d.is_dir() => Ok(d),
+        _ => Err(Refusal::Failed(
+            "model_path is not a directory inside the server's --weights-root; the weights \
+             were not changed"
+                .into(),
+        )),
+    }
+}
+
+/// The keys of config.json that fix the shapes of the weights.
+const SHAPE_KEYS: &[&str] = &[
+    "model_type",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+];
+
+/// The largest config.json read (real ones are a few KiB).
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+fn read_config(dir: &std::path::Path) -> Result<Option<Value>, String> {
+    let path = dir.join("config.json");
+    let Ok(meta) = std::fs::metadata(&path) else {
+        return Ok(None);
+    };
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "config.json is {} bytes; at most {MAX_CONFIG_BYTES} are read",
+            meta.len()
+        ));
+    }
+    let text = std::fs::read(&path).map_err(|e| format!("reading config.json: {e}"))?;
+    serde_json::from_slice(&text)
+        .map(Some)
+        .map_err(|e| format!("config.json is not JSON: {e}"))
+}
+
+/// Compares the candidate's config.json with the served model's on the keys that fix the
+/// weights' shapes (issue 24, finding 10: a config-only directory made the generator allocate a
+/// model of its sizes before its own comparison), before the generator allocates anything for it. Nothing to compare (no
+/// `--model` config.json) passes: the generator checks then.
+fn same_architecture(served: &super::Served, dir: &std::path::Path) -> Result<(), String> {
+    let Some(model) = &served.model_dir else {
+        return Ok(());
+    };
+    let Some(current) = read_config(model).ok().flatten() else {
+        return Ok(());
+    };
+    let Some(candidate) = read_config(dir)? else {
+        return Ok(());
+    };
+    // Keys present in both (a writer may spell out a default the other leaves implicit; the
+    // generator's own check covers the rest once the shapes are known to agree).
+    for key in SHAPE_KEYS {
+        if let (Some(a), Some(b)) = (current.get(*key), candidate.get(*key)) {
+            if a != b {
+                return Err(format!(
+                    "config.json describes another model than the one served: `{key}` is {a} \
+                     here and {b} in the candidate (weights can be replaced, not the \
+                     architecture)"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `POST /update_weights_from_disk`: loads `model_path` between batches. 200 with
@@ -254,17 +382,19 @@ pub async fn update_weights_from_disk(
             &w.weight_version,
         )
     };
-    if !body.model_path.is_dir() {
-        return Ok(failure(format!(
-            "model_path {} is not a directory; the weights were not changed",
-            body.model_path.display()
-        )));
+    let dir = match allowed_dir(&p.served, &body.model_path) {
+        Ok(d) => d,
+        Err(Refusal::Forbidden(m)) => {
+            return Err(OpenAiError::status(StatusCode::FORBIDDEN, m).param("model_path"))
+        }
+        Err(Refusal::Failed(m)) => return Ok(failure(m)),
+    };
+    if let Err(m) = same_architecture(&p.served, &dir) {
+        return Ok(failure(format!("{m}; the weights were not changed")));
     }
-    let rx = p.engine.load(
-        body.model_path.clone(),
-        version,
-        body.abort_all_requests.unwrap_or(false),
-    );
+    let rx = p
+        .engine
+        .load(dir, version, body.abort_all_requests.unwrap_or(false));
     match rx.await {
         Ok(Ok(o)) => Ok(respond(
             &p,

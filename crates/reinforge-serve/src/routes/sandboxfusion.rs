@@ -112,20 +112,27 @@ fn decode(bytes: &[u8]) -> String {
 /// A relative path that stays inside the working directory.
 fn safe_path(p: &str) -> bool {
     let path = std::path::Path::new(p);
+    // The sandbox's rule: `/`-separated normal components only (`./x` and `a//b` are refused
+    // here, as a 422, rather than by the sandbox as a SandboxError).
     !p.is_empty()
+        && p.len() <= 4096
+        && !p.contains('\0')
         && path.is_relative()
-        && path.components().all(|c| {
-            matches!(
-                c,
-                std::path::Component::Normal(_) | std::path::Component::CurDir
-            )
-        })
+        && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// `--sandbox-max-fetch-files` and `--sandbox-max-fetch-bytes`.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchCaps {
+    pub files: usize,
+    pub bytes: u64,
 }
 
 /// Validates the request and turns it into the sandbox's.
 fn to_run_request(
     req: RunCodeRequest,
     caps: &reinforge_sandbox::Limits,
+    fetch: FetchCaps,
 ) -> Result<RunRequest, ApiError> {
     let language = match req.language.as_str() {
         "python" => Language::Python,
@@ -158,6 +165,17 @@ fn to_run_request(
             .map_err(|e| ApiError::field(format!("files.{name}"), format!("not base64: {e}")))?;
         files.insert(name, bytes);
     }
+    if req.fetch_files.len() > fetch.files {
+        return Err(ApiError::field(
+            "fetch_files",
+            format!(
+                "{} files asked for; at most {} per run (--sandbox-max-fetch-files)",
+                req.fetch_files.len(),
+                fetch.files
+            ),
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
     for (i, name) in req.fetch_files.iter().enumerate() {
         if !safe_path(name) {
             return Err(ApiError::field(
@@ -165,8 +183,20 @@ fn to_run_request(
                 "file paths must be relative and stay inside the working directory",
             ));
         }
+        if !seen.insert(name.as_str()) {
+            return Err(ApiError::field(
+                format!("fetch_files[{i}]"),
+                format!("{name:?} is asked for twice"),
+            ));
+        }
     }
     let mut limits = caps.clone();
+    // Each fetched file may fill its share of --sandbox-max-fetch-bytes (the sandbox caps the
+    // size of each file, so the share bounds the total); the share also caps files written.
+    if !req.fetch_files.is_empty() {
+        let share = fetch.bytes / req.fetch_files.len() as u64;
+        limits.max_file_bytes = limits.max_file_bytes.min(share.max(1));
+    }
     let wall = Duration::from_secs_f64(req.run_timeout.min(1e6));
     limits.wall_time = limits.wall_time.min(wall);
     limits.cpu_time = limits.cpu_time.min(wall);
@@ -242,7 +272,7 @@ pub async fn run_code(
             "code execution is disabled on this server (--no-sandbox)",
         ));
     };
-    let run = to_run_request(req, sandbox.caps())?;
+    let run = to_run_request(req, sandbox.caps(), state.fetch_caps)?;
     let result = state.blocking(slot, move || sandbox.run(&run)).await?;
     let resp = match result {
         Ok(r) => to_response(r),
@@ -324,7 +354,9 @@ mod tests {
 
     #[test]
     fn paths_stay_inside() {
-        assert!(safe_path("a/b.txt") && safe_path("./x"));
+        assert!(safe_path("a/b.txt"));
+        // The sandbox refuses `.` and empty components; here they are a 422 (issue 24).
+        assert!(!safe_path("./x") && !safe_path("a//b") && !safe_path("a/"));
         assert!(!safe_path("/etc/passwd") && !safe_path("../x") && !safe_path("a/../../x"));
         assert!(!safe_path(""));
     }

@@ -25,6 +25,17 @@ fn ignorable(name: &str) -> bool {
     name.ends_with("rotary_emb.inv_freq")
 }
 
+/// Whether `file` names a file directly inside a directory: one normal path component (a shard
+/// index naming `../x` or `/x` would read weights from anywhere).
+fn is_plain_file_name(file: &str) -> bool {
+    let mut c = Path::new(file).components();
+    matches!(
+        (c.next(), c.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    ) && !file.contains('/')
+        && !file.contains('\\')
+}
+
 /// The weight files of a checkpoint directory and, for each, the tensors the index assigns
 /// to it (`None` for a single file). Like transformers, `model.safetensors` wins over an index.
 fn weight_files(dir: &Path) -> Result<Vec<(PathBuf, Option<HashSet<String>>)>> {
@@ -55,6 +66,13 @@ fn weight_files(dir: &Path) -> Result<Vec<(PathBuf, Option<HashSet<String>>)>> {
                 index.display()
             )
         })?;
+        if !is_plain_file_name(file) {
+            bail!(
+                "{}: weight_map[{name:?}] = {file:?} is not a file name in the checkpoint's \
+                 directory (no directories, `..` or absolute paths)",
+                index.display()
+            );
+        }
         by_file.entry(file.into()).or_default().insert(name.clone());
     }
     by_file
@@ -313,6 +331,22 @@ fn remove_stale(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shard_names_stay_in_the_directory() {
+        assert!(is_plain_file_name("model-00001-of-00002.safetensors"));
+        for bad in [
+            "../x.safetensors",
+            "/etc/passwd",
+            "a/b.safetensors",
+            "..",
+            ".",
+            "",
+            "a\\b",
+        ] {
+            assert!(!is_plain_file_name(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn shards_respect_the_limit_and_isolate_big_tensors() {

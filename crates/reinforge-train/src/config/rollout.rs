@@ -53,6 +53,13 @@ pub struct RolloutConfig {
     pub max_staleness: usize,
     /// Sampling randomness of the local engine.
     pub rng: RolloutRng,
+    /// The engines' API key, sent as `Authorization: Bearer KEY` (`reinforge serve --api-key`,
+    /// vLLM's and SGLang's `--api-key`). "" = the REINFORGE_API_KEY environment variable, if set
+    /// (prefer it: the run directory keeps a copy of this config).
+    pub api_key: String,
+    /// The engines' admin key for weight loads (`reinforge serve --admin-key`). "" = the
+    /// REINFORGE_ADMIN_KEY environment variable, else the API key.
+    pub admin_key: String,
 }
 
 impl Default for RolloutConfig {
@@ -66,6 +73,8 @@ impl Default for RolloutConfig {
             weights_dir: String::new(),
             max_staleness: 0,
             rng: RolloutRng::Batch,
+            api_key: String::new(),
+            admin_key: String::new(),
         }
     }
 }

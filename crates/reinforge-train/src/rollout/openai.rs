@@ -32,6 +32,9 @@ pub struct RemoteEngines {
     pub model: String,
     agent: ureq::Agent,
     retries: usize,
+    /// `Authorization` header values: generation routes, and the weight/pause routes.
+    auth: Option<String>,
+    admin_auth: Option<String>,
     /// The newest weight version every engine confirmed loading, for the thread that
     /// generates ahead.
     confirmed: Mutex<Option<u64>>,
@@ -53,9 +56,14 @@ impl RemoteEngines {
             model: cfg.model.clone(),
             agent,
             retries: cfg.retries,
+            auth: None,
+            admin_auth: None,
             confirmed: Mutex::new(None),
             confirmed_changed: Condvar::new(),
         };
+        let (api, admin) = keys(cfg, |name| std::env::var(name).ok());
+        engines.auth = api.map(|k| format!("Bearer {k}"));
+        engines.admin_auth = admin.map(|k| format!("Bearer {k}"));
         for url in engines.urls.clone() {
             let models = engines
                 .get(&url, "/v1/models")
@@ -83,16 +91,36 @@ impl RemoteEngines {
     /// `GET base + path` as JSON, with retries.
     pub fn get(&self, base: &str, path: &str) -> Result<Value> {
         self.with_retries(base, path, || {
-            json_of(self.agent.get(&format!("{base}{path}")).call()?)
+            json_of(
+                self.authorized(self.agent.get(&format!("{base}{path}")), path)
+                    .call()?,
+            )
         })
+    }
+
+    /// `req` with the `Authorization` header `path` needs (the admin key on the weight and
+    /// pause routes), when a key is configured.
+    fn authorized(&self, req: ureq::Request, path: &str) -> ureq::Request {
+        let admin = matches!(
+            path,
+            "/update_weights_from_disk"
+                | "/pause_generation"
+                | "/continue_generation"
+                | "/pause"
+                | "/resume"
+        );
+        let header = if admin { &self.admin_auth } else { &self.auth };
+        match header {
+            Some(h) => req.set("Authorization", h),
+            None => req,
+        }
     }
 
     /// `POST base + path` with a JSON body, with retries.
     pub fn post(&self, base: &str, path: &str, body: &Value) -> Result<Value> {
         self.with_retries(base, path, || {
             json_of(
-                self.agent
-                    .post(&format!("{base}{path}"))
+                self.authorized(self.agent.post(&format!("{base}{path}")), path)
                     .send_json(body.clone())?,
             )
         })
@@ -225,6 +253,22 @@ impl Engine for RemoteEngines {
 }
 
 /// The JSON body of an answer (a body that is not JSON is a transport error: retried).
+/// The API and admin keys of `cfg`: the config's, else the environment's (`REINFORGE_API_KEY`,
+/// `REINFORGE_ADMIN_KEY`); the admin key defaults to the API key.
+pub fn keys(
+    cfg: &RolloutConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> (Option<String>, Option<String>) {
+    let pick = |set: &str, var: &str| {
+        Some(set.to_string())
+            .filter(|k| !k.is_empty())
+            .or_else(|| env(var).filter(|k| !k.is_empty()))
+    };
+    let api = pick(&cfg.api_key, "REINFORGE_API_KEY");
+    let admin = pick(&cfg.admin_key, "REINFORGE_ADMIN_KEY").or_else(|| api.clone());
+    (api, admin)
+}
+
 fn json_of(resp: ureq::Response) -> Result<Value, Box<ureq::Error>> {
     resp.into_json().map_err(|e| Box::new(ureq::Error::from(e)))
 }
@@ -234,9 +278,15 @@ fn describe(e: ureq::Error) -> (bool, String) {
     match e {
         ureq::Error::Status(code, resp) => {
             let body = resp.into_string().unwrap_or_default();
+            let hint = if code == 401 {
+                " (the engine wants a key: rollout.api_key / REINFORGE_API_KEY, and for weight \
+                 loads rollout.admin_key / REINFORGE_ADMIN_KEY)"
+            } else {
+                ""
+            };
             (
                 code >= 500 || code == 429,
-                format!("HTTP {code}: {}", body.trim()),
+                format!("HTTP {code}: {}{hint}", body.trim()),
             )
         }
         ureq::Error::Transport(t) => (true, t.to_string()),
@@ -376,6 +426,117 @@ pub fn split_groups(prompts: &[Vec<i64>], engines: usize) -> Vec<std::ops::Range
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_come_from_the_config_then_the_environment() {
+        let mut cfg = RolloutConfig::default();
+        let none = |_: &str| None;
+        assert_eq!(keys(&cfg, none), (None, None));
+        let env = |v: &str| Some(format!("env-{v}"));
+        assert_eq!(
+            keys(&cfg, env),
+            (
+                Some("env-REINFORGE_API_KEY".into()),
+                Some("env-REINFORGE_ADMIN_KEY".into())
+            )
+        );
+        cfg.api_key = "k".into();
+        assert_eq!(keys(&cfg, none), (Some("k".into()), Some("k".into())));
+        cfg.admin_key = "a".into();
+        assert_eq!(keys(&cfg, env), (Some("k".into()), Some("a".into())));
+    }
+
+    /// A loopback server that answers `/v1/models` only to `Bearer api` and
+    /// `/update_weights_from_disk` only to `Bearer admin`, 401 otherwise; it records the
+    /// requests' Authorization headers.
+    fn keyed_server() -> (String, std::sync::Arc<Mutex<Vec<String>>>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(Mutex::new(vec![]));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().take(8) {
+                let Ok(mut conn) = conn else { continue };
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                let path = line.split(' ').nth(1).unwrap_or("").to_string();
+                let (mut auth, mut len) = (String::new(), 0usize);
+                loop {
+                    let mut h = String::new();
+                    r.read_line(&mut h).unwrap();
+                    if h.trim().is_empty() {
+                        break;
+                    }
+                    let (k, v) = h.split_once(':').unwrap();
+                    match k.to_ascii_lowercase().as_str() {
+                        "authorization" => auth = v.trim().to_string(),
+                        "content-length" => len = v.trim().parse().unwrap(),
+                        _ => {}
+                    }
+                }
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).unwrap();
+                log.lock().unwrap().push(format!("{path} {auth}"));
+                let want = if path == "/v1/models" {
+                    "Bearer api"
+                } else {
+                    "Bearer admin"
+                };
+                let (status, body) = if auth == want {
+                    ("200 OK", r#"{"data": [{"id": "m"}], "success": true}"#)
+                } else {
+                    ("401 Unauthorized", r#"{"error": {"message": "bad key"}}"#)
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        (url, seen)
+    }
+
+    #[test]
+    fn engines_send_the_api_key_and_the_admin_key_on_weight_loads() {
+        let (url, seen) = keyed_server();
+        let mut cfg = RolloutConfig {
+            base_urls: vec![url.clone()],
+            retries: 0,
+            timeout_s: 10.0,
+            ..RolloutConfig::default()
+        };
+        // No key: the 401 says which setting is missing (the environment may not set one).
+        if std::env::var("REINFORGE_API_KEY").is_err() {
+            let err = format!("{:#}", RemoteEngines::connect(&cfg).err().unwrap());
+            assert!(
+                err.contains("401") && err.contains("rollout.api_key"),
+                "{err}"
+            );
+        }
+        cfg.api_key = "api".into();
+        cfg.admin_key = "admin".into();
+        let engines = RemoteEngines::connect(&cfg).unwrap();
+        assert_eq!(engines.model, "m");
+        engines
+            .post(
+                &url,
+                "/update_weights_from_disk",
+                &json!({"model_path": "x"}),
+            )
+            .unwrap();
+        let seen = seen.lock().unwrap();
+        assert!(
+            seen.contains(&"/v1/models Bearer api".to_string()),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&"/update_weights_from_disk Bearer admin".to_string()),
+            "{seen:?}"
+        );
+    }
 
     #[test]
     fn groups_stay_whole_and_shares_are_even() {

@@ -36,6 +36,28 @@ impl Server {
     pub fn model(model: &Path) -> Server {
         Self::start(&["--threads", "1", "--model", model.to_str().unwrap()])
     }
+
+    /// [`Server::model`] that wants `Authorization: Bearer` [`API_KEY`], and [`ADMIN_KEY`] on
+    /// the weight and pause routes.
+    pub fn model_with_keys(model: &Path) -> Server {
+        Self::start(&[
+            "--threads",
+            "1",
+            "--model",
+            model.to_str().unwrap(),
+            "--api-key",
+            API_KEY,
+            "--admin-key",
+            ADMIN_KEY,
+        ])
+    }
+}
+
+/// The keys of [`Server::model_with_keys`].
+pub const API_KEY: &str = "test-api-key";
+pub const ADMIN_KEY: &str = "test-admin-key";
+
+impl Server {
 }
 
 impl Drop for Server {

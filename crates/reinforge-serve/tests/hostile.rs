@@ -1,0 +1,514 @@
+//! Hostile clients (issue 24): one test per finding, loopback only, each bounded in time. Each
+//! checks that the server still serves afterwards.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::policy::*;
+use common::*;
+use reinforge_serve::ServeArgs;
+use serde_json::{json, Value};
+
+/// A request with an optional bearer key; (status, body, WWW-Authenticate).
+fn keyed(method: &str, url: &str, key: Option<&str>, body: &Value) -> (u16, Value, Option<String>) {
+    let mut r = ureq::request(method, url).timeout(Duration::from_secs(20));
+    if let Some(k) = key {
+        r = r.set("Authorization", &format!("Bearer {k}"));
+    }
+    let resp = if method == "GET" {
+        r.call()
+    } else {
+        r.set("Content-Type", "application/json")
+            .send_string(&body.to_string())
+    };
+    let resp = match resp {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{method} {url}: {e}"),
+    };
+    let status = resp.status();
+    let auth = resp.header("WWW-Authenticate").map(str::to_string);
+    let text = resp.into_string().unwrap();
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, v, auth)
+}
+
+fn still_serves(s: &Server) {
+    let t = Instant::now();
+    assert!(get_text(&format!("{}/health", s.url)).contains("ok"));
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "/health took {:?}",
+        t.elapsed()
+    );
+}
+
+/// Finding 1 and 8: every route but /health needs the key; weight, pause and metrics routes
+/// the admin key; 401s are OpenAI-shaped (the official client raises AuthenticationError).
+#[test]
+fn keys_guard_every_route_but_health_and_admin_routes_need_the_admin_key() {
+    let (s, _) = policy_server(false, |a| {
+        a.api_key = Some("user-key".into());
+        a.admin_key = Some("admin-key".into());
+    });
+    let verify = format!("{}/v1/verify", s.url);
+    let cases = json!({"cases": [{"gold": "1", "pred": "1"}]});
+    for key in [None, Some("wrong"), Some("user-keyx"), Some("user-ke")] {
+        let (st, v, auth) = keyed("POST", &verify, key, &cases);
+        assert_eq!(st, 401, "{key:?}: {v}");
+        assert_eq!(auth.as_deref(), Some("Bearer"));
+        assert_eq!(v["error"]["code"], 401, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("key"),
+            "{v}"
+        );
+    }
+    assert_eq!(keyed("POST", &verify, Some("user-key"), &cases).0, 200);
+    assert_eq!(keyed("POST", &verify, Some("admin-key"), &cases).0, 200);
+    let completions = format!("{}/v1/completions", s.url);
+    let gen = json!({"prompt": [3], "max_tokens": 1});
+    assert_eq!(keyed("POST", &completions, None, &gen).0, 401);
+    assert_eq!(keyed("POST", &completions, Some("user-key"), &gen).0, 200);
+    assert_eq!(
+        keyed("GET", &format!("{}/v1/models", s.url), None, &json!({})).0,
+        401
+    );
+    // Unknown routes do not reveal themselves without a key.
+    assert_eq!(
+        keyed("GET", &format!("{}/nope", s.url), None, &json!({})).0,
+        401
+    );
+    // Admin routes: the user key is not enough.
+    for (method, path) in [
+        ("POST", "/pause_generation"),
+        ("POST", "/continue_generation"),
+        ("POST", "/pause"),
+        ("POST", "/resume"),
+        ("POST", "/update_weights_from_disk"),
+        ("GET", "/metrics"),
+    ] {
+        let url = format!("{}{path}", s.url);
+        let (st, v, _) = keyed(method, &url, Some("user-key"), &json!({}));
+        assert_eq!(st, 401, "{path} with the user key: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("admin"),
+            "{v}"
+        );
+    }
+    let (st, v, _) = keyed(
+        "POST",
+        &format!("{}/pause_generation", s.url),
+        Some("admin-key"),
+        &json!({}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let (st, _, _) = keyed(
+        "POST",
+        &format!("{}/continue_generation", s.url),
+        Some("admin-key"),
+        &json!({}),
+    );
+    assert_eq!(st, 200);
+    let (st, _, _) = keyed(
+        "GET",
+        &format!("{}/metrics", s.url),
+        Some("admin-key"),
+        &json!({}),
+    );
+    assert_eq!(st, 200);
+    still_serves(&s);
+}
+
+/// Finding 1: without --admin-key the API key guards the admin routes; a non-loopback bind
+/// without a key is refused unless --insecure-no-auth.
+#[test]
+fn one_key_guards_everything_and_exposed_binds_need_a_key() {
+    let (s, _) = policy_server(false, |a| a.api_key = Some("k".into()));
+    let pause = format!("{}/pause_generation", s.url);
+    assert_eq!(keyed("POST", &pause, None, &json!({})).0, 401);
+    assert_eq!(keyed("POST", &pause, Some("k"), &json!({})).0, 200);
+    assert_eq!(
+        keyed(
+            "POST",
+            &format!("{}/continue_generation", s.url),
+            Some("k"),
+            &json!({})
+        )
+        .0,
+        200
+    );
+
+    let exposed: std::net::IpAddr = "0.0.0.0".parse().unwrap();
+    let local: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let mut a = ServeArgs::defaults();
+    assert!(a.check_exposure(local).is_ok());
+    let err = a.check_exposure(exposed).unwrap_err().to_string();
+    assert!(
+        err.contains("--api-key") && err.contains("--insecure-no-auth"),
+        "{err}"
+    );
+    a.admin_key = Some("a".into());
+    assert!(
+        a.check_exposure(exposed).is_err(),
+        "an admin key alone leaves /run_code open"
+    );
+    a.api_key = Some("k".into());
+    assert!(a.check_exposure(exposed).is_ok());
+    let mut a = ServeArgs::defaults();
+    a.insecure_no_auth = true;
+    assert!(a.check_exposure(exposed).is_ok());
+    let mut a = ServeArgs::defaults();
+    a.api_key = Some(String::new());
+    assert!(a.keys().unwrap_err().to_string().contains("--api-key"));
+}
+
+/// Finding 2: a request's rows and tokens are capped before anything is copied per row.
+#[test]
+fn huge_n_and_token_totals_are_400s_naming_the_field() {
+    let (s, _) = policy_server(false, |a| a.max_request_tokens = 1000);
+    let url = format!("{}/v1/completions", s.url);
+    let (st, v, _, _) = call(
+        &url,
+        &json!({"prompt": [1], "n": 1_000_000_000_000u64, "max_tokens": 1}),
+    );
+    assert_eq!((st, &v["error"]["param"]), (400, &json!("n")), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-request-rows"),
+        "{v}"
+    );
+    let (st, v, _, _) = call(
+        &url,
+        &json!({"prompt": [[1], [2]], "n": 2049, "max_tokens": 1}),
+    );
+    assert_eq!((st, &v["error"]["param"]), (400, &json!("n")), "{v}");
+    // 20 rows of 1 + 100 tokens: over a 1000-token cap.
+    let (st, v, _, _) = call(&url, &json!({"prompt": [1], "n": 20, "max_tokens": 100}));
+    assert_eq!(
+        (st, &v["error"]["param"]),
+        (400, &json!("max_tokens")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-request-tokens"),
+        "{v}"
+    );
+    let (st, _, _, _) = call(&url, &json!({"prompt": [1], "n": 2, "max_tokens": 3}));
+    assert_eq!(st, 200);
+    still_serves(&s);
+}
+
+/// Finding 3: with --weights-root, loads only from inside it (symlinks resolved), and the same
+/// answer for a path outside whether it exists or not; a non-loopback server without a root
+/// loads nothing from disk.
+#[test]
+fn weight_loads_stay_inside_the_weights_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let (s, _) = policy_server(false, |a| a.weights_root = Some(root.clone()));
+    let update = format!("{}/update_weights_from_disk", s.url);
+    let outside = weights_dir(&tmp, "outside", r#"{"shift": 5}"#);
+    std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+    let mut messages = vec![];
+    for path in [
+        outside.clone(),
+        tmp.path().join("missing"),
+        root.join("link"),
+        root.join("../outside"),
+        "/proc/self/root/tmp".into(),
+    ] {
+        let (st, v, _, _) = call(&update, &json!({"model_path": path}));
+        assert_eq!((st, &v["success"]), (400, &json!(false)), "{path:?}: {v}");
+        assert_eq!(v["weight_version"], "0");
+        messages.push(v["message"].as_str().unwrap().to_string());
+    }
+    assert!(messages.iter().all(|m| *m == messages[0]), "{messages:?}");
+    assert!(
+        !messages[0].contains(tmp.path().to_str().unwrap()),
+        "{messages:?}"
+    );
+    let inside = root.join("w1");
+    std::fs::create_dir(&inside).unwrap();
+    std::fs::write(inside.join("scripted.json"), r#"{"shift": 7}"#).unwrap();
+    let (st, v, _, _) = call(&update, &json!({"model_path": inside}));
+    assert_eq!((st, &v["weight_version"]), (200, &json!("1")), "{v}");
+    // Relative to the root.
+    let (st, v, _, _) = call(&update, &json!({"model_path": "w1"}));
+    assert_eq!((st, &v["weight_version"]), (200, &json!("2")), "{v}");
+    drop(s);
+
+    let (s, _) = policy_server(false, |a| a.host = "0.0.0.0".into());
+    let (st, v, _, _) = call(
+        &format!("{}/update_weights_from_disk", s.url),
+        &json!({"model_path": outside}),
+    );
+    assert_eq!(
+        (st, &v["error"]["param"]),
+        (403, &json!("model_path")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--weights-root"),
+        "{v}"
+    );
+    still_serves(&s);
+}
+
+/// Finding 4: `weight_version` is a short printable string (it is copied into a header of
+/// every response).
+#[test]
+fn weight_versions_are_short_printable_strings() {
+    let (s, _) = policy_server(false, |_| {});
+    let tmp = tempfile::tempdir().unwrap();
+    let w = weights_dir(&tmp, "w", r#"{"shift": 1}"#);
+    let update = format!("{}/update_weights_from_disk", s.url);
+    for bad in [
+        "x".repeat(8 << 20),
+        "x".repeat(129),
+        "a\nb".into(),
+        "é".into(),
+        String::new(),
+    ] {
+        let (st, v, _, _) = call(&update, &json!({"model_path": w, "weight_version": bad}));
+        assert_eq!(
+            (st, &v["error"]["param"]),
+            (400, &json!("weight_version")),
+            "{v}"
+        );
+    }
+    let (_, c, version, _) = call(
+        &format!("{}/v1/completions", s.url),
+        &json!({"prompt": [1], "max_tokens": 1}),
+    );
+    assert_eq!(
+        (c["weight_version"].as_str(), version.as_deref()),
+        (Some("0"), Some("0"))
+    );
+    let (st, v, _, _) = call(
+        &update,
+        &json!({"model_path": w, "weight_version": "step-7 (ok)"}),
+    );
+    assert_eq!(
+        (st, &v["weight_version"]),
+        (200, &json!("step-7 (ok)")),
+        "{v}"
+    );
+    let mut a = ServeArgs::defaults();
+    a.weight_version = "v\u{7}".into();
+    let (g, _) = common::scripted::Scripted::new(VOCAB, MAX_LEN, vec![EOS]);
+    let err =
+        reinforge_serve::AppState::with_policy(&a, Some(Box::new(g)), &reinforge_serve::no_models)
+            .err()
+            .unwrap();
+    assert!(err.to_string().contains("--weight-version"), "{err}");
+}
+
+/// Finding 7: connections that send headers and then stall hold no slot of a work route; they
+/// get 408 after --body-read-timeout-s.
+#[test]
+fn stalled_uploads_hold_no_slot() {
+    let mut a = args();
+    a.no_sandbox = true;
+    a.max_concurrency = 2;
+    a.body_read_timeout_s = 3.0;
+    let s = start(a);
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let mut stalled = vec![];
+    for path in ["/v1/verify", "/get_reward", "/run_code"]
+        .iter()
+        .cycle()
+        .take(8)
+    {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        write!(
+            c,
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+        )
+        .unwrap();
+        stalled.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let (st, v, _) = post(
+        &format!("{}/v1/verify", s.url),
+        &json!({"cases": [{"gold": "2", "pred": "2"}]}),
+    );
+    assert_eq!(
+        (st, v["verdicts"][0]["correct"].as_bool()),
+        (200, Some(true)),
+        "{v}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "verify took {:?}",
+        t.elapsed()
+    );
+    // The stalled ones time out with 408.
+    let mut c = stalled.pop().unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 408", "{}", String::from_utf8_lossy(&head));
+    still_serves(&s);
+}
+
+/// Finding 9: parsing and tokenizing big prompts happens off the async workers: /health
+/// answers while two 4 MB prompts are tokenized.
+#[test]
+fn big_prompts_do_not_stall_health() {
+    let (s, _) = policy_server(true, |_| {});
+    let url = format!("{}/v1/completions", s.url);
+    let big: String = "The quick brown fox jumps over the lazy dog. ".repeat(4 << 20 >> 5 >> 1);
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (url, big) = (url.clone(), big.clone());
+            std::thread::spawn(move || call(&url, &json!({"prompt": big, "max_tokens": 1})).0)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(400));
+    let mut slowest = Duration::ZERO;
+    for _ in 0..5 {
+        let t = Instant::now();
+        get_text(&format!("{}/health", s.url));
+        slowest = slowest.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for w in workers {
+        assert_eq!(
+            w.join().unwrap(),
+            400,
+            "the prompt is longer than the model"
+        );
+    }
+    assert!(slowest < Duration::from_secs(1), "/health took {slowest:?}");
+}
+
+/// Finding 10: a candidate whose config.json describes another model is refused before the
+/// generator loads anything.
+#[test]
+fn another_architecture_is_refused_before_loading() {
+    let (s, _) = policy_server(true, |_| {});
+    let tmp = tempfile::tempdir().unwrap();
+    let w = weights_dir(&tmp, "big", r#"{"shift": 3}"#);
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture().join("config.json")).unwrap())
+            .unwrap();
+    cfg["hidden_size"] = json!(1 << 20);
+    std::fs::write(w.join("config.json"), cfg.to_string()).unwrap();
+    let (st, v, _, _) = call(
+        &format!("{}/update_weights_from_disk", s.url),
+        &json!({"model_path": w}),
+    );
+    assert_eq!((st, &v["success"]), (400, &json!(false)), "{v}");
+    let m = v["message"].as_str().unwrap();
+    assert!(
+        m.contains("hidden_size") && m.contains("another model"),
+        "{v}"
+    );
+    assert_eq!(
+        get(&format!("{}/get_weight_version", s.url))["weight_version"],
+        "0"
+    );
+    // The same config (a trainer's push) loads.
+    std::fs::copy(fixture().join("config.json"), w.join("config.json")).unwrap();
+    let (st, v, _, _) = call(
+        &format!("{}/update_weights_from_disk", s.url),
+        &json!({"model_path": w}),
+    );
+    assert_eq!((st, &v["success"]), (200, &json!(true)), "{v}");
+}
+
+/// Finding 11: tiny temperatures are greedy (not a 500), max_tokens = u64::MAX does not
+/// overflow, no host path in /v1/models or /get_model_info, `fetch_files: ["./x"]` is a 422.
+#[test]
+fn low_findings() {
+    let (s, _) = policy_server(true, |_| {});
+    let url = format!("{}/v1/completions", s.url);
+    let (st, v, _, _) = call(
+        &url,
+        &json!({"prompt": [3], "max_tokens": 2, "temperature": 1e-320, "return_token_ids": true}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        ids(&v["choices"][0]["token_ids"]),
+        vec![tok(&[3], 0, 0), tok(&[3], 1, 0)]
+    );
+    let (st, v, _, _) = call(&url, &json!({"prompt": [3], "max_tokens": u64::MAX}));
+    assert_eq!(
+        (st, &v["error"]["param"]),
+        (400, &json!("max_tokens")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{} is more than", u64::MAX)),
+        "{v}"
+    );
+    let (st, v, _, _) = call(
+        &url,
+        &json!({"prompt": [3], "max_tokens": 1, "top_k": i64::MAX}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let root = get(&format!("{}/v1/models", s.url))["data"][0]["root"].clone();
+    assert_eq!(root, "llama");
+    let info = get(&format!("{}/get_model_info", s.url));
+    assert_eq!(
+        (&info["model_path"], &info["tokenizer_path"]),
+        (&json!("llama"), &json!("llama")),
+        "{info}"
+    );
+    // A generator failure reports its first line only.
+    let (st, v, _, _) = call(
+        &url,
+        &json!({"prompt": [common::scripted::PANIC_TOKEN], "max_tokens": 1}),
+    );
+    assert_eq!(st, 500);
+    assert!(
+        !v["error"]["message"].as_str().unwrap().contains('\n'),
+        "{v}"
+    );
+    drop(s);
+
+    let s = start(args());
+    let (st, v, _) = post(
+        &format!("{}/run_code", s.url),
+        &json!({"code": "print(1)", "language": "python", "fetch_files": ["./x"]}),
+    );
+    assert_eq!((st, &v["field"]), (422, &json!("fetch_files[0]")), "{v}");
+    still_serves(&s);
+}
+
+/// Finding 6: fetch_files is capped in count and may not repeat a file.
+#[test]
+fn fetch_files_floods_are_refused() {
+    let mut a = args();
+    a.sandbox_max_fetch_files = 4;
+    let s = start(a);
+    let url = format!("{}/run_code", s.url);
+    let (st, v, _) = post(
+        &url,
+        &json!({"code": "print(1)", "language": "python", "fetch_files": ["a", "b", "a"]}),
+    );
+    assert_eq!((st, &v["field"]), (422, &json!("fetch_files[2]")), "{v}");
+    let many: Vec<String> = (0..5).map(|i| format!("f{i}")).collect();
+    let (st, v, _) = post(
+        &url,
+        &json!({"code": "print(1)", "language": "python", "fetch_files": many}),
+    );
+    assert_eq!((st, &v["field"]), (422, &json!("fetch_files")), "{v}");
+    still_serves(&s);
+}
