@@ -7,7 +7,7 @@ prompts on both sides.
   bench_decode.py hf MODEL_DIR PROMPT_IDS NEW_TOKENS     one transformers measurement (JSON line)
   bench_decode.py report OUT_JSONL                       the report of a finished run
 
-Env: ROWS (32), NEW_TOKENS (128), LONG_TOKENS (256), ROUNDS (3, alternated), LONG_ROUNDS (2),
+Env: ROWS (32), NEW_TOKENS (128), LONG_TOKENS (256), ROUNDS (3, alternated), LONG_ROUNDS (1),
 THREADS (2).
 
 Decode seconds are the time of a NEW_TOKENS run minus the time of a 1-token run of the same
@@ -59,7 +59,7 @@ def run_json(cmd):
 
 def run(model, bin_path, example, out_path):
     rows, new, long_new = env_int("ROWS", 32), env_int("NEW_TOKENS", 128), env_int("LONG_TOKENS", 256)
-    rounds, long_rounds, threads = env_int("ROUNDS", 3), env_int("LONG_ROUNDS", 2), env_int("THREADS", 2)
+    rounds, long_rounds, threads = env_int("ROUNDS", 3), env_int("LONG_ROUNDS", 1), env_int("THREADS", 2)
     work = tempfile.mkdtemp(prefix="bench_decode.")
     from transformers import AutoTokenizer  # only for the prompt ids
 
@@ -82,22 +82,26 @@ def run(model, bin_path, example, out_path):
             out.write(json.dumps(line) + "\n")
             out.flush()
 
-        for r in range(rounds):
-            l0 = load()
-            s1, _ = timed_cli(bin_path, model, prompts_file, 1, threads)
-            sn, tokens = timed_cli(bin_path, model, prompts_file, new, threads)
-            emit({"case": "decode", "impl": "reinforge generate", "round": r, "new_tokens": new, "tokens": tokens,
-                  "seconds": sn, "seconds_1": s1, "load_before": l0, "load_after": load()})
-            l0 = load()
-            hf = run_json([py, me, "hf", model, ids_file, str(new)])
-            emit({"case": "decode", "impl": "transformers", "round": r, "load_before": l0, "load_after": load(), **hf})
-        for r in range(long_rounds):
-            l0 = load()
-            ours = run_json([example, model, ids_file, str(long_new)])
-            emit({"case": "per-token", "round": r, "load_before": l0, "load_after": load(), **ours})
-            l0 = load()
-            hf = run_json([py, me, "hf", model, ids_file, str(long_new)])
-            emit({"case": "per-token", "round": r, "load_before": l0, "load_after": load(), **hf})
+        # Each round: the decode comparison, then (in the first LONG_ROUNDS rounds) the long
+        # per-token runs, so that a run cut short still reports every case.
+        for r in range(max(rounds, long_rounds)):
+            if r < rounds:
+                l0 = load()
+                s1, _ = timed_cli(bin_path, model, prompts_file, 1, threads)
+                sn, tokens = timed_cli(bin_path, model, prompts_file, new, threads)
+                emit({"case": "decode", "impl": "reinforge generate", "round": r, "new_tokens": new,
+                      "tokens": tokens, "seconds": sn, "seconds_1": s1, "load_before": l0, "load_after": load()})
+                l0 = load()
+                hf = run_json([py, me, "hf", model, ids_file, str(new)])
+                emit({"case": "decode", "impl": "transformers", "round": r, "load_before": l0,
+                      "load_after": load(), **hf})
+            if r < long_rounds:
+                l0 = load()
+                ours = run_json([example, model, ids_file, str(long_new)])
+                emit({"case": "per-token", "round": r, "load_before": l0, "load_after": load(), **ours})
+                l0 = load()
+                hf = run_json([py, me, "hf", model, ids_file, str(long_new)])
+                emit({"case": "per-token", "round": r, "load_before": l0, "load_after": load(), **hf})
     report(out_path)
 
 

@@ -6,8 +6,9 @@
 # (crates/reinforge-torch/examples/decode_bench.rs) and transformers. Records the load average
 # beside every measurement: compare numbers within one run only.
 #
-# Usage: scripts/bench_decode.sh [OUT_JSONL]   (default /tmp/bench_decode.jsonl)
-# Env: ROWS (32), NEW_TOKENS (128), LONG_TOKENS (256), ROUNDS (3), LONG_ROUNDS (2), THREADS (2).
+# Usage: scripts/bench_decode.sh [OUT_JSONL]   (default /tmp/bench_decode.jsonl; a run cut
+# short is reported by: .venv/bin/python scripts/bench_decode.py report OUT_JSONL)
+# Env: ROWS (32), NEW_TOKENS (128), LONG_TOKENS (256), ROUNDS (3), LONG_ROUNDS (1), THREADS (2).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
