@@ -230,7 +230,7 @@ impl Attention {
         x: &Tensor,
         rope: &(Tensor, Tensor),
         mask: &Tensor,
-        cache: Option<&mut (Tensor, Tensor)>,
+        cache: Option<(&mut KvCache, usize)>,
     ) -> Tensor {
         let (b, t, _) = x.size3().expect("hidden states are [B, T, H]");
         let heads = |y: Tensor, n: i64| y.view([b, t, n, self.head_dim]);
@@ -243,15 +243,14 @@ impl Attention {
             k = kn.forward(&k);
         }
         let q = apply_rope(&q.transpose(1, 2), &rope.0, &rope.1);
-        let mut k = apply_rope(&k.transpose(1, 2), &rope.0, &rope.1);
-        let mut v = heads(self.v.forward(x), self.kv_heads).transpose(1, 2);
-        if let Some(c) = cache {
-            if c.0.numel() > 0 {
-                k = Tensor::cat(&[&c.0, &k], 2);
-                v = Tensor::cat(&[&c.1, &v], 2);
-            }
-            *c = (k.shallow_clone(), v.shallow_clone());
-        }
+        let k = apply_rope(&k.transpose(1, 2), &rope.0, &rope.1);
+        let v = heads(self.v.forward(x), self.kv_heads).transpose(1, 2);
+        // With a cache: written in place after the cached positions; attention reads the
+        // filled prefix (a view of the preallocated buffers).
+        let (k, v) = match cache {
+            Some((c, layer)) => c.append(layer, &k, &v),
+            None => (k, v),
+        };
         let gqa = self.heads != self.kv_heads;
         let y = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, None, gqa);
         self.o.forward(
@@ -491,7 +490,7 @@ impl Transformer {
                 masks.push((block.window, mask));
             }
             let mask = &masks.iter().find(|(w, _)| *w == block.window).unwrap().1;
-            let layer_cache = cache.as_mut().map(|c| c.layer_mut(i));
+            let layer_cache = cache.as_deref_mut().map(|c| (c, i));
             x = &x
                 + block
                     .attn
@@ -499,7 +498,7 @@ impl Transformer {
             x = &x + block.mlp.forward(&block.norm2.forward(&x));
         }
         if let Some(c) = cache {
-            c.advance(t);
+            c.advance(input.ids.size()[0], t);
         }
         self.norm.forward(&x)
     }

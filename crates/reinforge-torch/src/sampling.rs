@@ -163,15 +163,27 @@ struct Running {
     logits: Tensor,
 }
 
+/// Most new tokens the cache reserves room for up front; longer generations grow it by
+/// doubling (a large `max_new_tokens` that most rows never reach should not reserve memory).
+const RESERVE_NEW_TOKENS: usize = 1024;
+
 impl Running {
     /// Prefills `prompts`: identical prompts (a GRPO group's samples) once, their cache rows
-    /// then repeated, so prefill costs one pass per distinct prompt, not per sample.
-    fn prefill(model: &Transformer, prompts: &[Vec<i64>], pad_id: i64, device: Device) -> Self {
+    /// then repeated, so prefill costs one pass per distinct prompt, not per sample. The cache
+    /// reserves room for `new_tokens` more positions (capped by [`RESERVE_NEW_TOKENS`]).
+    fn prefill(
+        model: &Transformer,
+        prompts: &[Vec<i64>],
+        pad_id: i64,
+        device: Device,
+        new_tokens: usize,
+    ) -> Self {
         let (distinct, row_of) = distinct_prompts(prompts);
         let (ids, mask) = left_pad(&distinct, pad_id, device);
         let mut positions = crate::model::positions_from_mask(&mask);
         let mut key_mask = mask;
-        let mut cache = KvCache::new(model.config().num_hidden_layers);
+        let slots = ids.size()[1] + new_tokens.min(RESERVE_NEW_TOKENS) as i64;
+        let mut cache = KvCache::with_capacity(model.config().num_hidden_layers, slots);
         let mut logits = model
             .forward(
                 &ForwardInput {
@@ -276,7 +288,7 @@ pub fn generate_with(
     if prompts.is_empty() || params.max_new_tokens == 0 {
         return prompts.iter().map(|_| empty_completion()).collect();
     }
-    let mut state = Running::prefill(model, prompts, pad_id, device);
+    let mut state = Running::prefill(model, prompts, pad_id, device, params.max_new_tokens);
     let mut out: Vec<Completion> = prompts.iter().map(|_| empty_completion()).collect();
     // New tokens allowed per completion (admitted rows bring their own).
     let mut limit: Vec<usize> = vec![params.max_new_tokens; prompts.len()];
@@ -350,7 +362,8 @@ pub fn generate_with(
             .collect();
         if !admit.is_empty() {
             let prompts: Vec<Vec<i64>> = admit.iter().map(|(p, _)| p.clone()).collect();
-            let admitted = Running::prefill(model, &prompts, pad_id, device);
+            let most = admit.iter().map(|(_, n)| *n).max().unwrap_or(0);
+            let admitted = Running::prefill(model, &prompts, pad_id, device, most);
             let first = out.len();
             out.extend(admit.iter().map(|_| empty_completion()));
             limit.extend(admit.iter().map(|(_, n)| *n));

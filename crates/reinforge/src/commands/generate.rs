@@ -60,6 +60,10 @@ pub struct GenerateArgs {
     /// Top-k filter, 0 = off (default: from generation_config).
     #[arg(long, value_parser = top_k)]
     pub top_k: Option<i64>,
+    /// Keep generating past the model's end-of-sequence tokens until --max-new-tokens (vLLM's
+    /// `ignore_eos`): fixed-length completions, e.g. to benchmark decoding.
+    #[arg(long)]
+    pub ignore_eos: bool,
     /// Seed of the sampler (a CPU run is reproducible with the same seed).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -157,7 +161,7 @@ fn sampling_params(args: &GenerateArgs, m: &super::LoadedModel) -> Result<Sampli
             .top_k
             .unwrap_or(if g.do_sample { g.top_k as i64 } else { 0 }),
         max_new_tokens: args.max_new_tokens.or(g.max_new_tokens).unwrap_or(256),
-        stop_tokens: m.stop_ids(),
+        stop_tokens: if args.ignore_eos { vec![] } else { m.stop_ids() },
     };
     Ok(params)
 }
