@@ -472,15 +472,7 @@ impl Transformer {
     fn hidden_inner(&self, input: &ForwardInput, mut cache: Option<&mut KvCache>) -> Tensor {
         let t = input.ids.size()[1];
         let past = cache.as_ref().map_or(0, |c| c.len());
-        // transformers' `nn.Embedding(..., padding_idx=config.pad_token_id)`: the pad token's
-        // row gets no gradient.
-        let vocab = self.cfg.vocab_size as i64;
-        let padding_idx = self
-            .cfg
-            .pad_token_id
-            .filter(|&p| (0..vocab).contains(&p))
-            .unwrap_or(-1);
-        let mut x = Tensor::embedding(&self.embed, input.ids, padding_idx, false, false);
+        let mut x = self.embed_tokens(input.ids);
         let rope = self.rope.tables(input.positions, x.kind());
         // One mask per distinct window (all layers share one in every supported family).
         let mut masks: Vec<(Option<i64>, Tensor)> = Vec::new();
