@@ -10,7 +10,9 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use reinforge_torch::sampling::{generate_with, GenerateHooks, SamplingParams, StepControl, StepToken};
+use reinforge_torch::sampling::{
+    generate_with, GenerateHooks, SamplingParams, StepControl, StepToken,
+};
 use reinforge_torch::tch::Device;
 use reinforge_torch::Policy;
 

@@ -59,7 +59,10 @@ impl Batch {
         self.cache.retain_rows(&idx);
         self.mask = self.mask.index_select(0, &idx);
         self.logits = self.logits.index_select(0, &idx);
-        self.rows = keep.iter().map(|&j| self.rows[j as usize].clone()).collect();
+        self.rows = keep
+            .iter()
+            .map(|&j| self.rows[j as usize].clone())
+            .collect();
     }
 
     /// Appends the rows of `other`; the shorter key mask is left-padded.
@@ -112,7 +115,9 @@ fn forward(p: &Policy, cache: &mut KvCache, ids: &Tensor, pos: &Tensor, mask: &T
 
 /// Deterministic tokens below the tiny vocabulary for `n` rows at step `s`.
 fn tokens(n: usize, s: usize) -> Vec<i64> {
-    (0..n).map(|i| ((3 * i + 5 * s + 1) % 10 + 1) as i64).collect()
+    (0..n)
+        .map(|i| ((3 * i + 5 * s + 1) % 10 + 1) as i64)
+        .collect()
 }
 
 /// A mixed sequence of continuous batching: decode, retire rows, admit a shorter batch
@@ -152,7 +157,11 @@ fn cache_matches_uncached_forward_through_joins_and_retirements() {
     }
     // A batch longer than the running one: the running rows move right (left padding).
     let long: Vec<i64> = (0..14).map(|i| i % 10 + 1).collect();
-    b.join(Batch::prefill(&p, &[long, vec![5, 4, 3, 2, 1, 9, 8, 7, 6, 5, 4, 3]], 0));
+    b.join(Batch::prefill(
+        &p,
+        &[long, vec![5, 4, 3, 2, 1, 9, 8, 7, 6, 5, 4, 3]],
+        0,
+    ));
     check(&b);
     // Rows retired out of order and repeated (samples sharing a prefilled prompt).
     b.retain(&[4, 0, 3, 3]);
@@ -180,7 +189,11 @@ fn decoding_below_capacity_does_not_reallocate() {
     for s in 0..35 {
         b.step(&p, &tokens(2, s));
         assert_eq!(b.cache.capacity(), 40, "step {s}");
-        assert_eq!(addresses(&b.cache), first, "step {s}: reallocated below capacity");
+        assert_eq!(
+            addresses(&b.cache),
+            first,
+            "step {s}: reallocated below capacity"
+        );
     }
     assert_eq!(b.cache.len(), 40);
     let mut capacities = vec![b.cache.capacity()];
@@ -206,6 +219,9 @@ fn an_unreserved_cache_grows_geometrically() {
         b.step(&p, &tokens(1, s));
         reallocations += usize::from(b.cache.key_buffer_address(1) != before);
     }
-    assert!(reallocations <= 3, "{reallocations} reallocations in 100 steps");
+    assert!(
+        reallocations <= 3,
+        "{reallocations} reallocations in 100 steps"
+    );
     assert!(b.max_diff_to_uncached(&p) < 1e-5);
 }

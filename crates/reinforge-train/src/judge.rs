@@ -1,6 +1,6 @@
-//! LLM judges on a local checkpoint: `reinforge judge` (pairwise with position swap, or
-//! pointwise ratings; [`command`]) and the scorer behind a reward spec's `type = "judge"`
-//! component ([`load_scorer`]).
+//! LLM judges on a local checkpoint: what `reinforge judge` runs (pairwise with position swap,
+//! or pointwise ratings) and the scorer behind a reward spec's `type = "judge"` component
+//! ([`load_scorer`]).
 //!
 //! Verdicts are read from the judge's next-token probabilities after a filled-in template
 //! (rendered as a user message with the judge's chat template), never sampled: a pairwise
@@ -8,8 +8,6 @@
 //! tokens "1".."5" (G-Eval's probability-weighted score, Liu et al. 2023). Templates use
 //! `{prompt}`, `{response_a}`, `{response_b}` and `{response}` placeholders, as MT-Bench's judge
 //! prompts do (plain substitution: the template is data, not code).
-
-pub mod command;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -21,7 +19,6 @@ use reinforge_tasks::data::Prompt;
 use reinforge_torch::logprobs::next_token_label_probs;
 
 use crate::loaded::{encode_prompt, LoadedModel, PromptStyle};
-pub use command::{run, JudgeOptions};
 
 /// The built-in pairwise template.
 pub const PAIRWISE_TEMPLATE: &str = "Compare two answers to the same question.\n\n\

@@ -69,9 +69,6 @@ fn evaluate(policy: &Policy, data: DpoData, cfg: &DpoConfig) -> Result<Heldout> 
     })
 }
 
-/// The held-out pairs with their reference log-probs from the starting model.
-type HeldoutSet = Option<(Pairs, PairRefs)>;
-
 /// Runs `train-dpo`.
 pub fn train(o: &DpoOptions) -> Result<()> {
     let common = &o.common;
@@ -87,7 +84,8 @@ pub fn train(o: &DpoOptions) -> Result<()> {
         offline.write_json("reference_logps.json", &r)?;
         r
     };
-    let heldout: HeldoutSet = heldout.map(|h| {
+    // The held-out pairs with their reference log-probs from the starting model.
+    let heldout: Option<(Pairs, PairRefs)> = heldout.map(|h| {
         let r = dpo::reference_logps(&model.policy, &h, pad, common.batch_size);
         (h, r)
     });

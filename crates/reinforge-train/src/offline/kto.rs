@@ -91,11 +91,6 @@ pub fn read_unpaired(path: &Path, model: &LoadedModel, raw: bool) -> Result<Unpa
 
 /// Flattens rows into unpaired ones; pairs go per chunk of [`UNPAIR_CHUNK`], chosen first.
 fn unpair(rows: Vec<Row>, path: &Path) -> Result<Unpaired> {
-    let mut out = Unpaired {
-        prompts: vec![],
-        completions: vec![],
-        labels: vec![],
-    };
     let paired = rows.iter().filter(|r| matches!(r, Row::Pair(..))).count();
     if paired != 0 && paired != rows.len() {
         bail!(
@@ -104,30 +99,23 @@ fn unpair(rows: Vec<Row>, path: &Path) -> Result<Unpaired> {
             rows.len()
         );
     }
-    if paired == 0 {
-        for r in rows {
-            if let Row::Single(p, c, l) = r {
-                out.prompts.push(p);
-                out.completions.push(c);
-                out.labels.push(l);
-            }
-        }
-    } else {
-        let pairs: Vec<(Vec<i64>, Vec<i64>, Vec<i64>)> = rows
-            .into_iter()
-            .filter_map(|r| match r {
-                Row::Pair(p, c, rj) => Some((p, c, rj)),
-                Row::Single(..) => None,
-            })
-            .collect();
-        for chunk in pairs.chunks(UNPAIR_CHUNK) {
-            for (label, pick) in [(true, 1), (false, 2)] {
-                for (p, c, r) in chunk {
-                    out.prompts.push(p.clone());
-                    out.completions
-                        .push(if pick == 1 { c.clone() } else { r.clone() });
-                    out.labels.push(label);
-                }
+    let mut out = Unpaired {
+        prompts: vec![],
+        completions: vec![],
+        labels: vec![],
+    };
+    // Unpaired rows go in one pass, in file order; pairs in a chosen and a rejected pass.
+    for chunk in rows.chunks(UNPAIR_CHUNK) {
+        for chosen in [true, false] {
+            for row in chunk {
+                let (p, c, label) = match row {
+                    Row::Single(p, c, l) if chosen => (p, c, *l),
+                    Row::Pair(p, c, r) => (p, if chosen { c } else { r }, chosen),
+                    Row::Single(..) => continue,
+                };
+                out.prompts.push(p.clone());
+                out.completions.push(c.clone());
+                out.labels.push(label);
             }
         }
     }

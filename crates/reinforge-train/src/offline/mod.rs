@@ -85,21 +85,17 @@ impl OfflineRun {
     }
 }
 
-/// This process's place in the job `dp` for reinforge-torch's row shares.
-pub fn ranks(dp: Option<&Dp>) -> Option<Ranks<'_>> {
-    dp.map(|d| Ranks {
-        pg: &d.pg,
-        rank: d.rank(),
-        world: d.world(),
-    })
-}
-
-/// The optimizer step of `t` for reinforge-torch's objectives, with `o`'s clipping and rate.
+/// The optimizer step of `t` for reinforge-torch's objectives, with `o`'s clipping and rate
+/// (each data-parallel rank reads its share of a step's rows).
 pub fn update<'t>(t: &'t mut Trainer, o: &OfflineOptions) -> Update<'t> {
     Update {
         policy: t.policy,
         opt: &mut t.opt,
-        dp: ranks(t.dp.as_deref()),
+        dp: t.dp.as_deref().map(|d| Ranks {
+            pg: &d.pg,
+            rank: d.rank(),
+            world: d.world(),
+        }),
         max_grad_norm: o.max_grad_norm,
         lr: o.lr,
     }

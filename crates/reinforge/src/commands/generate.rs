@@ -161,7 +161,11 @@ fn sampling_params(args: &GenerateArgs, m: &super::LoadedModel) -> Result<Sampli
             .top_k
             .unwrap_or(if g.do_sample { g.top_k as i64 } else { 0 }),
         max_new_tokens: args.max_new_tokens.or(g.max_new_tokens).unwrap_or(256),
-        stop_tokens: if args.ignore_eos { vec![] } else { m.stop_ids() },
+        stop_tokens: if args.ignore_eos {
+            vec![]
+        } else {
+            m.stop_ids()
+        },
     };
     Ok(params)
 }

@@ -57,8 +57,7 @@ impl Server {
 pub const API_KEY: &str = "test-api-key";
 pub const ADMIN_KEY: &str = "test-admin-key";
 
-impl Server {
-}
+impl Server {}
 
 impl Drop for Server {
     fn drop(&mut self) {
