@@ -132,9 +132,9 @@ impl RewardModel {
     /// Rewards of token sequences on the host, without gradients (scoring, not training).
     pub fn score_rows(&self, seqs: &[Vec<i64>]) -> Result<Vec<f32>> {
         let _guard = tch::no_grad_guard();
-        Ok(Vec::<f32>::try_from(
-            &self.scores(seqs).to_device(Device::Cpu),
-        )?)
+        let scores = self.scores(seqs);
+        // host: the rewards read back as numbers.
+        Ok(Vec::<f32>::try_from(&scores.to_device(Device::Cpu))?)
     }
 }
 

@@ -77,6 +77,7 @@ fn per_row(values: &[f32], rows: &[usize]) -> Tensor {
 
 /// The values of a float tensor, on the host.
 fn to_vec(t: &Tensor) -> Vec<f32> {
+    // host: per-row values (reference log-probs) read back as numbers.
     Vec::<f32>::try_from(&t.to_kind(Kind::Float).to_device(Device::Cpu)).unwrap_or_default()
 }
 
