@@ -14,8 +14,9 @@
 # VARIANTS (default "reinforge same-work trl") names what runs, alternated in that order each round:
 #   reinforge   the default settings (zero-advantage rows skipped: exact, less work than TRL);
 #   same-work   grpo.skip_zero_advantage=false: the work TRL does;
-#   micro, ckpt, micro+ckpt   same-work with memory.max_tokens_per_microbatch=$BUDGET (default
-#               2048), memory.gradient_checkpointing=true, or both (the memory table);
+#   micro, ckpt, packed, micro+ckpt, all   same-work with memory.max_tokens_per_microbatch=$BUDGET
+#               (default 2048), memory.gradient_checkpointing=true, memory.padding_free=true,
+#               micro and ckpt, or all three (the memory table);
 #   trl, trl-ckpt   TRL's GRPOTrainer, plain or with gradient checkpointing.
 # Environment: WARMUP (warm-up steps per run, default 2), MAX_LEN (max completion length, 48),
 #   LR (learning rate, 1e-6: small, so the policy stays near the base model and both sides
@@ -106,12 +107,15 @@ reinforge_extra() {
   local same="--set grpo.skip_zero_advantage=false"
   local micro="--set memory.max_tokens_per_microbatch=$budget"
   local ckpt="--set memory.gradient_checkpointing=true"
+  local packed="--set memory.padding_free=true"
   case "$1" in
     reinforge) echo "" ;;
     same-work) echo "$same" ;;
     micro) echo "$same $micro" ;;
     ckpt) echo "$same $ckpt" ;;
+    packed) echo "$same $packed" ;;
     micro+ckpt) echo "$same $micro $ckpt" ;;
+    all) echo "$same $micro $ckpt $packed" ;;
     *) return 1 ;;
   esac
 }

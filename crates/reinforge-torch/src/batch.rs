@@ -2,6 +2,9 @@
 
 use tch::{Device, Kind, Tensor};
 
+use crate::memory::Memory;
+use crate::model::{ForwardInput, Transformer};
+
 /// Rows of `prompt ++ completion`, right-padded to a common length `L`.
 ///
 /// Target-aligned tensors (`[N, L-1]`) hold at index `j` the quantity for token `j + 1`
@@ -77,6 +80,7 @@ impl SequenceBatch {
             ids: &self.ids,
             positions: &self.positions,
             key_mask: &self.attn,
+            segments: &[],
         }
     }
 
@@ -135,6 +139,78 @@ impl SequenceBatch {
         self.width as i64 - 1
     }
 
+    /// The real tokens of the rows concatenated into one sequence ([`PackedRows`]); `None`
+    /// when the rows hold no token.
+    pub fn packed(&self) -> Option<PackedRows> {
+        let width = self.width as i64;
+        let mut index = Vec::with_capacity(self.lens.iter().sum());
+        let mut segments = Vec::with_capacity(self.len());
+        for (row, &len) in self.lens.iter().enumerate() {
+            let start = row as i64 * width;
+            if len > 0 {
+                segments.push((index.len() as i64, len as i64));
+                index.extend(start..start + len as i64);
+            }
+        }
+        if index.is_empty() {
+            return None;
+        }
+        let index = Tensor::from_slice(&index).to_device(self.ids.device());
+        let pick = |t: &Tensor| t.reshape([-1]).index_select(0, &index).unsqueeze(0);
+        let ids = pick(&self.ids);
+        Some(PackedRows {
+            key_mask: ids.ones_like().to_kind(Kind::Bool),
+            positions: pick(&self.positions),
+            ids,
+            segments,
+            index,
+            shape: (self.len() as i64, width),
+        })
+    }
+
+    /// Final hidden states `[N, L, H]` of the rows under `model`: from the padded rows, or
+    /// with `padding_free` from the packed rows put back in place (zeros at padding).
+    pub fn hidden(&self, model: &Transformer, padding_free: bool) -> Tensor {
+        match self.packed().filter(|_| padding_free) {
+            Some(packed) => packed.unpack(&model.hidden(&packed.input(), None)),
+            None => model.hidden(&self.input(), None),
+        }
+    }
+
+    /// `f`'s target-aligned results (`[rows, w]` for a micro-batch of target width `w`) over
+    /// the micro-batches of `memory`, put back in place in `[N, L-1]` tensors, zeros beyond
+    /// each micro-batch's width: the passes before an update, without gradient.
+    pub fn in_microbatches(
+        &self,
+        memory: &Memory,
+        mut f: impl FnMut(&SequenceBatch) -> Vec<Tensor>,
+    ) -> Vec<Tensor> {
+        let rows: Vec<i64> = (0..self.len() as i64).collect();
+        let micro = memory.microbatches(&rows, &self.lens);
+        if micro.len() <= 1 {
+            return f(self);
+        }
+        let shape = [self.len() as i64, self.target_width()];
+        let mut out: Vec<Tensor> = vec![];
+        for mb in micro {
+            let sub = self.select(&mb);
+            let parts = f(&sub);
+            if out.is_empty() {
+                out = parts
+                    .iter()
+                    .map(|p| Tensor::zeros(shape, (p.kind(), p.device())))
+                    .collect();
+            }
+            let idx = Tensor::from_slice(&mb).to_device(self.ids.device());
+            for (whole, part) in out.iter_mut().zip(&parts) {
+                let _ = whole
+                    .narrow(1, 0, sub.target_width())
+                    .index_copy_(0, &idx, part);
+            }
+        }
+        out
+    }
+
     /// The rows `idx` as a new batch (for mini-batches), trimmed to the longest selected row:
     /// padding columns that no selected row uses are never computed.
     pub fn select(&self, idx: &[i64]) -> Self {
@@ -151,5 +227,44 @@ impl SequenceBatch {
             lens,
             width,
         }
+    }
+}
+
+/// The rows of a [`SequenceBatch`] without padding (TRL's `padding_free`, verl's
+/// `use_remove_padding`): their real tokens concatenated into one sequence `[1, T]`, each row
+/// a segment with its own positions `0..len` that attends only to itself. Per-token results
+/// equal the padded rows' (the same tokens, positions and visible keys); no pad token is
+/// computed.
+#[derive(Debug)]
+pub struct PackedRows {
+    ids: Tensor,
+    positions: Tensor,
+    key_mask: Tensor,
+    segments: Vec<(i64, i64)>,
+    /// Flat index `row * L + j` in the padded `[N, L]` layout of each packed token.
+    index: Tensor,
+    /// `(N, L)` of the padded rows.
+    shape: (i64, i64),
+}
+
+impl PackedRows {
+    /// The model's input for a forward pass over the packed sequence.
+    pub fn input(&self) -> ForwardInput<'_> {
+        ForwardInput {
+            ids: &self.ids,
+            positions: &self.positions,
+            key_mask: &self.key_mask,
+            segments: &self.segments,
+        }
+    }
+
+    /// Per-token results `[1, T, H]` of the packed sequence in the padded layout `[N, L, H]`,
+    /// zeros at padding (differentiable).
+    pub fn unpack(&self, packed: &Tensor) -> Tensor {
+        let (n, l) = self.shape;
+        let h = packed.size()[2];
+        Tensor::zeros([n * l, h], (packed.kind(), packed.device()))
+            .index_copy(0, &self.index, &packed.squeeze_dim(0))
+            .view([n, l, h])
     }
 }

@@ -47,28 +47,45 @@ pub fn token_logprobs_with(
     temperature: f64,
     entropy: Entropy,
 ) -> (Tensor, Tensor) {
-    let hidden = model.hidden(&batch.input(), None);
+    token_logprobs_as(model, batch, (temperature, entropy), false)
+}
+
+/// [`token_logprobs_with`] from padded rows, or packed ones with `padding_free`.
+fn token_logprobs_as(
+    model: &Transformer,
+    batch: &SequenceBatch,
+    (temperature, entropy): (f64, Entropy),
+    padding_free: bool,
+) -> (Tensor, Tensor) {
+    let hidden = batch.hidden(model, padding_free);
     logprobs_of_hidden(model, &hidden, batch, (temperature, entropy))
 }
 
 /// Backpropagates `loss_of(log-probs, entropies)` of `batch` under `model` ([`token_logprobs_with`]'s
 /// tensors) and returns the loss (detached) with what `loss_of` measured: through the plain
-/// autograd graph, or with `checkpoint` recomputing every decoder layer in the backward pass
-/// ([`crate::activations`]); the gradients are the same.
+/// autograd graph, or with `memory.gradient_checkpointing` recomputing every decoder layer in
+/// the backward pass ([`crate::activations`]), over padded or (`memory.padding_free`) packed
+/// rows; the gradients are the same.
 pub fn backward_logprob_loss<S>(
     model: &Transformer,
     batch: &SequenceBatch,
-    (temperature, entropy, checkpoint): (f64, Entropy, bool),
+    (temperature, entropy, memory): (f64, Entropy, &Memory),
     loss_of: impl FnOnce(&Tensor, &Tensor) -> (Tensor, S),
 ) -> (Tensor, S) {
     let of_hidden = |hidden: &Tensor| {
         let (logp, ent) = logprobs_of_hidden(model, hidden, batch, (temperature, entropy));
         loss_of(&logp, &ent)
     };
-    if checkpoint {
-        return crate::activations::backward_checkpointed(model, &batch.input(), of_hidden);
+    if memory.gradient_checkpointing {
+        use crate::activations::backward_checkpointed;
+        return match batch.packed().filter(|_| memory.padding_free) {
+            Some(packed) => backward_checkpointed(model, &packed.input(), |hidden| {
+                of_hidden(&packed.unpack(hidden))
+            }),
+            None => backward_checkpointed(model, &batch.input(), of_hidden),
+        };
     }
-    let (loss, extra) = of_hidden(&model.hidden(&batch.input(), None));
+    let (loss, extra) = of_hidden(&batch.hidden(model, memory.padding_free));
     if loss.requires_grad() {
         loss.backward();
     }
@@ -84,24 +101,13 @@ pub fn token_logprobs_in_microbatches(
     (temperature, entropy): (f64, Entropy),
     memory: &Memory,
 ) -> (Tensor, Tensor) {
-    let rows: Vec<i64> = (0..batch.len() as i64).collect();
-    let micro = memory.microbatches(&rows, batch.row_lens());
-    if micro.len() <= 1 {
-        return token_logprobs_with(model, batch, temperature, entropy);
-    }
-    let shape = [batch.len() as i64, batch.target_width()];
-    let device = batch.ids.device();
-    let logp = Tensor::zeros(shape, (Kind::Float, device));
-    let ent = Tensor::zeros(shape, (Kind::Float, device));
-    for mb in micro {
-        let sub = batch.select(&mb);
-        let (lp, e) = token_logprobs_with(model, &sub, temperature, entropy);
-        let idx = Tensor::from_slice(&mb).to_device(device);
-        let w = sub.target_width();
-        let _ = logp.narrow(1, 0, w).index_copy_(0, &idx, &lp);
-        let _ = ent.narrow(1, 0, w).index_copy_(0, &idx, &e);
-    }
-    (logp, ent)
+    let mut parts = batch.in_microbatches(memory, |sub| {
+        let (logp, ent) =
+            token_logprobs_as(model, sub, (temperature, entropy), memory.padding_free);
+        vec![logp, ent]
+    });
+    let ent = parts.pop().expect("entropies");
+    (parts.pop().expect("log-probs"), ent)
 }
 
 /// [`token_logprobs_with`] from the final hidden states `hidden` `[N, L, H]` of `batch`.

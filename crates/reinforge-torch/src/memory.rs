@@ -1,7 +1,9 @@
 //! How the training passes bound their memory (TRL's and verl's names): micro-batches under a
 //! token budget (verl's `ppo_max_token_len_per_gpu` with `use_dynamic_bsz`), whose gradients
 //! accumulate into the mini-batch's step, and activation checkpointing
-//! ([`crate::activations`], TRL's `gradient_checkpointing`). Both leave the result unchanged:
+//! ([`crate::activations`], TRL's `gradient_checkpointing`), and padding-free packing of a
+//! pass's rows into one sequence ([`crate::batch::PackedRows`], TRL's `padding_free`, verl's
+//! `use_remove_padding`). All three leave the result unchanged:
 //! every loss is normalised by the whole mini-batch's denominators, so the micro-batches'
 //! gradients sum to the mini-batch's.
 
@@ -11,17 +13,23 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Memory {
-    /// Largest padded token count (rows x longest row) of one forward pass; 0: no limit
-    /// (one pass per mini-batch). A row longer than the budget runs alone.
+    /// Largest token count of one forward pass: padded (rows x longest row), or the rows'
+    /// real tokens with `padding_free`; 0: no limit (one pass per mini-batch). A row longer
+    /// than the budget runs alone.
     pub max_tokens_per_microbatch: usize,
     /// Recompute each decoder layer's forward in the backward pass instead of keeping its
     /// activations (keeps one hidden state per layer).
     pub gradient_checkpointing: bool,
+    /// Concatenate the real tokens of a pass's rows into one sequence (per-row positions,
+    /// attention within each row) instead of padding them to the longest: no pad token is
+    /// computed.
+    pub padding_free: bool,
 }
 
 impl Memory {
     /// `rows` (indices into `lens`, the rows' token counts) split in order into micro-batches
-    /// whose padded size, rows x the longest row, stays within the budget.
+    /// whose size stays within the budget: rows x the longest row, or with `padding_free` the
+    /// sum of their lengths (verl's `use_dynamic_bsz` with `use_remove_padding`).
     pub fn microbatches(&self, rows: &[i64], lens: &[usize]) -> Vec<Vec<i64>> {
         let budget = self.max_tokens_per_microbatch;
         if budget == 0 {
@@ -32,17 +40,20 @@ impl Memory {
             };
         }
         let mut out: Vec<Vec<i64>> = vec![];
-        let mut longest = 0;
+        let (mut longest, mut total) = (0, 0);
         for &r in rows {
             let len = lens[r as usize];
-            let fits = out
-                .last()
-                .is_some_and(|mb| (mb.len() + 1) * longest.max(len) <= budget);
-            if fits {
+            let size = if self.padding_free {
+                total + len
+            } else {
+                (out.last().map_or(0, Vec::len) + 1) * longest.max(len)
+            };
+            if !out.is_empty() && size <= budget {
                 longest = longest.max(len);
+                total += len;
                 out.last_mut().expect("a micro-batch").push(r);
             } else {
-                longest = len;
+                (longest, total) = (len, len);
                 out.push(vec![r]);
             }
         }
@@ -60,7 +71,7 @@ mod tests {
         let rows: Vec<i64> = (0..6).collect();
         let m = Memory {
             max_tokens_per_microbatch: 10,
-            gradient_checkpointing: false,
+            ..Memory::default()
         };
         let mbs = m.microbatches(&rows, &lens);
         assert_eq!(mbs, vec![vec![0, 1], vec![2], vec![3], vec![4, 5]]);
@@ -77,6 +88,13 @@ mod tests {
             ..m
         };
         assert_eq!(tight.microbatches(&rows, &lens).len(), 6);
+        // Padding-free: the budget counts real tokens, so 3 + 5 + 2 fit together.
+        let packed = Memory {
+            padding_free: true,
+            ..m
+        };
+        let mbs = packed.microbatches(&rows, &lens);
+        assert_eq!(mbs, vec![vec![0, 1, 2], vec![3, 4, 5]]);
         assert!(Memory::default().microbatches(&[], &lens).is_empty());
     }
 }

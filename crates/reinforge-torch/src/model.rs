@@ -229,7 +229,7 @@ impl Attention {
         &self,
         x: &Tensor,
         rope: &(Tensor, Tensor),
-        mask: &Tensor,
+        how: &Attend,
         cache: Option<(&mut KvCache, usize)>,
     ) -> Tensor {
         let (b, t, _) = x.size3().expect("hidden states are [B, T, H]");
@@ -251,8 +251,7 @@ impl Attention {
             Some((c, layer)) => c.append(layer, &k, &v),
             None => (k, v),
         };
-        let gqa = self.heads != self.kv_heads;
-        let y = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, None, gqa);
+        let y = how.attend(&q, &k, &v, self.heads != self.kv_heads);
         self.o.forward(
             &y.transpose(1, 2)
                 .reshape([b, t, self.heads * self.head_dim]),
@@ -314,6 +313,10 @@ pub struct ForwardInput<'a> {
     pub positions: &'a Tensor,
     /// Which keys are real tokens `[B, S]` (bool), `S` = cached length + `T`.
     pub key_mask: &'a Tensor,
+    /// Padding-free packing: `(start, len)` of each row's tokens in the one packed sequence
+    /// (`B = 1`, no cache), attended causally within their own row only. Empty: the rows of
+    /// `ids` as they are, under `key_mask`.
+    pub segments: &'a [(i64, i64)],
 }
 
 impl Transformer {
@@ -470,27 +473,29 @@ impl Transformer {
     }
 
     fn hidden_inner(&self, input: &ForwardInput, mut cache: Option<&mut KvCache>) -> Tensor {
-        let t = input.ids.size()[1];
+        assert!(
+            input.segments.is_empty() || cache.is_none(),
+            "packed rows are never cached"
+        );
         let past = cache.as_ref().map_or(0, |c| c.len());
         let mut x = self.embed_tokens(input.ids);
         let rope = self.rope.tables(input.positions, x.kind());
         // One mask per distinct window (all layers share one in every supported family).
-        let mut masks: Vec<(Option<i64>, Tensor)> = Vec::new();
+        let mut masks: Vec<(Option<i64>, Attend)> = Vec::new();
         for (i, block) in self.blocks.iter().enumerate() {
             if !masks.iter().any(|(w, _)| *w == block.window) {
-                let mask = attention_mask(input.key_mask, past, t, block.window);
-                masks.push((block.window, mask));
+                masks.push((block.window, Attend::of(input, past, block.window)));
             }
-            let mask = &masks.iter().find(|(w, _)| *w == block.window).unwrap().1;
+            let how = &masks.iter().find(|(w, _)| *w == block.window).unwrap().1;
             let layer_cache = cache.as_deref_mut().map(|c| (c, i));
             x = &x
                 + block
                     .attn
-                    .forward(&block.norm1.forward(&x), &rope, mask, layer_cache);
+                    .forward(&block.norm1.forward(&x), &rope, how, layer_cache);
             x = &x + block.mlp.forward(&block.norm2.forward(&x));
         }
         if let Some(c) = cache {
-            c.advance(input.ids.size()[0], t);
+            c.advance(input.ids.size()[0], input.ids.size()[1]);
         }
         self.norm.forward(&x)
     }
@@ -510,13 +515,12 @@ impl Transformer {
     /// What every decoder layer of an uncached forward pass over `input` reads besides its
     /// input: the rotary tables (for hidden states of `kind`) and each layer's attention mask.
     pub(crate) fn layer_context(&self, input: &ForwardInput, kind: Kind) -> LayerContext {
-        let t = input.ids.size()[1];
         LayerContext {
             rope: self.rope.tables(input.positions, kind),
             masks: self
                 .blocks
                 .iter()
-                .map(|b| attention_mask(input.key_mask, 0, t, b.window))
+                .map(|b| Attend::of(input, 0, b.window))
                 .collect(),
         }
     }
@@ -559,7 +563,61 @@ impl Transformer {
 /// The rotary tables and per-layer attention masks of one uncached forward pass.
 pub(crate) struct LayerContext {
     rope: (Tensor, Tensor),
-    masks: Vec<Tensor>,
+    masks: Vec<Attend>,
+}
+
+/// How one layer's queries see the keys.
+pub(crate) enum Attend {
+    /// One boolean mask `[B, 1, T, S]`: padding, causality, window and cache ([`attention_mask`]).
+    Mask(Tensor),
+    /// Packed rows: causal attention inside each `(start, len)` segment of the one sequence,
+    /// with the layer's sliding window. Attention runs per segment (libtorch has no varlen
+    /// attention on the CPU), so no query computes a score against another row's keys.
+    Segments(Vec<(i64, i64)>, Option<i64>),
+}
+
+impl Attend {
+    /// The attention of `input`'s queries after `past` cached positions, for a layer with
+    /// sliding `window`.
+    fn of(input: &ForwardInput, past: i64, window: Option<i64>) -> Self {
+        if input.segments.is_empty() {
+            let t = input.ids.size()[1];
+            Self::Mask(attention_mask(input.key_mask, past, t, window))
+        } else {
+            Self::Segments(input.segments.to_vec(), window)
+        }
+    }
+
+    /// Scaled dot-product attention `[B, heads, T, D]` of `q` over `k`, `v` (`gqa`: fewer
+    /// key/value heads than query heads).
+    fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, gqa: bool) -> Tensor {
+        let sdpa = |q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>| {
+            let causal = mask.is_none();
+            Tensor::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, None, gqa)
+        };
+        match self {
+            Self::Mask(mask) => sdpa(q, k, v, Some(mask)),
+            Self::Segments(segments, window) => {
+                let parts: Vec<Tensor> = segments
+                    .iter()
+                    .map(|&(start, len)| {
+                        let at = |x: &Tensor| x.narrow(2, start, len);
+                        let (q, k, v) = (at(q), at(k), at(v));
+                        match window {
+                            // A window shorter than the row: the windowed causal mask.
+                            Some(w) if *w < len => {
+                                let real = Tensor::ones([1, len], (Kind::Bool, q.device()));
+                                let mask = attention_mask(&real, 0, len, Some(*w));
+                                sdpa(&q, &k, &v, Some(&mask))
+                            }
+                            _ => sdpa(&q, &k, &v, None),
+                        }
+                    })
+                    .collect();
+                Tensor::cat(&parts, 2)
+            }
+        }
+    }
 }
 
 /// The boolean attention mask `[B, 1, T, S]` for `T` queries after `past` cached positions:

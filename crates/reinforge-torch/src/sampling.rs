@@ -190,6 +190,7 @@ impl Running {
                     ids: &ids,
                     positions: &positions,
                     key_mask: &key_mask,
+                    segments: &[],
                 },
                 Some(&mut cache),
                 true,
@@ -235,6 +236,7 @@ impl Running {
             ids: &tokens.view([live, 1]),
             positions: &positions,
             key_mask: &self.key_mask,
+            segments: &[],
         };
         self.logits = model
             .forward(&input, Some(&mut self.cache), true)

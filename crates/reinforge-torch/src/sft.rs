@@ -61,7 +61,7 @@ pub fn sft_step(
     for mb in micro {
         let sub = if whole { None } else { Some(batch.select(&mb)) };
         let part = sub.as_ref().unwrap_or(batch);
-        let pass = (1.0, Entropy::Skip, memory.gradient_checkpointing);
+        let pass = (1.0, Entropy::Skip, memory);
         let (loss, ()) = backward_logprob_loss(&policy.model, part, pass, |logp, _| {
             let loss = agg_loss(&(-logp), &part.loss_mask, AggMode::TokenMean, &info);
             (loss, ())

@@ -17,6 +17,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::batch::SequenceBatch;
 use crate::config::ModelConfig;
+use crate::memory::Memory;
 use crate::model::Transformer;
 use crate::policy::Policy;
 
@@ -91,13 +92,26 @@ impl Critic {
     /// value of the prefix `ids[..=j]`, the state in which token `j + 1` is emitted. Only
     /// positions where `batch.loss_mask` is 1 (completion tokens) are meaningful.
     pub fn values(&self, batch: &SequenceBatch) -> Tensor {
-        let hidden = self.model.hidden(&batch.input(), None);
+        self.values_as(batch, false)
+    }
+
+    /// [`Self::values`] from padded rows, or packed ones with `padding_free`.
+    pub fn values_as(&self, batch: &SequenceBatch, padding_free: bool) -> Tensor {
+        let hidden = batch.hidden(&self.model, padding_free);
         let l = hidden.size()[1];
         hidden
             .narrow(1, 0, l - 1)
             .linear::<Tensor>(&self.value_head, None)
             .squeeze_dim(-1)
             .to_kind(Kind::Float)
+    }
+
+    /// [`Self::values`] over the micro-batches of `memory` (packed with its `padding_free`),
+    /// zeros beyond each row's length: the scoring pass before an update.
+    pub fn values_in_microbatches(&self, batch: &SequenceBatch, memory: &Memory) -> Tensor {
+        let mut parts =
+            batch.in_microbatches(memory, |sub| vec![self.values_as(sub, memory.padding_free)]);
+        parts.pop().expect("values")
     }
 
     /// Writes the critic's weights to `path` (safetensors).

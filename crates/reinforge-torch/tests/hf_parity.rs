@@ -103,6 +103,7 @@ fn kv_cache_decoding_matches_full_forward_with_window() {
                     ids: &ids.narrow(1, i, 1),
                     positions: &positions.narrow(1, i, 1),
                     key_mask: &mask.narrow(1, 0, i + 1),
+                    segments: &[],
                 },
                 Some(&mut cache),
                 false,

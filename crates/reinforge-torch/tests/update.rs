@@ -282,25 +282,26 @@ fn is_weights_scale_the_update() {
     );
 }
 
-/// Micro-batches under a token budget and activation checkpointing change how an update runs,
+/// Micro-batches under a token budget, activation checkpointing and padding-free packing change how an update runs,
 /// not what it computes: for every registered loss, with an entropy bonus (so the entropy's
 /// gradient flows too), the parameters and the loss equal the plain path's.
 #[test]
 fn microbatches_and_checkpointing_equal_the_plain_update() {
     use reinforge_torch::Memory;
     let adv = [0.0, 1.0, 0.0, -1.0, 0.5, 0.0, -0.5, 0.0];
-    let budget = Memory {
-        max_tokens_per_microbatch: 40,
-        gradient_checkpointing: false,
-    };
-    let checkpointing = Memory {
-        max_tokens_per_microbatch: 0,
-        gradient_checkpointing: true,
-    };
-    let both = Memory {
-        gradient_checkpointing: true,
-        ..budget
-    };
+    // Every combination of the budget, checkpointing and packing but all off; the packed
+    // budget counts real tokens only, so it is smaller to split the batch as often.
+    let memories: Vec<Memory> = (1..8u8)
+        .map(|bits| Memory {
+            max_tokens_per_microbatch: match (bits & 1 != 0, bits & 4 != 0) {
+                (false, _) => 0,
+                (true, false) => 40,
+                (true, true) => 24,
+            },
+            gradient_checkpointing: bits & 2 != 0,
+            padding_free: bits & 4 != 0,
+        })
+        .collect();
     for &loss in PolicyLossKind::ALL {
         let with = |memory: Memory| {
             move |c: &mut UpdateConfig, b: &mut RolloutBatch| {
@@ -316,7 +317,7 @@ fn microbatches_and_checkpointing_equal_the_plain_update() {
             }
         };
         let (plain, loss_plain) = run_with(false, &adv, with(Memory::default()));
-        for memory in [budget, checkpointing, both] {
+        for &memory in &memories {
             let (other, loss_other) = run_with(false, &adv, with(memory));
             let d = max_param_diff(&plain, &other);
             assert!(d < 1e-5, "{loss:?}: {memory:?}: parameters differ by {d}");

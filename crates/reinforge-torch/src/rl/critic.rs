@@ -10,6 +10,7 @@ use super::pack::{f32_rows, Packed};
 use crate::batch::SequenceBatch;
 use crate::loss::agg::{AggMode, GlobalBatchInfo};
 use crate::loss::pg_family::value_loss;
+use crate::memory::Memory;
 use crate::optim::AdamW;
 use crate::value::Critic;
 
@@ -42,6 +43,9 @@ pub struct ValueConfig {
     pub agg: AggMode,
     /// The constant `S` of seq-mean-token-sum-norm.
     pub loss_scale_factor: f64,
+    /// Micro-batches, checkpointing's absence aside: the value loss's rows are separable, so
+    /// a mini-batch's micro-batches' gradients sum to its own.
+    pub memory: Memory,
 }
 
 /// The tensors of one critic mini-batch that [`value_objective`] reads, all `[B, T]`.
@@ -122,7 +126,8 @@ pub fn value_update(
     acc
 }
 
-/// One optimizer step of the critic on the rows `chunk`, trimmed to their longest row.
+/// One optimizer step of the critic on the rows `chunk`, in the micro-batches of
+/// `cfg.memory` (each trimmed to its longest row, or packed), whose gradients accumulate.
 fn value_minibatch(
     critic: &Critic,
     opt: &mut AdamW,
@@ -132,8 +137,46 @@ fn value_minibatch(
     info: &GlobalBatchInfo,
     acc: &mut ValueStats,
 ) {
-    let seqs = batch.seqs.select(chunk);
-    let t = Tensor::from_slice(chunk).to_device(seqs.ids.device());
+    opt.zero_grad();
+    let in_chunk: Vec<i64> = (0..chunk.len() as i64).collect();
+    let lens: Vec<usize> = chunk
+        .iter()
+        .map(|&i| batch.seqs.row_lens()[i as usize])
+        .collect();
+    let tokens = info.batch_num_tokens.unwrap_or(1.0);
+    let micro = cfg.memory.microbatches(&in_chunk, &lens);
+    let whole = micro.len() == 1;
+    for mb in micro {
+        let rows: Vec<i64> = mb.iter().map(|&i| chunk[i as usize]).collect();
+        let (loss, clipfrac, mb_tokens) = value_micro(critic, batch, &rows, cfg, info);
+        acc.value_loss += loss;
+        // verl's vf_clipfrac is the mini-batch's token mean: each micro-batch's by its tokens.
+        acc.vf_clipfrac += if whole {
+            clipfrac
+        } else {
+            clipfrac * mb_tokens / tokens
+        };
+    }
+    let step = opt.clip_and_step(cfg.max_grad_norm, cfg.lr);
+    if step.stepped {
+        acc.grad_norm += step.grad_norm;
+    } else {
+        acc.nonfinite_grad_steps += 1;
+    }
+    acc.optimizer_steps += 1;
+}
+
+/// The forward and backward pass of the value objective on `rows` (with the mini-batch's
+/// denominators `info`): its loss, `vf_clipfrac` and loss tokens.
+fn value_micro(
+    critic: &Critic,
+    batch: &ValueBatch,
+    rows: &[i64],
+    cfg: &ValueConfig,
+    info: &GlobalBatchInfo,
+) -> (f64, f64, f64) {
+    let seqs = batch.seqs.select(rows);
+    let t = Tensor::from_slice(rows).to_device(seqs.ids.device());
     let w = seqs.target_width();
     let pick = |x: &Tensor| x.narrow(1, 0, w).index_select(0, &t);
     let (returns, values_old, mask) = (
@@ -146,18 +189,11 @@ fn value_minibatch(
         values_old: &values_old,
         mask: &mask,
     };
-    opt.zero_grad();
-    let (loss, clipfrac) = value_objective(&critic.values(&seqs), &x, cfg, info);
+    let values = critic.values_as(&seqs, cfg.memory.padding_free);
+    let (loss, clipfrac) = value_objective(&values, &x, cfg, info);
     loss.backward();
-    acc.value_loss += loss.double_value(&[]);
-    acc.vf_clipfrac += clipfrac;
-    let step = opt.clip_and_step(cfg.max_grad_norm, cfg.lr);
-    if step.stepped {
-        acc.grad_norm += step.grad_norm;
-    } else {
-        acc.nonfinite_grad_steps += 1;
-    }
-    acc.optimizer_steps += 1;
+    let tokens = mask.sum(Kind::Double).double_value(&[]);
+    (loss.double_value(&[]), clipfrac, tokens)
 }
 
 /// One critic update towards `returns` from the values `values_old` the rollouts were scored
@@ -223,6 +259,7 @@ mod tests {
             cliprange_value: 0.5,
             agg: crate::loss::AggMode::TokenMean,
             loss_scale_factor: 1.0,
+            memory: Memory::default(),
         };
         let mut opt = AdamW::new(&critic.vs, AdamWConfig::default());
         let mut last = f64::INFINITY;
@@ -276,6 +313,7 @@ mod tests {
             cliprange_value: 0.5,
             agg: crate::loss::AggMode::TokenMean,
             loss_scale_factor: 1.0,
+            memory: Memory::default(),
         };
         let mut opt = AdamW::new(&critic.vs, AdamWConfig::default());
         let vb = ValueBatch {

@@ -185,7 +185,7 @@ pub fn pack(models: PackModels, rollouts: &[RolloutRef], opts: &PackOptions) -> 
     if let Some(critic) = models.critic {
         let values = {
             let _guard = tch::no_grad_guard();
-            critic.values(&packed.batch.seqs)
+            critic.values_in_microbatches(&packed.batch.seqs, &opts.memory)
         };
         packed.values = Some(packed.completion_rows(&values));
     }

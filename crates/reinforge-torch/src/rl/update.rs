@@ -430,7 +430,7 @@ impl PolicyRun<'_> {
         } else {
             Entropy::Detached
         };
-        let pass = (cfg.temperature, entropy, cfg.memory.gradient_checkpointing);
+        let pass = (cfg.temperature, entropy, &cfg.memory);
         let (loss, stats) =
             backward_logprob_loss(&self.policy.model, &mb.seqs, pass, |logp, ent| {
                 policy_objective(logp, Some(ent), &mb.inputs(), cfg, info)

@@ -61,6 +61,7 @@ pub fn raw_logits(p: &Policy, ids: &Tensor, mask: &Tensor, pos: &Tensor) -> Tens
             ids,
             positions: pos,
             key_mask: &mask.to_kind(Kind::Bool),
+            segments: &[],
         },
         None,
         false,

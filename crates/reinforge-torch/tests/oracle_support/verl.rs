@@ -271,6 +271,7 @@ fn value_config(c: &Case) -> R<ValueConfig> {
         cliprange_value: c.param_f64("cliprange_value", 0.5),
         agg: mode(c, AggMode::TokenMean)?,
         loss_scale_factor: 1.0,
+        memory: reinforge_torch::Memory::default(),
     })
 }
 

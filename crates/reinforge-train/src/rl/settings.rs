@@ -54,6 +54,7 @@ impl StepSettings {
     pub fn with_memory(mut self, memory: Memory) -> Self {
         self.pack.memory = memory;
         self.update.memory = memory;
+        self.value.memory = memory;
         self
     }
 
@@ -126,5 +127,6 @@ fn value_config(rl: &RlConfig, ppo: &PpoConfig) -> ValueConfig {
         // verl's critic.loss_agg_mode defaults to the actor's.
         agg: rl.loss_agg_mode,
         loss_scale_factor: rl.max_completion_length as f64,
+        memory: Memory::default(),
     }
 }
