@@ -288,6 +288,81 @@ mod tests {
         );
     }
 
+    /// Micro-batches, packing and both change how the critic's step runs, not its result: the
+    /// weights, the loss and `vf_clipfrac` equal one pass over the mini-batch.
+    #[test]
+    fn critic_microbatches_and_packing_equal_one_pass() {
+        let (p, c) = rows();
+        let b = batch(&p, &c);
+        let mask = b.loss_mask.shallow_clone();
+        let returns = b.row_values(&[1.0, -0.5, 2.0]) * &mask;
+        // One start for every run: the seed is global to the process, and tests run in parallel.
+        let start = Critic::new(&tiny(true), Device::Cpu, 7).unwrap();
+        let run = |memory: Memory| {
+            let critic = Critic::new(&tiny(true), Device::Cpu, 7).unwrap();
+            tch::no_grad(|| {
+                for (k, mut t) in critic.vs.variables() {
+                    t.copy_(&start.vs.variables()[&k]);
+                }
+            });
+            let cfg = ValueConfig {
+                epochs: 2,
+                mini_batches: 1,
+                lr: 1e-2,
+                max_grad_norm: 1.0,
+                cliprange_value: 0.05,
+                agg: crate::loss::AggMode::TokenMean,
+                loss_scale_factor: 1.0,
+                memory,
+            };
+            let values_old = tch::no_grad(|| critic.values_in_microbatches(&b, &memory));
+            let vb = ValueBatch {
+                seqs: &b,
+                values_old,
+                returns: returns.shallow_clone(),
+                mask: mask.shallow_clone(),
+            };
+            let mut opt = AdamW::new(&critic.vs, AdamWConfig::default());
+            let stats = value_update(
+                &critic,
+                &mut opt,
+                &vb,
+                &cfg,
+                &[vec![0, 1, 2], vec![2, 1, 0]],
+            );
+            (critic, stats)
+        };
+        let (plain, s0) = run(Memory::default());
+        assert!(
+            s0.vf_clipfrac > 0.0,
+            "the clip binds (a metric worth comparing)"
+        );
+        let budget = Memory {
+            max_tokens_per_microbatch: 12,
+            ..Memory::default()
+        };
+        let rows_all = [0, 1, 2];
+        assert!(budget.microbatches(&rows_all, b.row_lens()).len() > 1);
+        for padding_free in [false, true] {
+            for memory in [budget, Memory::default()] {
+                let memory = Memory {
+                    padding_free,
+                    ..memory
+                };
+                let (other, s) = run(memory);
+                let d = plain
+                    .vs
+                    .variables()
+                    .iter()
+                    .map(|(k, t)| (t - &other.vs.variables()[k]).abs().max().double_value(&[]))
+                    .fold(0.0, f64::max);
+                assert!(d < 1e-6, "{memory:?}: weights differ by {d}");
+                assert!((s.value_loss - s0.value_loss).abs() < 1e-6, "{memory:?}");
+                assert!((s.vf_clipfrac - s0.vf_clipfrac).abs() < 1e-6, "{memory:?}");
+            }
+        }
+    }
+
     #[test]
     fn a_nan_return_skips_every_critic_step_and_leaves_the_weights() {
         let critic = Critic::new(&tiny(true), Device::Cpu, 7).unwrap();
