@@ -88,14 +88,17 @@ pub fn step(
     cfg: &DpoConfig,
 ) -> Result<Stepped<PairMetrics>> {
     let (policy, pad) = (up.policy, data.pad);
-    let sides = up.share(rows.len()).read(rows, 2, |local| {
-        let lp = sequence_logps(policy, data.pairs, local, pad);
-        let b = local.len() as i64;
-        vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
-    })?;
+    let tokens = |r| data.pairs.tokens(r);
+    let (sides, deferred) = up
+        .share(rows.len())
+        .read_deferred(rows, 2, tokens, |local| {
+            let lp = sequence_logps(policy, data.pairs, local, pad);
+            let b = local.len() as i64;
+            vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
+        })?;
     let lp = Tensor::cat(&sides, 0);
     let (loss, metrics) = loss_of(cfg, &lp, data, rows)?;
-    let grad = up.apply(&loss)?;
+    let grad = up.apply(&loss, deferred)?;
     let loss = loss.double_value(&[]);
     Ok((Figures { loss, metrics }, grad))
 }

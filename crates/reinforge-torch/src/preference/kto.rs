@@ -6,7 +6,9 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
-use super::{completion_logps, per_row, to_vec, Figures, Share, Stepped, Unpaired, Update};
+use super::{
+    completion_logps, per_row, to_vec, Deferred, Figures, Share, Stepped, Unpaired, Update,
+};
 use crate::loss::kto::{kto_loss, KtoBatch, KtoConfig, KtoOutput};
 use crate::policy::Policy;
 
@@ -82,16 +84,17 @@ pub fn reference_logps(
 
 /// The loss of `rows` (a block) under `policy`, each rank of a data-parallel job reading its
 /// `share` of the rows.
-fn block_loss(
+fn block_loss<'a>(
     cfg: &KtoConfig,
-    policy: &Policy,
-    data: KtoData,
+    policy: &'a Policy,
+    data: KtoData<'a>,
     rows: &[usize],
     share: &Share,
-) -> Result<KtoOutput> {
+) -> Result<(KtoOutput, Option<Deferred<'a>>)> {
     let uses_kl = cfg.loss_type.uses_kl();
     let (set, pad) = (data.rows, data.pad);
-    let mut parts = share.read(rows, 2, |local| {
+    let tokens = |r| set.tokens(r) * if uses_kl { 2 } else { 1 };
+    let (mut parts, deferred) = share.read_deferred(rows, 2, tokens, move |local| {
         // The KL point is not differentiated (TRL computes it under no_grad).
         let kl_logps = if uses_kl {
             let _guard = tch::no_grad_guard();
@@ -106,7 +109,7 @@ fn block_loss(
     let ref_logps = per_row(&data.refs.logps, rows);
     let ref_kl = uses_kl.then(|| per_row(&data.refs.kl_logps, rows));
     let labels: Vec<bool> = rows.iter().map(|&r| set.labels[r]).collect();
-    kto_loss(
+    let out = kto_loss(
         cfg,
         &KtoBatch {
             logps: &logps,
@@ -114,7 +117,8 @@ fn block_loss(
             labels: &labels,
             kl: kl_logps.as_ref().zip(ref_kl.as_ref()),
         },
-    )
+    )?;
+    Ok((out, deferred))
 }
 
 /// The loss value and metrics of `out`.
@@ -145,7 +149,7 @@ pub fn evaluate(
         .map(|b| {
             let rows = data.rows.block(batch, b);
             let whole = Share::new(None, rows.len(), policy.device());
-            Ok(figures(&block_loss(cfg, policy, data, &rows, &whole)?))
+            Ok(figures(&block_loss(cfg, policy, data, &rows, &whole)?.0))
         })
         .collect()
 }
@@ -158,7 +162,7 @@ pub fn step(
     cfg: &KtoConfig,
 ) -> Result<Stepped<KtoMetrics>> {
     let share = up.share(rows.len());
-    let out = block_loss(cfg, up.policy, data, rows, &share)?;
-    let grad = up.apply(&out.loss)?;
+    let (out, deferred) = block_loss(cfg, up.policy, data, rows, &share)?;
+    let grad = up.apply(&out.loss, deferred)?;
     Ok((figures(&out), grad))
 }

@@ -19,6 +19,7 @@ use tch::{Device, Kind, Tensor};
 use crate::batch::SequenceBatch;
 use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
 use crate::logprobs::{token_logprobs_with, Entropy};
+use crate::memory::Memory;
 use crate::optim::{AdamW, GradStep};
 use crate::policy::Policy;
 
@@ -38,17 +39,35 @@ pub struct Update<'a> {
     pub dp: Option<Ranks<'a>>,
     pub max_grad_norm: f64,
     pub lr: f64,
+    /// The token budget of one forward pass ([`Deferred`]); checkpointing and packing do not
+    /// apply to the preference trainers yet.
+    pub memory: Memory,
 }
 
 impl<'a> Update<'a> {
     /// This rank's share of a step of `n` rows.
     fn share(&self, n: usize) -> Share<'a> {
-        Share::new(self.dp, n, self.policy.device())
+        Share {
+            memory: self.memory,
+            ..Share::new(self.dp, n, self.policy.device())
+        }
     }
 
-    /// Backpropagates the whole batch's `loss`, sums the gradients over the ranks and steps.
-    fn apply(self, loss: &Tensor) -> Result<GradStep> {
+    /// Backpropagates the whole batch's `loss` (through the values `deferred` read in
+    /// micro-batches, when it holds them), sums the gradients over the ranks and steps.
+    fn apply(self, loss: &Tensor, deferred: Option<Deferred>) -> Result<GradStep> {
         let pg = self.dp.map(|d| d.pg);
+        let loss = match deferred {
+            Some(d) => {
+                if loss.requires_grad() {
+                    loss.backward();
+                }
+                d.replay();
+                loss.detach()
+            }
+            None => loss.shallow_clone(),
+        };
+        let loss = &loss;
         backward_and_step(
             self.policy,
             self.opt,
@@ -96,12 +115,19 @@ pub struct Share<'d> {
     n: usize,
     /// Where the model's values live (a rank without rows contributes empty ones there).
     device: Device,
+    /// The token budget of one forward pass ([`Self::read_deferred`]).
+    memory: Memory,
 }
 
 impl<'d> Share<'d> {
     /// The share of `n` rows of `dp`'s rank (all of them without `dp`), values on `device`.
     pub fn new(dp: Option<Ranks<'d>>, n: usize, device: Device) -> Self {
-        Self { dp, n, device }
+        Self {
+            dp,
+            n,
+            device,
+            memory: Memory::default(),
+        }
     }
 
     /// The rows of rank `r` of `w`.
@@ -165,6 +191,83 @@ impl Share<'_> {
             read(local)
         };
         values.iter().map(|v| self.gather(v)).collect()
+    }
+
+    /// [`Self::read`] in the micro-batches of the step's token budget (`tokens(r)`: the
+    /// tokens of row `r`'s sequences): the values are read without gradient and returned as
+    /// leaves, with the [`Deferred`] pass that backpropagates the loss through them. Without a
+    /// budget (or with one micro-batch), [`Self::read`] itself and no deferred pass.
+    pub fn read_deferred<'r>(
+        &self,
+        rows: &[usize],
+        parts: usize,
+        tokens: impl Fn(usize) -> usize,
+        read: impl Fn(&[usize]) -> Vec<Tensor> + 'r,
+    ) -> Result<(Vec<Tensor>, Option<Deferred<'r>>)> {
+        let local = &rows[self.local()];
+        let lens: Vec<usize> = local.iter().map(|&r| tokens(r)).collect();
+        let idx: Vec<i64> = (0..local.len() as i64).collect();
+        let micro: Vec<Vec<usize>> = self
+            .memory
+            .microbatches(&idx, &lens)
+            .iter()
+            .map(|mb| mb.iter().map(|&i| local[i as usize]).collect())
+            .collect();
+        if micro.len() <= 1 {
+            return Ok((self.read(rows, parts, read)?, None));
+        }
+        let mut leaves = vec![];
+        let values = self.read(rows, parts, |_| {
+            let pieces: Vec<Vec<Tensor>> =
+                tch::no_grad(|| micro.iter().map(|mb| read(mb)).collect());
+            leaves = (0..parts)
+                .map(|p| {
+                    let part: Vec<&Tensor> = pieces.iter().map(|v| &v[p]).collect();
+                    Tensor::cat(&part, 0).set_requires_grad(true)
+                })
+                .collect();
+            leaves.iter().map(Tensor::shallow_clone).collect()
+        })?;
+        let deferred = Deferred {
+            read: Box::new(read),
+            micro,
+            leaves,
+        };
+        Ok((values, Some(deferred)))
+    }
+}
+
+/// A step's per-row values read in micro-batches without gradient ([`Share::read_deferred`]):
+/// once the loss is backpropagated to them, each micro-batch is read again with gradient and
+/// `Σ value · ∂loss/∂value` backpropagated. That is the chain rule through the values, so
+/// the gradient is the one-pass gradient whatever couples the rows (DPO's pairs, KTO's batch
+/// KL), for one more forward pass; one micro-batch's activations are alive at a time.
+pub struct Deferred<'r> {
+    read: Box<dyn Fn(&[usize]) -> Vec<Tensor> + 'r>,
+    /// This rank's rows, per micro-batch, in order.
+    micro: Vec<Vec<usize>>,
+    /// The values of this rank's rows per part `[k]`, leaves the loss was backpropagated to.
+    leaves: Vec<Tensor>,
+}
+
+impl Deferred<'_> {
+    /// Backpropagates the leaves' gradients through each micro-batch's recomputed values.
+    fn replay(self) {
+        let grads: Vec<Tensor> = self.leaves.iter().map(Tensor::grad).collect();
+        let mut offset = 0;
+        for mb in &self.micro {
+            let k = mb.len() as i64;
+            let terms: Vec<Tensor> = (self.read)(mb)
+                .iter()
+                .zip(&grads)
+                .filter(|(v, g)| v.requires_grad() && g.defined())
+                .map(|(v, g)| (v.to_kind(Kind::Float) * g.narrow(0, offset, k)).sum(Kind::Float))
+                .collect();
+            if !terms.is_empty() {
+                Tensor::stack(&terms, 0).sum(Kind::Float).backward();
+            }
+            offset += k;
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use tch::{Kind, Tensor};
 
-use super::{lengths_of, token_logps, Figures, Pairs, Share, Stepped, Update};
+use super::{lengths_of, token_logps, Deferred, Figures, Pairs, Share, Stepped, Update};
 use crate::batch::SequenceBatch;
 use crate::loss::dpo::PairMetrics;
 use crate::loss::orpo::{orpo_loss, OrpoBatch, OrpoOutput};
@@ -67,14 +67,15 @@ impl OrpoTensors {
 
     /// [`Self::read`] of a step's `rows` across data-parallel ranks: each reads its share and
     /// the per-pair sums are gathered (lengths come from the rows themselves).
-    fn read_shared(
-        policy: &Policy,
-        pairs: &Pairs,
+    fn read_shared<'a>(
+        policy: &'a Policy,
+        pairs: &'a Pairs,
         rows: &[usize],
         pad: i64,
         share: &Share,
-    ) -> Result<Self> {
-        let mut sums = share.read(rows, 3, |local| {
+    ) -> Result<(Self, Option<Deferred<'a>>)> {
+        let tokens = |r| pairs.tokens(r);
+        let (mut sums, deferred) = share.read_deferred(rows, 3, tokens, move |local| {
             let t = Self::read(policy, pairs, local, pad);
             vec![t.chosen, t.rejected, t.full]
         })?;
@@ -88,7 +89,7 @@ impl OrpoTensors {
         let full = sums.pop().unwrap_or_default();
         let rejected = sums.pop().unwrap_or_default();
         let chosen = sums.pop().unwrap_or_default();
-        Ok(Self {
+        let sums = Self {
             chosen,
             rejected,
             len_c: whole(&pairs.chosen),
@@ -96,7 +97,8 @@ impl OrpoTensors {
             full,
             // host: lengths; orpo_loss moves them to the log-probs' device.
             full_len: Tensor::from_slice(&full_len),
-        })
+        };
+        Ok((sums, deferred))
     }
 
     /// ORPO's loss of these sums.
@@ -150,7 +152,8 @@ pub fn step(
     beta: f64,
 ) -> Result<Stepped<OrpoMetrics>> {
     let share = up.share(rows.len());
-    let out = OrpoTensors::read_shared(up.policy, pairs, rows, pad, &share)?.loss(beta)?;
-    let grad = up.apply(&out.loss)?;
+    let (sums, deferred) = OrpoTensors::read_shared(up.policy, pairs, rows, pad, &share)?;
+    let out = sums.loss(beta)?;
+    let grad = up.apply(&out.loss, deferred)?;
     Ok((figures(&out), grad))
 }

@@ -79,15 +79,18 @@ pub fn step(
     (pairs, rows): (&Pairs, &[usize]),
     center: Option<f64>,
 ) -> Result<Stepped<RewardMetrics>> {
-    let mut sides = up.share(rows.len()).read(rows, 2, |local| {
-        let (c, r) = scores(rm, pairs, local);
-        vec![c, r]
-    })?;
+    let tokens = |r| pairs.tokens(r);
+    let (mut sides, deferred) = up
+        .share(rows.len())
+        .read_deferred(rows, 2, tokens, |local| {
+            let (c, r) = scores(rm, pairs, local);
+            vec![c, r]
+        })?;
     let (r, c) = (
         sides.pop().unwrap_or_default(),
         sides.pop().unwrap_or_default(),
     );
     let out = loss_of(pairs, rows, (&c, &r), center)?;
-    let grad = up.apply(&out.loss)?;
+    let grad = up.apply(&out.loss, deferred)?;
     Ok((figures(&out), grad))
 }

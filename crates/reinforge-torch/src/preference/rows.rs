@@ -21,6 +21,11 @@ impl Pairs {
         self.prompts.is_empty()
     }
 
+    /// Tokens of pair `r`'s two sequences (prompt + chosen, prompt + rejected).
+    pub fn tokens(&self, r: usize) -> usize {
+        2 * self.prompts[r].len() + self.chosen[r].len() + self.rejected[r].len()
+    }
+
     /// Prompts and completions of `rows`, every chosen first, then every rejected (`[2B]`).
     pub fn sides(&self, rows: &[usize]) -> (Vec<&[i64]>, Vec<&[i64]>) {
         let prompts: Vec<&[i64]> = rows.iter().map(|&r| self.prompts[r].as_slice()).collect();
@@ -50,6 +55,11 @@ pub struct Unpaired {
 }
 
 impl Unpaired {
+    /// Tokens of row `r` (prompt + completion).
+    pub fn tokens(&self, r: usize) -> usize {
+        self.prompts[r].len() + self.completions[r].len()
+    }
+
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.labels.len()

@@ -53,6 +53,8 @@ pub struct OfflineOptions {
     pub seed: u64,
     /// Use prompt text as is, without the chat template.
     pub raw: bool,
+    /// Micro-batches of a step's rows under a token budget (the gradient is unchanged).
+    pub memory: reinforge_torch::Memory,
 }
 
 /// A started offline run: its directory and, when data-parallel, this process's rank.
@@ -98,6 +100,7 @@ pub fn update<'t>(t: &'t mut Trainer, o: &OfflineOptions) -> Update<'t> {
         }),
         max_grad_norm: o.max_grad_norm,
         lr: o.lr,
+        memory: o.memory,
     }
 }
 

@@ -42,6 +42,11 @@ pub struct OfflineArgs {
     /// Use prompt text as is, without the chat template.
     #[arg(long)]
     pub raw: bool,
+    /// Reads a step's rows in micro-batches of at most N tokens (a pair counts both its
+    /// sequences) and backpropagates the loss through them afterwards: less memory for one
+    /// more forward pass, the same gradient (0: the whole step at once).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_tokens_per_microbatch: usize,
 }
 
 impl OfflineArgs {
@@ -59,6 +64,10 @@ impl OfflineArgs {
             checkpoint_every: self.checkpoint_every,
             seed: self.seed,
             raw: self.raw,
+            memory: reinforge_torch::Memory {
+                max_tokens_per_microbatch: self.max_tokens_per_microbatch,
+                ..Default::default()
+            },
         })
     }
 }

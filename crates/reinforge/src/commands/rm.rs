@@ -69,6 +69,11 @@ pub struct TrainRmArgs {
     /// Use prompt text as is, without the chat template.
     #[arg(long)]
     pub raw: bool,
+    /// Reads a step's rows in micro-batches of at most N tokens (a pair counts both its
+    /// sequences) and backpropagates the loss through them afterwards: less memory for one
+    /// more forward pass, the same gradient (0: the whole step at once).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_tokens_per_microbatch: usize,
 }
 
 /// Runs `train-rm` (the device is checked before the output directory exists).
@@ -86,6 +91,10 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
             checkpoint_every: args.checkpoint_every,
             seed: args.seed,
             raw: args.raw,
+            memory: reinforge_torch::Memory {
+                max_tokens_per_microbatch: args.max_tokens_per_microbatch,
+                ..Default::default()
+            },
         },
         weight_decay: args.weight_decay,
         center_rewards_coefficient: args.center_rewards_coefficient,
