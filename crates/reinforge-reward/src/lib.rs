@@ -8,6 +8,11 @@
 //! # optional: which component becomes OpenRLHF's `scores` ("total" for the total reward);
 //! # default: the only math/code_tests component, else the total
 //! score = "accuracy"
+//! # optional: a sample's rule components, and a batch of a learned one, get at most this
+//! # many seconds (default 60; 0: no deadline); past it, or when one crashes, the value is
+//! # timeout_score (default 0), the failure is counted and named, and the step goes on
+//! timeout_s = 60.0
+//! timeout_score = 0.0
 //!
 //! [components.accuracy]
 //! type = "math"            # reinforge_verify::verify(label, response)
@@ -63,6 +68,7 @@
 //! ```
 
 mod code;
+mod deadline;
 mod spec;
 
 use std::collections::BTreeMap;
@@ -75,7 +81,10 @@ use regex::Regex;
 use reinforge_sandbox::{run_python_tests, Limits, RunStatus, Sandbox};
 use serde::Serialize;
 
+use deadline::guarded;
+
 pub use code::extract_code;
+pub use deadline::Failure;
 pub use spec::{
     CodeTestsSpec, Component, FormatSpec, JudgeSpec, Learned, LengthShape, LengthSpec, LengthUnit,
     MathSpec, ModelSpec, RewardSpec,
@@ -108,6 +117,10 @@ pub struct Scored {
     pub score: f64,
     /// Each component's unweighted value, by name.
     pub components: BTreeMap<String, f64>,
+    /// Components that gave the spec's `timeout_score` instead of a value (past `timeout_s`,
+    /// or crashed), by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed: BTreeMap<String, Failure>,
 }
 
 /// Why a batch could not be scored. Label problems are the caller's; sandbox failures are
@@ -169,7 +182,8 @@ enum Compiled {
 /// A reward function built from a [`RewardSpec`]. `Sync`: one instance serves every thread.
 pub struct Reward {
     spec: RewardSpec,
-    components: Vec<(String, f64, Compiled)>,
+    /// Shared with the threads that evaluate rows under a deadline.
+    components: Arc<Vec<(String, f64, Compiled)>>,
     sandbox: Option<Sandbox>,
 }
 
@@ -228,7 +242,7 @@ impl Reward {
         }
         Ok(Reward {
             spec,
-            components,
+            components: Arc::new(components),
             sandbox,
         })
     }
@@ -250,48 +264,85 @@ impl Reward {
             .collect()
     }
 
-    /// The values of every model component for `samples`, by component name.
-    fn learned(&self, samples: &[Sample]) -> Result<BTreeMap<&str, Vec<f64>>, ScoreError> {
+    /// The deadline of one evaluation (`None`: `timeout_s = 0`, no deadline).
+    fn limit(&self) -> Option<Duration> {
+        (self.spec.timeout_s > 0.0).then(|| Duration::from_secs_f64(self.spec.timeout_s))
+    }
+
+    /// The values of every model component for `samples`, by component name: each batch of
+    /// `batch_size` under the deadline (a batch past it or crashed fails each of its rows).
+    fn learned(&self, samples: &[Sample]) -> Result<Learnt<'_>, ScoreError> {
         let mut out = BTreeMap::new();
-        for (name, _, c) in &self.components {
+        for (name, _, c) in self.components.iter() {
             let Compiled::Model { batch_size, scorer } = c else {
                 continue;
             };
             let mut values = Vec::with_capacity(samples.len());
             for chunk in samples.chunks(*batch_size) {
-                let prompts: Vec<&str> = chunk.iter().map(|s| s.prompt.as_str()).collect();
-                let responses: Vec<&str> = chunk.iter().map(|s| s.response.as_str()).collect();
-                let v = scorer
-                    .score(&prompts, &responses)
-                    .map_err(|e| ScoreError::Model {
+                let prompts: Vec<String> = chunk.iter().map(|s| s.prompt.clone()).collect();
+                let responses: Vec<String> = chunk.iter().map(|s| s.response.clone()).collect();
+                let scorer = Arc::clone(scorer);
+                let scored = guarded(self.limit(), move || {
+                    let p: Vec<&str> = prompts.iter().map(String::as_str).collect();
+                    let r: Vec<&str> = responses.iter().map(String::as_str).collect();
+                    scorer.score(&p, &r)
+                });
+                let v = match scored {
+                    Err(failure) => {
+                        warn_failed(name, failure, values.len()..values.len() + chunk.len());
+                        values.extend(std::iter::repeat_n(Err(failure), chunk.len()));
+                        continue;
+                    }
+                    Ok(v) => v.map_err(|e| ScoreError::Model {
                         component: name.clone(),
                         message: format!("{e:#}"),
-                    })?;
+                    })?,
+                };
                 if v.len() != chunk.len() {
                     return Err(ScoreError::Model {
                         component: name.clone(),
                         message: format!("{} values for {} samples", v.len(), chunk.len()),
                     });
                 }
-                values.extend(v);
+                values.extend(v.into_iter().map(Ok));
             }
             out.insert(name.as_str(), values);
         }
         Ok(out)
     }
 
-    fn score_one(
-        &self,
-        index: usize,
-        s: &Sample,
-        learned: &BTreeMap<&str, Vec<f64>>,
-    ) -> Result<Scored, ScoreError> {
+    /// Sample `index`'s reward: its rule components under the deadline (together), its model
+    /// components from `learned`; a failed component counts `timeout_score`.
+    fn score_one(&self, index: usize, s: &Sample, learned: &Learnt) -> Result<Scored, ScoreError> {
+        let (components, sandbox, sample) = (
+            Arc::clone(&self.components),
+            self.sandbox.clone(),
+            s.clone(),
+        );
+        let rules = guarded(self.limit(), move || {
+            rule_values(&components, sandbox.as_ref(), index, &sample)
+        });
+        let rules = match rules {
+            Ok(values) => Ok(values?),
+            Err(failure) => Err(failure),
+        };
         let mut values = BTreeMap::new();
+        let mut failed = BTreeMap::new();
         let mut total = 0.0;
-        for (name, weight, c) in &self.components {
-            let v = self.value(index, name, c, s, learned)?;
+        for (name, weight, c) in self.components.iter() {
+            let value = match c {
+                Compiled::Model { .. } => learned[name.as_str()][index],
+                _ => rules.as_ref().map(|r| r[name]).map_err(|f| *f),
+            };
+            let v = value.unwrap_or_else(|failure| {
+                failed.insert(name.clone(), failure);
+                self.spec.timeout_score
+            });
             total += weight * v;
             values.insert(name.clone(), v);
+        }
+        if let Err(failure) = rules {
+            warn_failed("rule components", failure, index..index + 1);
         }
         let score = match self.spec.score_component() {
             Some(name) => values[name],
@@ -301,58 +352,89 @@ impl Reward {
             total,
             score,
             components: values,
+            failed,
         })
     }
+}
 
-    fn value(
-        &self,
-        index: usize,
-        name: &str,
-        c: &Compiled,
-        s: &Sample,
-        learned: &BTreeMap<&str, Vec<f64>>,
-    ) -> Result<f64, ScoreError> {
-        Ok(match c {
-            Compiled::Math { spec, options } => {
-                let gold = label(index, name, s, spec.label_field.as_deref())?;
-                if reinforge_verify::verify(&gold, &s.response, options).correct() {
-                    spec.correct
-                } else {
-                    spec.incorrect
-                }
-            }
-            Compiled::CodeTests { spec, limits } => {
-                let tests = label(index, name, s, spec.label_field.as_deref())?;
-                let sandbox = self.sandbox.as_ref().expect("checked in Reward::new");
-                let code = extract_code(&s.response);
-                let sandbox_error = |message: String| ScoreError::Sandbox {
-                    index,
-                    component: name.to_string(),
-                    message,
-                };
-                let outcome = run_python_tests(sandbox, code, &tests, limits.clone())
-                    .map_err(|e| sandbox_error(format!("{e:#}")))?;
-                if outcome.result.status == RunStatus::SandboxError {
-                    return Err(sandbox_error(outcome.reason));
-                }
-                if outcome.passed {
-                    1.0
-                } else {
-                    0.0
-                }
-            }
-            Compiled::Format { spec, re } => {
-                if re.is_match(&s.response) {
-                    spec.matched
-                } else {
-                    spec.unmatched
-                }
-            }
-            Compiled::Length(l) => length_penalty(l, &s.response),
-            // Scored in batches beforehand by `learned`.
-            Compiled::Model { .. } => learned.get(name).map_or(f64::NAN, |v| v[index]),
-        })
+/// The values of the model components, by name, per sample (a failed batch: its failure).
+type Learnt<'a> = BTreeMap<&'a str, Vec<Result<f64, Failure>>>;
+
+/// Says on stderr which component failed for which samples (the run goes on).
+fn warn_failed(component: &str, failure: Failure, samples: std::ops::Range<usize>) {
+    eprintln!(
+        "warning: reward `{component}` {} for samples {samples:?} of the batch: they score \
+         the spec's timeout_score",
+        match failure {
+            Failure::Timeout => "passed its deadline (timeout_s)",
+            Failure::Crash => "crashed",
+        }
+    );
+}
+
+/// The values of the rule components (every component but `model`/`judge`) of sample `index`.
+fn rule_values(
+    components: &[(String, f64, Compiled)],
+    sandbox: Option<&Sandbox>,
+    index: usize,
+    s: &Sample,
+) -> Result<BTreeMap<String, f64>, ScoreError> {
+    let mut out = BTreeMap::new();
+    for (name, _, c) in components {
+        if !matches!(c, Compiled::Model { .. }) {
+            out.insert(name.clone(), value(sandbox, index, name, c, s)?);
+        }
     }
+    Ok(out)
+}
+
+/// The value of rule component `c` (named `name`) for sample `index`.
+fn value(
+    sandbox: Option<&Sandbox>,
+    index: usize,
+    name: &str,
+    c: &Compiled,
+    s: &Sample,
+) -> Result<f64, ScoreError> {
+    Ok(match c {
+        Compiled::Math { spec, options } => {
+            let gold = label(index, name, s, spec.label_field.as_deref())?;
+            if reinforge_verify::verify(&gold, &s.response, options).correct() {
+                spec.correct
+            } else {
+                spec.incorrect
+            }
+        }
+        Compiled::CodeTests { spec, limits } => {
+            let tests = label(index, name, s, spec.label_field.as_deref())?;
+            let sandbox = sandbox.expect("checked in Reward::new");
+            let code = extract_code(&s.response);
+            let sandbox_error = |message: String| ScoreError::Sandbox {
+                index,
+                component: name.to_string(),
+                message,
+            };
+            let outcome = run_python_tests(sandbox, code, &tests, limits.clone())
+                .map_err(|e| sandbox_error(format!("{e:#}")))?;
+            if outcome.result.status == RunStatus::SandboxError {
+                return Err(sandbox_error(outcome.reason));
+            }
+            if outcome.passed {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        Compiled::Format { spec, re } => {
+            if re.is_match(&s.response) {
+                spec.matched
+            } else {
+                spec.unmatched
+            }
+        }
+        Compiled::Length(l) => length_penalty(l, &s.response),
+        Compiled::Model { .. } => unreachable!("model components are scored in batches"),
+    })
 }
 
 /// The label of `s`, or its string field `field` when the label is a JSON object.

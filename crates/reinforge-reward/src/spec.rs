@@ -21,6 +21,20 @@ pub struct RewardSpec {
     pub score: Option<String>,
     /// Components by name; the total reward is `sum(weight * value)`.
     pub components: BTreeMap<String, Component>,
+    /// Deadline in seconds of one sample's rule components and of one batch of a learned
+    /// component; past it (or when a component crashes) the value is `timeout_score`, the
+    /// failure is counted and named, and the step goes on. 0: no deadline.
+    #[serde(default = "default_timeout_s")]
+    pub timeout_s: f64,
+    /// The value of a component that passed its deadline or crashed.
+    #[serde(default)]
+    pub timeout_score: f64,
+}
+
+/// The default deadline: longer than any verifier or sandboxed test should take, short enough
+/// that one stuck sample cannot hold a step for long.
+fn default_timeout_s() -> f64 {
+    60.0
 }
 
 /// One reward component. The `type` key picks the kind.
@@ -246,6 +260,8 @@ impl Default for RewardSpec {
         RewardSpec {
             score: None,
             components: BTreeMap::from([("math".to_string(), Component::Math(math))]),
+            timeout_s: default_timeout_s(),
+            timeout_score: 0.0,
         }
     }
 }
@@ -270,6 +286,12 @@ impl RewardSpec {
     pub fn validate(&self) -> Result<()> {
         if self.components.is_empty() {
             bail!("`components`: at least one component is needed");
+        }
+        if !(self.timeout_s.is_finite() && self.timeout_s >= 0.0) {
+            bail!("`timeout_s` must be a number of seconds >= 0 (0: no deadline)");
+        }
+        if !self.timeout_score.is_finite() {
+            bail!("`timeout_score` must be a finite number");
         }
         for (name, c) in &self.components {
             let key = |field: &str| format!("components.{name}.{field}");

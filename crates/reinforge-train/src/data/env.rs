@@ -3,6 +3,7 @@
 //! `--tools` multi-turn episodes with the sandboxed calculator.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{bail, Context, Result};
 use rand::seq::index::sample;
@@ -74,6 +75,9 @@ pub struct DataEnv<'a> {
     records: Vec<PromptRecord>,
     prompts: Vec<(String, Vec<i64>)>,
     reward: Reward,
+    /// Samples whose reward had a component past its deadline or crashed, since the last
+    /// [`Environment::metrics`] (its `reward/timeouts`).
+    reward_failures: AtomicUsize,
     /// With `--tools`: the tool, each row's prompt as messages, the turns per episode.
     tools: Option<ToolUse<'a>>,
 }
@@ -154,6 +158,7 @@ impl<'a> DataEnv<'a> {
             records,
             prompts,
             reward,
+            reward_failures: AtomicUsize::new(0),
         })
     }
 
@@ -244,6 +249,7 @@ impl<'a> DataEnv<'a> {
             .reward
             .score(&samples)
             .with_context(|| format!("scoring the episodes of data rows {rows:?} (0-based)"))?;
+        self.count_failures(&scores);
         Ok(trajectories
             .into_iter()
             .zip(scores)
@@ -260,6 +266,12 @@ impl<'a> DataEnv<'a> {
                 label: None,
             })
             .collect())
+    }
+
+    /// Counts the samples of `scores` with a failed reward component (`reward/timeouts`).
+    fn count_failures(&self, scores: &[reinforge_reward::Scored]) {
+        let n = scores.iter().filter(|s| !s.failed.is_empty()).count();
+        self.reward_failures.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The prompt ids of `g` samples of each of `rows`, a row's samples together.
@@ -297,6 +309,7 @@ impl<'a> DataEnv<'a> {
             .reward
             .score(&samples)
             .with_context(|| format!("scoring the completions of data rows {rows:?} (0-based)"))?;
+        self.count_failures(&scores);
         let mut totals = vec![0.0; completions.len()];
         for (slot, s) in totals[drawn].iter_mut().zip(scores) {
             *slot = s.total;
@@ -366,10 +379,13 @@ impl Environment for DataEnv<'_> {
 
     /// With tools: `multi_turn/turns_mean` and `multi_turn/observations_mean`.
     fn metrics(&self, rollouts: &[Rollout]) -> crate::env::EnvMetrics {
-        if self.tools.is_none() {
-            return crate::env::EnvMetrics::new();
-        }
-        crate::multi_turn::episode_metrics(rollouts)
+        let mut m = match self.tools {
+            None => crate::env::EnvMetrics::new(),
+            Some(_) => crate::multi_turn::episode_metrics(rollouts),
+        };
+        let failures = self.reward_failures.swap(0, Ordering::Relaxed);
+        m.insert("reward/timeouts".into(), failures as f64);
+        m
     }
 
     /// The source checkpoint's tokenizer and generation files.
