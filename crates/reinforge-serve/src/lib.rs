@@ -35,6 +35,7 @@
 pub mod args;
 pub mod auth;
 pub mod error;
+pub mod heap;
 pub mod limit;
 pub mod metrics;
 pub mod policy;
