@@ -95,6 +95,9 @@ pub struct Choice {
 /// pieces of one character) give what decoding the whole sequence gives. Text ending in an
 /// incomplete UTF-8 sequence (U+FFFD) is held back until a later token completes it, or until
 /// [`IncrementalText::MAX_PENDING`] tokens have not (then it is invalid output and is emitted).
+/// The `tokenizers` crate's `DecodeStream` (0.23) follows the same scheme, but it borrows the
+/// tokenizer for the stream's life and decodes without [`HfTokenizer::decode`]'s space clean-up,
+/// which the unstreamed text gets; this keeps two offsets and decodes through [`Detok`].
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct IncrementalText {
     /// The first token of the window: the tokens that give the emitted text its context.
