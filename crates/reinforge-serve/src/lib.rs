@@ -190,11 +190,14 @@ pub fn app(state: AppState) -> Router {
         // Innermost first: the body is read (with its timeout) after the key is checked and
         // before a work route's admission takes a slot.
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            limit::BodyRead {
+                max_body_bytes: state.max_body_bytes,
+                body_timeout: state.body_timeout,
+            },
             limit::read_body,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.keys.clone(),
             auth::check,
         ))
         .layer(axum::middleware::from_fn_with_state(
