@@ -43,11 +43,16 @@ pub struct SandboxConfig {
     pub max_open_files: u64,
     /// First uid/gid of the program in [`IsolationMode::Root`].
     pub uid_base: u32,
+    /// Root of the cgroup v2 hierarchy runs get their own group in (`memory.max`, `pids.max`,
+    /// `cpu.max`), when it is writable (a root server with cgroup v2 mounted read-write);
+    /// `None`, or a hierarchy that is not v2 or not writable: the watchdog alone bounds a run's
+    /// processes together (see [`crate::PerRunLimits`]).
+    pub cgroup_root: Option<PathBuf>,
 }
 
 impl SandboxConfig {
     /// Defaults around `caps`: auto mode, `python3`, 64 MiB and 4096 inodes of `/tmp`, 256
-    /// open files, uids from 200000.
+    /// open files, uids from 200000, cgroups under `/sys/fs/cgroup` where writable.
     pub fn new(caps: Limits) -> Self {
         Self {
             caps,
@@ -57,6 +62,7 @@ impl SandboxConfig {
             tmp_inodes: 4096,
             max_open_files: 256,
             uid_base: 200_000,
+            cgroup_root: Some(PathBuf::from("/sys/fs/cgroup")),
         }
     }
 }

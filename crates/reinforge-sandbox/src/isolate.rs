@@ -1,5 +1,6 @@
 //! The server side of one run: pipes, the namespaced `clone`, uid/gid maps, stdin/stdout/stderr
-//! pumping with output caps, the wall-clock kill and the collection of the result.
+//! pumping with output caps, the wall-clock kill, the per-run watchdog (memory and CPU time of
+//! all the run's processes together) and the collection of the result.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 
+use crate::cgroup::RunGroup;
 use crate::child::{init_main, raw_clone, ChildFds, ChildPlan};
 use crate::limits::classify;
 use crate::protocol::{drain_records, Step, TAG_CHUNK, TAG_DONE, TAG_ERR, TAG_EXIT, TAG_FILE_END};
@@ -28,6 +30,8 @@ pub(crate) struct Launch<'a> {
     pub stdin: Option<&'a [u8]>,
     pub limits: &'a Limits,
     pub fetch_names: &'a [String],
+    /// The run's cgroup, where the hierarchy is writable; the init joins it before it starts.
+    pub group: Option<&'a RunGroup>,
 }
 
 /// A [`RunResult`] for a failure of the sandbox itself.
@@ -168,6 +172,12 @@ pub(crate) fn launch(plan: &ChildPlan, l: Launch) -> RunResult {
             ));
         }
     }
+    if let Some(g) = l.group {
+        if let Err(e) = g.add(pid) {
+            kill_and_reap();
+            return err(format!("putting the run into its cgroup: {e}"));
+        }
+    }
     if (&std::fs::File::from(sync_w)).write_all(b"g").is_err() {
         kill_and_reap();
         return err("the sandbox init died before setup".into());
@@ -184,12 +194,17 @@ pub(crate) fn launch(plan: &ChildPlan, l: Launch) -> RunResult {
         });
         let out = s.spawn(move || read_capped(out_r, cap));
         let errh = s.spawn(move || read_capped(err_r, cap));
+        let watch = Watch {
+            memory: l.limits.memory_bytes,
+            cpu: run_cpu_limit(l.limits.cpu_time),
+            group: l.group,
+        };
         let outcome = read_status(
             st_r,
             pid,
             start + l.limits.wall_time,
             l.fetch_names.len(),
-            l.limits.memory_bytes,
+            watch,
         );
         (
             outcome,
@@ -205,8 +220,29 @@ pub(crate) fn launch(plan: &ChildPlan, l: Launch) -> RunResult {
         timed_out,
         cpu,
         memory_exceeded,
+        cpu_exceeded,
     } = outcome;
-    if let Some(held) = memory_exceeded {
+    if let Some(used) = cpu_exceeded {
+        // Killed by the watchdog: the processes together used the run's CPU time.
+        return RunResult {
+            status: RunStatus::TimeLimitExceeded,
+            exit_code: None,
+            signal: Some(libc::SIGKILL),
+            stdout,
+            stderr,
+            truncated: t1 || t2,
+            wall_time,
+            cpu_time: cpu.max(used),
+            files: BTreeMap::new(),
+            message: format!(
+                "killed: the run's processes used {:.2} s of CPU together; the run's limit is {:.2} s",
+                used.as_secs_f64(),
+                l.limits.cpu_time.as_secs_f64()
+            ),
+        };
+    }
+    let oom_killed = l.group.is_some_and(RunGroup::oom_killed);
+    if memory_exceeded.is_some() || oom_killed {
         // Killed by the per-run memory watchdog: the processes together held too much.
         return RunResult {
             status: RunStatus::MemoryLimitExceeded,
@@ -218,11 +254,18 @@ pub(crate) fn launch(plan: &ChildPlan, l: Launch) -> RunResult {
             wall_time,
             cpu_time: cpu,
             files: BTreeMap::new(),
-            message: format!(
-                "killed: the run's processes held {} MiB together; the run's limit is {} MiB",
-                held >> 20,
-                l.limits.memory_bytes >> 20
-            ),
+            message: match memory_exceeded {
+                Some(held) => format!(
+                    "killed: the run's processes held {} MiB together; the run's limit is {} MiB",
+                    held >> 20,
+                    l.limits.memory_bytes >> 20
+                ),
+                None => format!(
+                    "killed by the kernel: the run's processes together reached its cgroup's \
+                     memory.max of {} MiB",
+                    l.limits.memory_bytes >> 20
+                ),
+            },
         };
     }
     if let Some((step, errno, index)) = error {
@@ -277,17 +320,60 @@ struct StatusOutcome {
     cpu: Duration,
     /// The bytes the run's processes held together when the watchdog killed it.
     memory_exceeded: Option<u64>,
+    /// The CPU time the run's processes had used together when the watchdog killed it.
+    cpu_exceeded: Option<Duration>,
 }
 
-/// How often the per-run memory watchdog sums the run's resident memory.
+/// How often the per-run watchdog sums the run's resident memory and CPU time.
 const MEMORY_POLL: Duration = Duration::from_millis(20);
 
-/// The resident bytes of process `pid` and its descendants (`/proc/<p>/task/<t>/children`,
-/// statm's resident pages). Pages shared copy-on-write after a fork count in each process, so
-/// the sum can only over-count. Processes that vanish while being read count as 0.
-fn tree_rss(pid: i32) -> u64 {
+/// What the watchdog holds the run to.
+pub(crate) struct Watch<'a> {
+    /// Resident bytes of all the run's processes together.
+    pub memory: u64,
+    /// CPU time of all the run's processes together ([`run_cpu_limit`]).
+    pub cpu: Duration,
+    /// The run's cgroup: its `cpu.stat` counts CPU time exactly.
+    pub group: Option<&'a RunGroup>,
+}
+
+/// The run's CPU-time limit as the watchdog applies it: RLIMIT_CPU's whole seconds (rounded
+/// up, at least 1) and 0.2 s, so that a run of one process meets RLIMIT_CPU's SIGXCPU first and
+/// the watchdog kills the runs whose processes share the time among them.
+pub(crate) fn run_cpu_limit(cpu: Duration) -> Duration {
+    Duration::from_secs(cpu.as_secs_f64().ceil().max(1.0) as u64) + Duration::from_millis(200)
+}
+
+/// What the processes of one run hold and used, summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct TreeUsage {
+    /// Resident bytes.
+    pub rss: u64,
+    /// User and system CPU time, the reaped children's included.
+    pub cpu: Duration,
+}
+
+/// Resident pages and CPU ticks (user, system, and those of reaped children) from the text of
+/// `/proc/<pid>/stat`; `None` when it does not parse. The command name (field 2) may hold
+/// spaces and parentheses, so fields are counted from the last `)`.
+pub(crate) fn parse_stat(stat: &str) -> Option<(u64, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state): utime..cstime are fields 14..=17, rss field 24.
+    let num = |i: usize| f.get(i - 3)?.parse::<u64>().ok();
+    let ticks = num(14)? + num(15)? + num(16)? + num(17)?;
+    Some((num(24)?, ticks))
+}
+
+/// The resident bytes and CPU time of process `pid` and its descendants
+/// (`/proc/<p>/task/<t>/children`, `/proc/<p>/stat`). Pages shared copy-on-write after a fork
+/// count in each process, so the memory sum can only over-count; a child's CPU time moves into
+/// its parent's once reaped. Processes that vanish while being read count as 0.
+fn tree_usage(pid: i32) -> TreeUsage {
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-    let mut total = 0u64;
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let mut rss = 0u64;
+    let mut ticks = 0u64;
     let mut todo = vec![pid];
     let mut seen = 0usize;
     while let Some(p) = todo.pop() {
@@ -295,13 +381,10 @@ fn tree_rss(pid: i32) -> u64 {
         if seen > 100_000 {
             break;
         }
-        if let Ok(statm) = std::fs::read_to_string(format!("/proc/{p}/statm")) {
-            let rss: u64 = statm
-                .split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            total = total.saturating_add(rss.saturating_mul(page));
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        if let Some((pages, t)) = parse_stat(&stat) {
+            rss = rss.saturating_add(pages.saturating_mul(page));
+            ticks = ticks.saturating_add(t);
         }
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
             continue;
@@ -316,22 +399,26 @@ fn tree_rss(pid: i32) -> u64 {
             }
         }
     }
-    total
+    TreeUsage {
+        rss,
+        cpu: Duration::from_micros(ticks.saturating_mul(1_000_000) / hz),
+    }
 }
 
 /// Reads the status pipe until the init is done or the deadline passes (then kills the init,
 /// which takes the whole PID namespace with it), and reaps the init.
 ///
-/// Also the per-run memory limit: RLIMIT_AS caps each process, so a run that forks could hold
-/// `max_processes` times its memory; every [`MEMORY_POLL`] the resident memory of the init and
-/// all its descendants is summed, and the run is killed when the sum passes `memory` (issue 24,
+/// Also the per-run limits: RLIMIT_AS and RLIMIT_CPU cap each process, so a run that forks
+/// could hold `max_processes` times its memory and CPU time; every [`MEMORY_POLL`] the resident
+/// memory and CPU time of the init and all its descendants are summed (CPU time from the run's
+/// cgroup when it has one), and the run is killed when a sum passes `watch`'s (issue 24,
 /// finding 5). Fetched files travel within the same deadline.
 fn read_status(
     st_r: OwnedFd,
     pid: i32,
     deadline: Instant,
     n_fetch: usize,
-    memory: u64,
+    watch: Watch,
 ) -> StatusOutcome {
     let mut o = StatusOutcome {
         error: None,
@@ -340,6 +427,7 @@ fn read_status(
         timed_out: false,
         cpu: Duration::ZERO,
         memory_exceeded: None,
+        cpu_exceeded: None,
     };
     let mut partial: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
     let mut f = std::fs::File::from(st_r);
@@ -354,9 +442,17 @@ fn read_status(
             break;
         }
         if o.exit.is_none() {
-            let held = tree_rss(pid);
-            if held > memory {
-                o.memory_exceeded = Some(held);
+            let used = tree_usage(pid);
+            let cpu = watch
+                .group
+                .and_then(RunGroup::cpu_usage)
+                .unwrap_or(used.cpu);
+            if used.rss > watch.memory {
+                o.memory_exceeded = Some(used.rss);
+            } else if cpu > watch.cpu {
+                o.cpu_exceeded = Some(cpu);
+            }
+            if o.memory_exceeded.is_some() || o.cpu_exceeded.is_some() {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 break;
             }
@@ -494,5 +590,35 @@ pub(crate) mod uid_pool {
             drop(a);
             assert_eq!(pool.acquire().unwrap().index, freed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_counted_from_the_last_parenthesis() {
+        // A command name with spaces and parentheses; utime 100, stime 20, cutime 3, cstime 4,
+        // rss 2500 pages.
+        let stat = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 500 0 0 0 100 20 3 4 20 0 1 0 \
+                    12345 104857600 2500 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0";
+        assert_eq!(parse_stat(stat), Some((2500, 127)));
+        assert_eq!(parse_stat("4242 (truncated"), None);
+        assert_eq!(parse_stat(""), None);
+    }
+
+    #[test]
+    fn the_run_cpu_limit_follows_rlimit_cpu() {
+        let ms = Duration::from_millis;
+        assert_eq!(run_cpu_limit(ms(1500)), ms(2200));
+        assert_eq!(run_cpu_limit(ms(0)), ms(1200));
+        assert_eq!(run_cpu_limit(ms(3000)), ms(3200));
+    }
+
+    #[test]
+    fn this_process_tree_is_measured() {
+        let u = tree_usage(std::process::id() as i32);
+        assert!(u.rss > 1 << 20, "{u:?}");
     }
 }

@@ -11,12 +11,16 @@
 //! - an unprivileged identity without capabilities, no_new_privs, a seccomp filter
 //!   ([`seccomp`](crate::seccomp)) and rlimits (CPU, address space, processes, file size,
 //!   core 0, open files);
+//! - per-run limits on all the run's processes together ([`PerRunLimits`]): a cgroup v2 group
+//!   per run where the hierarchy is writable ([`cgroup`](crate::cgroup)), and in every case a
+//!   watchdog summing their resident memory and CPU time;
 //! - a wall-clock limit enforced by killing the namespace's init, which kills the whole tree.
 //!
 //! Anything that cannot be set up yields [`RunStatus::SandboxError`]; the program never runs
 //! with less isolation. [`harness::run_python_tests`] runs assert-style tests robustly against
 //! early exits.
 
+mod cgroup;
 mod child;
 mod config;
 pub mod harness;
@@ -53,9 +57,11 @@ pub enum Language {
 pub struct Limits {
     /// Wall-clock limit; the whole process tree is killed when it passes.
     pub wall_time: Duration,
-    /// CPU-time limit (RLIMIT_CPU).
+    /// CPU-time limit: of each process (RLIMIT_CPU) and of all the run's processes together
+    /// (the watchdog, see [`PerRunLimits`]).
     pub cpu_time: Duration,
-    /// Address-space / memory limit in bytes.
+    /// Memory limit in bytes: each process's address space (RLIMIT_AS) and all the run's
+    /// processes together (see [`PerRunLimits`]).
     pub memory_bytes: u64,
     /// Most processes/threads the program may have at once.
     pub max_processes: u32,
@@ -110,6 +116,18 @@ pub struct RunResult {
     pub message: String,
 }
 
+/// How a run's processes are limited together (RLIMIT_AS and RLIMIT_CPU are per process).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PerRunLimits {
+    /// A cgroup v2 group per run under this directory: `memory.max` (the kernel kills past it),
+    /// `pids.max`, `cpu.max` of one CPU; the watchdog runs too (CPU time from `cpu.stat`).
+    Cgroup(PathBuf),
+    /// No writable cgroup v2 hierarchy (the reason): the watchdog sums the resident memory and
+    /// CPU time of the run's processes every 20 ms and kills the run past either limit;
+    /// processes are bounded per uid by RLIMIT_NPROC.
+    Watchdog(String),
+}
+
 /// A configured sandbox: server-wide caps and the interpreters it may run. Cheap to clone and
 /// share between threads; [`Sandbox::run`] blocks, so async callers use `spawn_blocking`.
 #[derive(Clone)]
@@ -125,6 +143,8 @@ struct Inner {
     base_layout: Result<mounts::RootLayout, String>,
     python: Result<(PythonInfo, mounts::RootLayout), String>,
     filters: Vec<BpfProgram>,
+    /// The cgroup v2 hierarchy runs get groups in, or why there is none.
+    groups: Result<cgroup::RunGroups, String>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -179,6 +199,10 @@ impl Sandbox {
         });
         let python = python.map_err(|e| format!("no usable Python for the sandbox: {e:#}"));
         let filters = seccomp::build_filters()?;
+        let groups = match &config.cgroup_root {
+            Some(root) => cgroup::RunGroups::open(root),
+            None => Err("no cgroup root configured".into()),
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
@@ -187,6 +211,7 @@ impl Sandbox {
                 base_layout,
                 python,
                 filters,
+                groups,
             }),
         })
     }
@@ -204,6 +229,14 @@ impl Sandbox {
     /// The isolation mode runs use ([`IsolationMode::Auto`] resolved).
     pub fn mode(&self) -> IsolationMode {
         self.inner.mode
+    }
+
+    /// How a run's processes are limited together: a cgroup per run, or the watchdog alone.
+    pub fn per_run_limits(&self) -> PerRunLimits {
+        match &self.inner.groups {
+            Ok(g) => PerRunLimits::Cgroup(g.root().to_path_buf()),
+            Err(why) => PerRunLimits::Watchdog(why.clone()),
+        }
     }
 
     /// The Python interpreter runs use, or why there is none.
@@ -420,13 +453,23 @@ impl Sandbox {
             fetch_cap: limits.max_file_bytes,
         };
         plan.finish();
+        let group = match &inner.groups {
+            Ok(groups) => match groups.create(&limits) {
+                Ok(g) => Some(g),
+                Err(e) => return error(format!("creating the run's cgroup: {e}")),
+            },
+            Err(_) => None,
+        };
         let launch = isolate::Launch {
             user_ns,
             stdin: req.stdin.as_deref(),
             limits: &limits,
             fetch_names: &req.fetch_files,
+            group: group.as_ref(),
         };
-        Ok(isolate::launch(&plan, launch))
+        let result = isolate::launch(&plan, launch);
+        drop(group);
+        Ok(result)
     }
 }
 

@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::*;
-use reinforge_sandbox::{Language, Limits, RunStatus};
+use reinforge_sandbox::{Language, Limits, PerRunLimits, RunStatus, Sandbox, SandboxConfig};
 
 #[test]
 fn network_is_unreachable_internet_and_host_loopback() {
@@ -246,6 +246,16 @@ print("survived")
         memory_bytes: 100 << 20,
         ..short()
     };
+    // Which per-run limit applies here: a cgroup where /sys/fs/cgroup is a writable v2
+    // hierarchy, else the watchdog (this test's host has cgroup v1: the watchdog).
+    let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    match sandbox().per_run_limits() {
+        PerRunLimits::Cgroup(root) => assert!(v2, "a cgroup under {}", root.display()),
+        PerRunLimits::Watchdog(why) => assert!(
+            !v2 || !nix_is_root() || why.contains("not writable"),
+            "{why}"
+        ),
+    }
     for (mode, sb) in both() {
         let t = std::time::Instant::now();
         let r = py(sb, code, limits.clone());
@@ -257,6 +267,7 @@ print("survived")
         );
         assert!(!out(&r).contains("survived"), "{mode}: {}", show(&r));
         assert!(r.message.contains("together"), "{mode}: {}", show(&r));
+        assert!(r.message.contains("MiB"), "{mode}: {}", show(&r));
         assert!(
             t.elapsed() < std::time::Duration::from_secs(6),
             "{mode}: {:?}",
@@ -480,4 +491,147 @@ fn host_stays_responsive_during_runs() {
     assert_eq!(s, "hi\n");
     assert!(t.elapsed() < Duration::from_secs(1));
     assert_eq!(h.join().unwrap().status, RunStatus::TimeLimitExceeded);
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Issue 24, finding 5 (CPU): the CPU limit is the run's, not each process's: 4 busy children
+/// under a 1 s limit (each would get 1 s from RLIMIT_CPU, and the parent would go on) are
+/// killed together with a time verdict once they have used it between them.
+#[test]
+fn busy_children_share_one_cpu_limit() {
+    let _g = exclusive();
+    let code = r#"
+import os
+pids = []
+for i in range(4):
+    p = os.fork()
+    if p == 0:
+        while True:
+            pass
+    pids.append(p)
+for p in pids:
+    os.waitpid(p, 0)
+print("survived")
+"#;
+    let limits = Limits {
+        cpu_time: Duration::from_secs(1),
+        wall_time: Duration::from_secs(15),
+        ..short()
+    };
+    for (mode, sb) in both() {
+        let r = py(sb, code, limits.clone());
+        assert_eq!(
+            r.status,
+            RunStatus::TimeLimitExceeded,
+            "{mode}: {}",
+            show(&r)
+        );
+        assert!(!out(&r).contains("survived"), "{mode}: {}", show(&r));
+        assert!(r.message.contains("CPU together"), "{mode}: {}", show(&r));
+        // Killed at the run's limit (1 s, rounded as RLIMIT_CPU, + 0.2 s), well before the
+        // 4 s the children could use one second each.
+        assert!(
+            r.cpu_time >= Duration::from_secs(1) && r.cpu_time < Duration::from_millis(2500),
+            "{mode}: {}",
+            show(&r)
+        );
+        assert!(
+            r.wall_time < Duration::from_secs(10),
+            "{mode}: {}",
+            show(&r)
+        );
+    }
+}
+
+/// A directory imitating a cgroup v2 root (what `cgroup.controllers` and
+/// `cgroup.subtree_control` are on cgroupfs); the sandbox writes its run groups there.
+fn fake_cgroup_root() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("reinforge-fake-cgroupfs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("cgroup.controllers"), "cpuset cpu io memory pids\n").unwrap();
+    std::fs::write(d.join("cgroup.subtree_control"), "").unwrap();
+    d
+}
+
+/// Where the hierarchy is cgroup v2 and writable, each run gets a group with the run's limits
+/// and its init in `cgroup.procs`, removed after the run (checked against a directory that
+/// imitates cgroupfs: this host has cgroup v1 only).
+#[test]
+fn runs_get_a_cgroup_with_their_limits_where_the_hierarchy_is_writable() {
+    let _g = shared();
+    let root = fake_cgroup_root();
+    let mut c = SandboxConfig::new(caps());
+    c.cgroup_root = Some(root.clone());
+    let sb = Sandbox::with_config(c).expect("sandbox");
+    assert_eq!(sb.per_run_limits(), PerRunLimits::Cgroup(root.clone()));
+    let limits = Limits {
+        memory_bytes: 300 << 20,
+        max_processes: 24,
+        ..short()
+    };
+    // Watch the root while the run sleeps: the run's group and what was written into it.
+    let watcher = {
+        let root = root.clone();
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < until {
+                let groups: Vec<_> = std::fs::read_dir(&root)
+                    .unwrap()
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .collect();
+                if let [g] = &groups[..] {
+                    let read = |f: &str| std::fs::read_to_string(g.path().join(f)).ok();
+                    if let Some(procs) = read("cgroup.procs") {
+                        let pid: i32 = procs.trim().parse().unwrap();
+                        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+                        return Some((
+                            g.file_name(),
+                            read("memory.max"),
+                            read("pids.max"),
+                            read("cpu.max"),
+                            alive,
+                        ));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            None
+        })
+    };
+    let r = py(&sb, "import time\ntime.sleep(1)\nprint('done')", limits);
+    assert_eq!(
+        (r.status, out(&r).as_str()),
+        (RunStatus::Finished, "done\n"),
+        "{}",
+        show(&r)
+    );
+    let (name, memory, pids, cpu, alive) = watcher.join().unwrap().expect("a run group appeared");
+    assert!(
+        name.to_string_lossy().starts_with("reinforge-run-"),
+        "{name:?}"
+    );
+    assert_eq!(memory.as_deref(), Some((300u64 << 20).to_string().as_str()));
+    assert_eq!(pids.as_deref(), Some("24"));
+    assert_eq!(cpu.as_deref(), Some("100000 100000"));
+    assert!(alive, "cgroup.procs named a process of the run");
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "groups left behind: {left:?}");
+    std::fs::remove_dir_all(root).unwrap();
 }

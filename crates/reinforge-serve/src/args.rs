@@ -54,9 +54,12 @@ pub struct ServeArgs {
     /// Sandbox cap: wall-clock seconds of one run (requests may ask for less).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 60.0))]
     pub sandbox_wall_time_s: f64,
-    /// Sandbox cap: memory of one run, MiB: every process of the run together (their resident
-    /// memory, summed every 20 ms; the run is killed beyond it), and each process's address
-    /// space (RLIMIT_AS).
+    /// Sandbox cap: memory of one run, MiB, all its processes together. Where /sys/fs/cgroup is
+    /// a writable cgroup v2 hierarchy (a root server), each run gets a cgroup with this
+    /// memory.max (with pids.max and one CPU of cpu.max); otherwise (cgroup v1, read-only, not
+    /// root) a watchdog sums the processes' resident memory every 20 ms and kills the run
+    /// beyond it. The startup log says which applies. Each process's address space is capped
+    /// at it too (RLIMIT_AS). The run's CPU time (all processes) is capped at its wall time.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 2048))]
     pub sandbox_memory_mb: u64,
     /// Sandbox cap: processes/threads of one run.

@@ -21,7 +21,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::policy::error::OpenAiError;
-use crate::AppState;
+use std::sync::Arc;
 
 /// The keys a server was started with.
 #[derive(Clone, Default)]
@@ -107,13 +107,13 @@ fn bearer(req: &Request) -> Option<&str> {
 }
 
 /// Middleware on the whole router: 401 unless the request carries the key its route needs.
-pub async fn check(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn check(State(keys): State<Arc<Keys>>, req: Request, next: Next) -> Response {
     let need = need(req.uri().path());
-    if state.keys.allows(need, bearer(&req)) {
+    if keys.allows(need, bearer(&req)) {
         return next.run(req).await;
     }
     let message = match (need, bearer(&req).is_some()) {
-        (Need::Admin, true) if state.keys.admin.is_some() => {
+        (Need::Admin, true) if keys.admin.is_some() => {
             "this route needs the server's admin key (--admin-key) in `Authorization: Bearer KEY`"
         }
         (_, true) => "incorrect API key in `Authorization: Bearer KEY`",

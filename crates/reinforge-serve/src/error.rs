@@ -92,10 +92,16 @@ impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequest<S> for Ap
         if bytes.len() <= PARSE_INLINE_BYTES {
             return parse(&bytes).map(ApiJson);
         }
-        tokio::task::spawn_blocking(move || parse(&bytes))
-            .await
-            .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "parsing failed"))?
-            .map(ApiJson)
+        tokio::task::spawn_blocking(move || {
+            let parsed = parse(&bytes);
+            let len = bytes.len();
+            drop(bytes);
+            crate::heap::trim_after(len);
+            parsed
+        })
+        .await
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "parsing failed"))?
+        .map(ApiJson)
     }
 }
 

@@ -35,6 +35,7 @@
 pub mod args;
 pub mod auth;
 pub mod error;
+pub mod heap;
 pub mod limit;
 pub mod metrics;
 pub mod policy;
@@ -189,11 +190,14 @@ pub fn app(state: AppState) -> Router {
         // Innermost first: the body is read (with its timeout) after the key is checked and
         // before a work route's admission takes a slot.
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            limit::BodyRead {
+                max_body_bytes: state.max_body_bytes,
+                body_timeout: state.body_timeout,
+            },
             limit::read_body,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.keys.clone(),
             auth::check,
         ))
         .layer(axum::middleware::from_fn_with_state(
@@ -295,7 +299,7 @@ pub fn run_with_policy(
         eprintln!(
             "reinforge serve: listening on http://{local} (reward components: {}; sandbox: {}; workers {}, concurrency {}, queue {})",
             state.reward.spec().components.keys().cloned().collect::<Vec<_>>().join(", "),
-            if state.sandbox.is_some() { "on" } else { "off" },
+            sandbox_summary(state.sandbox.as_ref()),
             args.worker_threads(),
             args.concurrency(),
             args.max_queue,
@@ -316,4 +320,18 @@ pub fn run_with_policy(
         eprintln!("reinforge serve: stopped");
         Ok(())
     })
+}
+
+/// The sandbox as the startup line names it: off, or on with what limits a run's processes
+/// together (`--sandbox-memory-mb`'s help says which applies where).
+fn sandbox_summary(sandbox: Option<&Sandbox>) -> String {
+    match sandbox.map(Sandbox::per_run_limits) {
+        None => "off".into(),
+        Some(reinforge_sandbox::PerRunLimits::Cgroup(root)) => {
+            format!("on, a cgroup per run under {}", root.display())
+        }
+        Some(reinforge_sandbox::PerRunLimits::Watchdog(why)) => {
+            format!("on, per-run memory and CPU by the watchdog: {why}")
+        }
+    }
 }

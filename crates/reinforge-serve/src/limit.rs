@@ -80,9 +80,19 @@ pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) 
     next.run(req).await
 }
 
+/// What [`read_body`] needs: copied into each request (not the whole [`AppState`], which the
+/// middleware would clone per request).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyRead {
+    /// `--max-body-bytes`.
+    pub max_body_bytes: usize,
+    /// `--body-read-timeout-s`.
+    pub body_timeout: std::time::Duration,
+}
+
 /// Middleware on every route: reads the whole body (at most `--max-body-bytes`) within
 /// `--body-read-timeout-s`, so handlers and [`admit`] see a body already in memory.
-pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn read_body(State(state): State<BodyRead>, req: Request, next: Next) -> Response {
     let declared = req
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)

@@ -512,3 +512,71 @@ fn fetch_files_floods_are_refused() {
     assert_eq!((st, &v["field"]), (422, &json!("fetch_files")), "{v}");
     still_serves(&s);
 }
+
+/// Acceptance (issue 24): a fork bomb, a fetch_files flood and 8 stalled uploads at once leave
+/// /v1/verify answering within 1 s.
+#[test]
+fn verify_answers_within_a_second_during_sandbox_abuse() {
+    let mut a = args();
+    a.max_concurrency = 8;
+    a.body_read_timeout_s = 20.0;
+    let s = start(a);
+    let run = format!("{}/run_code", s.url);
+    let bomb = "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)";
+    let flood = "for i in range(4):\n    open(f'f{i}', 'wb').write(b'x' * (1 << 20))";
+    let mut jobs = vec![];
+    let u = run.clone();
+    jobs.push(std::thread::spawn(move || {
+        post(
+            &u,
+            &json!({"code": bomb, "language": "python", "run_timeout": 4}),
+        )
+        .0
+    }));
+    for _ in 0..2 {
+        let u = run.clone();
+        jobs.push(std::thread::spawn(move || {
+            let files: Vec<String> = (0..4).map(|i| format!("f{i}")).collect();
+            post(
+                &u,
+                &json!({"code": flood, "language": "python", "fetch_files": files}),
+            )
+            .0
+        }));
+    }
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let stalled: Vec<TcpStream> = ["/v1/verify", "/get_reward", "/run_code"]
+        .iter()
+        .cycle()
+        .take(8)
+        .map(|path| {
+            let mut c = TcpStream::connect(&addr).unwrap();
+            write!(
+                c,
+                "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+            )
+            .unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut slowest = Duration::ZERO;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let (st, v, _) = post(
+            &format!("{}/v1/verify", s.url),
+            &json!({"cases": [{"gold": "2", "pred": "2"}]}),
+        );
+        slowest = slowest.max(t.elapsed());
+        assert_eq!(
+            (st, v["verdicts"][0]["correct"].as_bool()),
+            (200, Some(true))
+        );
+    }
+    drop(stalled);
+    for j in jobs {
+        assert_eq!(j.join().unwrap(), 200);
+    }
+    assert!(slowest < Duration::from_secs(1), "verify took {slowest:?}");
+    still_serves(&s);
+}

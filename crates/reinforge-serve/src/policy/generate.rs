@@ -129,9 +129,15 @@ async fn generate(
     })?;
     // Parsing, tokenizing and templating on the blocking pool, never on an async worker.
     let parsing = p.clone();
-    let req = tokio::task::spawn_blocking(move || match endpoint {
-        Endpoint::Completions => request::completion(&bytes, &parsing.served),
-        Endpoint::Chat => request::chat(&bytes, &parsing.served),
+    let req = tokio::task::spawn_blocking(move || {
+        let req = match endpoint {
+            Endpoint::Completions => request::completion(&bytes, &parsing.served),
+            Endpoint::Chat => request::chat(&bytes, &parsing.served),
+        };
+        let len = bytes.len();
+        drop(bytes);
+        crate::heap::trim_after(len);
+        req
     })
     .await
     .map_err(|_| {

@@ -6,8 +6,12 @@
 //! completed it, and `finish_reason` is `"stop"` with the string as `stop_reason`. Unlike vLLM the
 //! sampler does not see stop strings: the row keeps decoding (its later tokens are dropped) until
 //! the batch's other limits end it. When streaming, text that could be the start of a stop string
-//! is held back until it cannot be, and text ending in an incomplete UTF-8 sequence (U+FFFD) is
-//! held back until the next token completes it.
+//! is held back until it cannot be.
+//!
+//! Streamed text is decoded incrementally ([`IncrementalText`]): each token decodes a short window
+//! of the tokens before it, not the whole text, so the work per token does not grow with the
+//! length of the completion; stop strings are looked for in the new text and the few bytes before
+//! it.
 
 use reinforge_hf::HfTokenizer;
 
@@ -79,6 +83,72 @@ pub struct Choice {
     /// Bytes of `text` and tokens already streamed.
     pub sent_text: usize,
     pub sent_tokens: usize,
+    /// Where incremental decoding stands in `ids`.
+    pub window: IncrementalText,
+}
+
+/// Incremental detokenisation, as HF text-generation-inference's `decode_token`
+/// (server/text_generation_server/models/model.py) and vLLM's `detokenize_incrementally`
+/// (vllm/transformers_utils/detokenizer_utils.py): the tokens from `prefix` on are decoded
+/// together with the tokens before `read` (already emitted), whose text is cut off by length, so
+/// decoders that depend on the neighbouring tokens (leading spaces, byte fallback, byte-level
+/// pieces of one character) give what decoding the whole sequence gives. Text ending in an
+/// incomplete UTF-8 sequence (U+FFFD) is held back until a later token completes it, or until
+/// [`IncrementalText::MAX_PENDING`] tokens have not (then it is invalid output and is emitted).
+/// The `tokenizers` crate's `DecodeStream` (0.23) follows the same scheme, but it borrows the
+/// tokenizer for the stream's life and decodes without [`HfTokenizer::decode`]'s space clean-up,
+/// which the unstreamed text gets; this keeps two offsets and decodes through [`Detok`].
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct IncrementalText {
+    /// The first token of the window: the tokens that give the emitted text its context.
+    pub prefix: usize,
+    /// The first token whose text has not been emitted.
+    pub read: usize,
+}
+
+impl IncrementalText {
+    /// Tokens waited for to complete a character before an invalid sequence is emitted as is
+    /// (a UTF-8 character has at most 4 bytes; a token gives at least one).
+    pub const MAX_PENDING: usize = 8;
+
+    /// The text that `ids[self.read..]` completes (empty while it ends in an incomplete
+    /// character). `decode` turns a slice of `ids` into text.
+    pub fn step(&mut self, ids: &[i64], decode: impl FnMut(&[i64]) -> String) -> String {
+        let force = ids.len().saturating_sub(self.read) >= Self::MAX_PENDING;
+        self.advance(ids, decode, force)
+    }
+
+    /// All the text not yet emitted, complete or not (the choice ended).
+    pub fn flush(&mut self, ids: &[i64], decode: impl FnMut(&[i64]) -> String) -> String {
+        self.advance(ids, decode, true)
+    }
+
+    /// Decodes the window; emits the new text when it is complete or `force`.
+    fn advance(
+        &mut self,
+        ids: &[i64],
+        mut decode: impl FnMut(&[i64]) -> String,
+        force: bool,
+    ) -> String {
+        let (prefix, read) = (self.prefix.min(ids.len()), self.read.min(ids.len()));
+        if read == ids.len() {
+            return String::new();
+        }
+        let before = decode(&ids[prefix..read]);
+        let text = decode(&ids[prefix..]);
+        if text.len() <= before.len() || (text.ends_with('\u{FFFD}') && !force) {
+            return String::new();
+        }
+        self.prefix = read;
+        self.read = ids.len();
+        // Length, not a prefix test: a decoder that cleans up spaces may change the old text's
+        // last characters (TGI slices the same way); cut at a character boundary.
+        let mut at = before.len();
+        while !text.is_char_boundary(at) {
+            at += 1;
+        }
+        text[at..].to_string()
+    }
 }
 
 impl Choice {
@@ -103,17 +173,32 @@ impl Choice {
             self.top.push(t);
         }
         if incremental {
-            self.text = detok.text(&self.ids);
-            self.check_stop_strings(opts);
+            let new = self.window.step(&self.ids, |ids| detok.text(ids));
+            self.append(&new, opts);
         }
     }
 
-    /// Applies the stop strings to `text`; returns whether one matched.
-    fn check_stop_strings(&mut self, opts: &OutputOptions) -> bool {
+    /// Appends newly decoded text and looks for stop strings in it (and in the bytes before it
+    /// that a stop string could start in).
+    fn append(&mut self, new: &str, opts: &OutputOptions) {
+        if new.is_empty() {
+            return;
+        }
+        let longest = opts.stop.iter().map(String::len).max().unwrap_or(0);
+        let mut from = self.text.len().saturating_sub(longest.saturating_sub(1));
+        while !self.text.is_char_boundary(from) {
+            from -= 1;
+        }
+        self.text.push_str(new);
+        self.check_stop_strings(opts, from);
+    }
+
+    /// Applies the stop strings to `text[from..]`; returns whether one matched.
+    fn check_stop_strings(&mut self, opts: &OutputOptions, from: usize) -> bool {
         let hit = opts
             .stop
             .iter()
-            .filter_map(|s| self.text.find(s.as_str()).map(|at| (at, s)))
+            .filter_map(|s| self.text[from..].find(s.as_str()).map(|at| (from + at, s)))
             .min_by_key(|&(at, s)| (at, std::cmp::Reverse(s.len())));
         let Some((at, s)) = hit else {
             return false;
@@ -145,9 +230,15 @@ impl Choice {
         if self.ending.is_some() {
             return;
         }
-        if !incremental {
+        if incremental {
+            let rest = self.window.flush(&self.ids, |ids| detok.text(ids));
+            self.append(&rest, opts);
+            if self.ending.is_some() {
+                return;
+            }
+        } else {
             self.text = detok.text(&self.ids);
-            if !opts.stop.is_empty() && self.check_stop_strings(opts) {
+            if !opts.stop.is_empty() && self.check_stop_strings(opts, 0) {
                 let text = std::mem::take(&mut self.text);
                 let keep = (1..=self.ids.len())
                     .find(|&k| {
@@ -175,13 +266,11 @@ impl Choice {
     }
 
     /// The text and tokens not yet streamed, marking them sent. Before the end, text that may
-    /// start a stop string or ends in an incomplete character is held back.
+    /// start a stop string is held back (incomplete characters never reach `text` before the
+    /// end, see [`IncrementalText`]).
     pub fn delta(&mut self, opts: &OutputOptions) -> (String, std::ops::Range<usize>) {
         let mut limit = self.text.len();
         if self.ending.is_none() {
-            while self.text[..limit].ends_with('\u{FFFD}') {
-                limit -= '\u{FFFD}'.len_utf8();
-            }
             let hold = opts
                 .stop
                 .iter()
@@ -254,9 +343,5 @@ mod tests {
             stop_reason: None,
         });
         assert_eq!(c.delta(&o).0, "STx");
-        c.text = "ab\u{FFFD}".into();
-        c.ending = None;
-        c.sent_text = 0;
-        assert_eq!(c.delta(&opts(&[], false)).0, "ab");
     }
 }
