@@ -20,8 +20,8 @@
 //! is 1", "8 = 24").
 
 use crate::stated::{
-    first_line_equation, is_value_text, number_word, skip_adverb, unevaluated, value_and_end,
-    STATEMENT_WORDS,
+    first_line_equation, hypothetical, is_value_text, negated_before, number_word, skip_adverb,
+    unevaluated, value_and_end, STATEMENT_WORDS,
 };
 
 /// Words between an arithmetic expression and its statement word ("8 - 3 which equals 5",
@@ -114,6 +114,13 @@ pub(crate) fn earlier_answer(s: &str) -> Option<String> {
     for (st, en) in result_words(&lower) {
         let clause = &s[en..own_clause_end(s, en)];
         let has_digit = clause.bytes().any(|c| c.is_ascii_digit());
+        if negated_before(&s[..st]) {
+            others.push((st, None));
+            continue;
+        }
+        if hypothetical(&s[..st]) {
+            continue;
+        }
         if arithmetic_before(&s[..st]) {
             match computed_value(s, en) {
                 Some(v) => answers.push((st, v)),
@@ -375,6 +382,11 @@ mod tests {
         assert_eq!(earlier_answer("2 * 4 = 8. But 8 is wrong, so"), None);
         assert_eq!(earlier_answer("2 * 4 = 8. The answer is not 8, so"), None);
         assert_eq!(earlier_answer("So 7 - 3 = 7 - 3. Then we"), None);
+        assert_eq!(
+            earlier_answer("If 8 minus 7 equals 1, 1 + 3 is more. What"),
+            None
+        );
+        assert_eq!(earlier_answer("8 - 7 = 1. But 8 - 7 is not 1, so"), None);
     }
 
     #[test]

@@ -339,8 +339,13 @@ fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> 
     let mut ends = statement_ends(sent);
     ends.sort_unstable_by_key(|&(_, en)| en);
     for &(st, at) in ends.iter().rev() {
-        if lone_number_subject(&sent[..st]) {
-            // "1 is 5", "6 = 18": a number said to be another is no computed result
+        if negated_before(&sent[..st]) {
+            // "1 is indeed not equal to 4" denies a value
+            return None;
+        }
+        if lone_number_subject(&sent[..st]) || hypothetical(&sent[..st]) {
+            // "1 is 5", "6 = 18": a number said to be another is no computed result;
+            // "If 8 minus 7 equals 1, ...": a condition, not a result
             continue;
         }
         // "there are 12 sequences that ...": a count keeps its noun phrase
@@ -377,6 +382,35 @@ fn closing_segment(sent: &str, latex: bool) -> Option<String> {
     let closes =
         words(after).len() <= MAX_CLOSING_WORDS && !after.bytes().any(|c| c.is_ascii_digit());
     closes.then(|| closed_rhs(content.trim()).to_string())
+}
+
+/// Whether the statement word after `head` is negated: `head` ends in "not", "never" or a
+/// "-n't" word, adverbs between allowed ("is indeed not equal to 4", "isn't 4").
+pub(crate) fn negated_before(head: &str) -> bool {
+    let mut t = head.trim_end();
+    if let Some((rest, last)) = t.rsplit_once(' ') {
+        if ADVERBS.contains(&last.to_ascii_lowercase().as_str()) {
+            t = rest.trim_end();
+        }
+    }
+    let last = t
+        .rsplit(|c: char| c.is_whitespace())
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    last == "not" || last == "never" || last.ends_with("n't") || last.ends_with("n’t")
+}
+
+/// Whether the clause of `head` (after its last `,`, `;`, `:` or sentence break) is a
+/// condition: it opens with "if", "suppose", "assuming", "unless" or "when".
+pub(crate) fn hypothetical(head: &str) -> bool {
+    let clause = &head[head.rfind([',', ';', ':', '\n', '.']).map_or(0, |i| i + 1)..];
+    let first = clause
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    ["if", "suppose", "assuming", "unless", "when"].contains(&first.as_str())
 }
 
 /// Words that open a clause before its subject ("So 1 is 5").
@@ -692,6 +726,8 @@ mod tests {
         );
         assert_eq!(stated("It is 3 \\times 9."), None, "unevaluated");
         assert!(!is_value_text("12 +"), "cut off at an operator");
+        assert_eq!(stated("1 is indeed not equal to 4."), None, "negated");
+        assert_eq!(stated("If 3 + 4 = 7, we are done"), None, "a condition");
     }
 
     #[test]

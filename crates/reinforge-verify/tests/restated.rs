@@ -121,6 +121,9 @@ fn hedged_negated_and_retracted_answers_are_refused() {
         ("12", "Let's compute: 3 * 4 = 12. Now 3 * 4 equals 20 in this context with 3 of them"),
         ("15", "To add 3 and 5, since 3 * 5 equals 15, results in 1 reinforced 5."),
         ("9", "To calculate 1 + 8, add 0 for the first part (`1`), and then affirming `09`. While you"),
+        ("4", "1 is indeed not equal to 4."),
+        ("4", "So 2 + 2 isn't 4."),
+        ("1", "If 8 minus 7 equals 1, 1 + 3 is more than that. What would"),
     ] {
         assert!(!credited(gold, pred), "{pred:?} does not state {gold}");
     }
