@@ -15,9 +15,14 @@
 //!    side is a value that closes the sentence ("It is 27", "So 3*9 = 27.", "3 + 4 = 7, easy."
 //!    state 27, 27 and 7; "5-0 is 500." states 500), "N is the answer", a last sentence that is
 //!    only a value or an equation, or a math segment that closes the last sentence;
-//! 4. a first line that is only a variable-free equation, when the last sentence states nothing;
+//! 4. when the last sentence states nothing, an answer stated earlier ([`crate::restated`]): the
+//!    last computed result (`7 + 3 equals 10` before rambling or a cut-off), bold or code value,
+//!    or first-line equation, unless a later statement of another value, a hedge, a negation or a
+//!    retraction cancels it;
 //! 5. the whole response, when it is a short answer with words but no sentence.
 //!
+//! A statement whose subject is a lone number ("1 is 5", "8 = 24"), a negated one ("is not
+//! equal to 4") and one inside a condition ("If 8 minus 7 equals 1, ...") states nothing.
 //! Anything else states no answer and scores 0: numbers inside working that never states a
 //! result, a truncated last sentence, "7-3 is an imaginary number" (no value after "is"). A
 //! value must be evaluated: plain arithmetic between numbers (`7-3`, `3 * 9`) merely repeats the
