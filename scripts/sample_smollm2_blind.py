@@ -36,11 +36,13 @@ TASKS = [
 SEED_BASE = 27000
 
 
-def prompts():
-    """(task, seed, index, question, gold) for every row of every task, in a fixed order."""
+def prompts(seed_base=SEED_BASE, sizes=None):
+    """(task, seed, index, question, gold) for every row of every task, in a fixed order;
+    `sizes` overrides the rows per task."""
     out = []
     for i, (task, size, kwargs) in enumerate(TASKS):
-        seed = SEED_BASE + i
+        seed = seed_base + i
+        size = sizes[i] if sizes else size
         ds = reasoning_gym.create_dataset(task, size=size, seed=seed, **kwargs)
         for j, row in enumerate(ds):
             out.append((task, seed, j, row["question"], str(row["answer"])))
@@ -54,14 +56,19 @@ def main():
     ap.add_argument("--seed", type=int, default=1234, help="torch sampling seed")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--seed-base", type=int, default=SEED_BASE, help="reasoning-gym seed of the first task")
+    ap.add_argument("--sizes", help="rows per task, comma-separated (default 110,110,100)")
+    ap.add_argument("--id-prefix", default="blind")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     tok = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
     tok.padding_side = "left"
-    rows = prompts()
+    rows = prompts(args.seed_base, [int(x) for x in args.sizes.split(",")] if args.sizes else None)
     source = f"smollm2-135m-instruct:scripts/sample_smollm2_blind.py --seed {args.seed}"
+    if args.seed_base != SEED_BASE:
+        source += f" --seed-base {args.seed_base}"
     with open(args.out, "w", encoding="utf-8") as f:
         for start in range(0, len(rows), args.batch):
             batch = rows[start:start + args.batch]
@@ -74,7 +81,7 @@ def main():
                                      pad_token_id=tok.pad_token_id or tok.eos_token_id)
             for k, (task, seed, j, q, gold) in enumerate(batch):
                 resp = tok.decode(out[k, ids["input_ids"].shape[1]:], skip_special_tokens=True)
-                f.write(json.dumps({"id": f"blind-{start + k:03d}", "source": source,
+                f.write(json.dumps({"id": f"{args.id_prefix}-{start + k:03d}", "source": source,
                                     "task": task, "rg_seed": seed, "rg_index": j, "prompt": q,
                                     "gold": gold, "pred": resp}, ensure_ascii=False) + "\n")
             f.flush()
