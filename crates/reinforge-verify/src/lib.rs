@@ -37,6 +37,7 @@ pub mod number;
 pub mod numeral;
 pub mod parser;
 pub mod realset;
+pub mod restated;
 pub mod sample;
 pub mod series;
 pub mod stated;

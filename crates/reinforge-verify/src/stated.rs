@@ -15,9 +15,14 @@
 //!    side is a value that closes the sentence ("It is 27", "So 3*9 = 27.", "3 + 4 = 7, easy."
 //!    state 27, 27 and 7; "5-0 is 500." states 500), "N is the answer", a last sentence that is
 //!    only a value or an equation, or a math segment that closes the last sentence;
-//! 4. a first line that is only a variable-free equation, when the last sentence states nothing;
+//! 4. when the last sentence states nothing, an answer stated earlier ([`crate::restated`]): the
+//!    last computed result (`7 + 3 equals 10` before rambling or a cut-off), bold or code value,
+//!    or first-line equation, unless a later statement of another value, a hedge, a negation or a
+//!    retraction cancels it;
 //! 5. the whole response, when it is a short answer with words but no sentence.
 //!
+//! A statement whose subject is a lone number ("1 is 5", "8 = 24"), a negated one ("is not
+//! equal to 4") and one inside a condition ("If 8 minus 7 equals 1, ...") states nothing.
 //! Anything else states no answer and scores 0: numbers inside working that never states a
 //! result, a truncated last sentence, "7-3 is an imaginary number" (no value after "is"). A
 //! value must be evaluated: plain arithmetic between numbers (`7-3`, `3 * 9`) merely repeats the
@@ -34,7 +39,7 @@ const VERBS: &[&str] = &[
 
 /// Word forms after which a value is stated ("is 27", "equals 27", "you get 27", and the
 /// conclusion words of "Therefore, 12.").
-const STATEMENT_WORDS: &[&str] = &[
+pub(crate) const STATEMENT_WORDS: &[&str] = &[
     "is",
     "are",
     "was",
@@ -100,7 +105,7 @@ pub fn extract_stated(
     }
     let statement = last_sentence(s)
         .and_then(|(sent, terminated)| final_statement(sent, terminated, latex))
-        .or_else(|| first_line_equation(s));
+        .or_else(|| crate::restated::earlier_answer(s));
     match statement {
         Some(text) => Some(Extracted {
             text,
@@ -112,10 +117,12 @@ pub fn extract_stated(
 
 /// A first line that is only a variable-free equation with a value on the right (`1 + 4 = 5`
 /// before an explanation): its right-hand side. Used only when the last sentence states nothing.
-fn first_line_equation(s: &str) -> Option<String> {
+pub(crate) fn first_line_equation(s: &str) -> Option<String> {
     let line = s.trim_start().lines().next()?.trim();
     let rhs = closed_rhs(line);
-    let is_equation = rhs.len() < line.len() && words(line).is_empty();
+    let lhs = &line[..top_level_equals(line).first().copied().unwrap_or(0)];
+    // "1 = 1" restates a number; only a computation on the left states a result
+    let is_equation = rhs.len() < line.len() && words(line).is_empty() && !lone_number_subject(lhs);
     (is_equation && is_value_text(rhs)).then(|| rhs.to_string())
 }
 
@@ -335,8 +342,17 @@ fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> 
         return Some(closed_rhs(strip_delimiters(sent)).to_string());
     }
     let mut ends = statement_ends(sent);
-    ends.sort_unstable();
-    for &at in ends.iter().rev() {
+    ends.sort_unstable_by_key(|&(_, en)| en);
+    for &(st, at) in ends.iter().rev() {
+        if negated_before(&sent[..st]) {
+            // "1 is indeed not equal to 4" denies a value
+            return None;
+        }
+        if lone_number_subject(&sent[..st]) || hypothetical(&sent[..st]) {
+            // "1 is 5", "6 = 18": a number said to be another is no computed result;
+            // "If 8 minus 7 equals 1, ...": a condition, not a result
+            continue;
+        }
         // "there are 12 sequences that ...": a count keeps its noun phrase
         let (tail_words, limit) = if counts_things(sent, at) {
             (usize::MAX, usize::MAX)
@@ -373,9 +389,71 @@ fn closing_segment(sent: &str, latex: bool) -> Option<String> {
     closes.then(|| closed_rhs(content.trim()).to_string())
 }
 
-/// Byte offsets just after each `=` and statement word of `sent`.
-fn statement_ends(sent: &str) -> Vec<usize> {
-    let mut out: Vec<usize> = top_level_equals(sent).into_iter().map(|i| i + 1).collect();
+/// Whether the statement word after `head` is negated: `head` ends in "not", "never" or a
+/// "-n't" word, adverbs between allowed ("is indeed not equal to 4", "isn't 4").
+pub(crate) fn negated_before(head: &str) -> bool {
+    let mut t = head.trim_end();
+    if let Some((rest, last)) = t.rsplit_once(' ') {
+        if ADVERBS.contains(&last.to_ascii_lowercase().as_str()) {
+            t = rest.trim_end();
+        }
+    }
+    let last = t
+        .rsplit(|c: char| c.is_whitespace())
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    last == "not" || last == "never" || last.ends_with("n't") || last.ends_with("n’t")
+}
+
+/// Whether the clause of `head` (after its last `,`, `;`, `:` or sentence break) is a
+/// condition: it opens with "if", "suppose", "assuming", "unless" or "when".
+pub(crate) fn hypothetical(head: &str) -> bool {
+    let clause = &head[head.rfind([',', ';', ':', '\n', '.']).map_or(0, |i| i + 1)..];
+    let first = clause
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    ["if", "suppose", "assuming", "unless", "when"].contains(&first.as_str())
+}
+
+/// Words that open a clause before its subject ("So 1 is 5").
+const CLAUSE_OPENERS: &[&str] = &[
+    "so",
+    "then",
+    "and",
+    "thus",
+    "hence",
+    "therefore",
+    "now",
+    "well",
+];
+
+/// Whether the subject of a statement (the clause of `head` before its statement word) is a
+/// number alone: "1 is 5" and "6 = 18" state nothing about the asked computation.
+fn lone_number_subject(head: &str) -> bool {
+    let clause_start = head.rfind([',', ';', ':', '(', '\n']).map_or(0, |i| i + 1);
+    let mut subject = head[clause_start..].trim();
+    if let Some((first, rest)) = subject.split_once(' ') {
+        if CLAUSE_OPENERS.contains(&first.to_ascii_lowercase().as_str()) {
+            subject = rest.trim();
+        }
+    }
+    if let Some((rest, last)) = subject.rsplit_once(' ') {
+        if ADVERBS.contains(&last.to_ascii_lowercase().as_str()) {
+            subject = rest.trim();
+        }
+    }
+    !subject.is_empty() && words(subject).is_empty() && is_value_text(subject)
+}
+
+/// (start, end) byte offsets of each `=` and statement word of `sent`.
+fn statement_ends(sent: &str) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = top_level_equals(sent)
+        .into_iter()
+        .map(|i| (i, i + 1))
+        .collect();
     let lower = sent.to_ascii_lowercase();
     for w in STATEMENT_WORDS {
         let mut from = 0;
@@ -385,7 +463,7 @@ fn statement_ends(sent: &str) -> Vec<usize> {
             let alpha = |i: Option<&u8>| i.is_some_and(|c| c.is_ascii_alphabetic());
             let before = st.checked_sub(1).and_then(|j| lower.as_bytes().get(j));
             if !alpha(before) && !alpha(lower.as_bytes().get(en)) {
-                out.push(en);
+                out.push((st, en));
             }
             from = en;
         }
@@ -415,7 +493,12 @@ pub(crate) fn value_after(s: &str, at: usize, latex: bool) -> Option<String> {
 
 /// [`value_after`] allowing `tail_words` words after the value in its clause, with the byte
 /// offset where the value's clause ends.
-fn value_and_end(s: &str, at: usize, latex: bool, tail_words: usize) -> Option<(String, usize)> {
+pub(crate) fn value_and_end(
+    s: &str,
+    at: usize,
+    latex: bool,
+    tail_words: usize,
+) -> Option<(String, usize)> {
     let rest = skip_adverb(s[at..].trim_start_matches([' ', ':', ',', '*', '\t']));
     let at = s.len() - rest.len();
     if let Some((n, len)) = number_word(rest) {
@@ -432,16 +515,33 @@ fn value_and_end(s: &str, at: usize, latex: bool, tail_words: usize) -> Option<(
     }
     let clause = clause(rest);
     let split = first_word(clause).unwrap_or(clause.len());
-    let value = clause[..split]
-        .trim()
-        .trim_end_matches(|c: char| c == ',' || (c == '.' && !clause[..split].contains("..")))
-        .trim()
-        .trim_matches('*')
-        .trim();
-    let value = value.trim_matches(CURRENCY).trim();
+    let value = unwrap_value(&clause[..split]);
     let tail = &clause[split..];
     let tail_ok = words(tail).len() <= tail_words && !tail.bytes().any(|c| c.is_ascii_digit());
     (tail_ok && is_value_text(value)).then(|| (value.to_string(), at + clause.len()))
+}
+
+/// Marks around a written value: bold, code and quotes (`**16**`, `` `16` ``, `"58."`).
+const VALUE_WRAPPERS: &[char] = &['*', '`', '"', '“', '”'];
+
+/// `t` without the punctuation that closes it (`,`, a single `.`), the marks of
+/// [`VALUE_WRAPPERS`] and currency signs, repeatedly: `"58."` and `**16**.` give 58 and 16.
+fn unwrap_value(t: &str) -> &str {
+    let ellipsis = t.contains("..");
+    let mut v = t.trim();
+    loop {
+        let next = v
+            .trim_end_matches(|c: char| c == ',' || (c == '.' && !ellipsis))
+            .trim()
+            .trim_matches(VALUE_WRAPPERS)
+            .trim()
+            .trim_matches(CURRENCY)
+            .trim();
+        if next.len() == v.len() {
+            return v;
+        }
+        v = next;
+    }
 }
 
 /// Adverbs between a statement word and its value ("is indeed 0", "is actually 10").
@@ -450,7 +550,7 @@ const ADVERBS: &[&str] = &[
 ];
 
 /// `t` without one leading adverb from [`ADVERBS`].
-fn skip_adverb(t: &str) -> &str {
+pub(crate) fn skip_adverb(t: &str) -> &str {
     let lower = t.get(..12.min(t.len())).unwrap_or(t).to_ascii_lowercase();
     for a in ADVERBS {
         if lower.starts_with(a) && t[a.len()..].starts_with(' ') {
@@ -487,7 +587,7 @@ const NUMBER_WORDS: &[&str] = &[
 
 /// A number word (zero to twenty) at the start of `t`, as (value, byte length); not the start
 /// of a longer phrase such as "one-third" or "one/two".
-fn number_word(t: &str) -> Option<(usize, usize)> {
+pub(crate) fn number_word(t: &str) -> Option<(usize, usize)> {
     let len = t.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
     if t[len..].starts_with(['-', '/', '\'']) {
         return None;
@@ -555,7 +655,7 @@ pub(crate) fn no_prose(t: &str) -> bool {
 /// fractions, roots and π; and not unevaluated arithmetic ([`unevaluated`]).
 pub fn is_value_text(t: &str) -> bool {
     let t = strip_delimiters(t.trim());
-    if !t.bytes().any(|c| c.is_ascii_digit()) || unevaluated(t) {
+    if !t.bytes().any(|c| c.is_ascii_digit()) || unevaluated(t) || cut_at_operator(t) {
         return false;
     }
     let mut rest = t.to_string();
@@ -567,6 +667,12 @@ pub fn is_value_text(t: &str) -> bool {
             || " .,'’/%()-+−…{}^_*×·\u{2009}\u{202F}\u{00A0}".contains(c)
             || "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞π".contains(c)
     })
+}
+
+/// Whether `t` ends in an operator: an expression cut off mid-way ("So, 12 +"), not a value.
+fn cut_at_operator(t: &str) -> bool {
+    t.trim_end()
+        .ends_with(['+', '-', '*', '×', '÷', '/', '·', '−', '='])
 }
 
 /// Whether `t` is plain arithmetic left unevaluated: only numbers, parentheses and operators,
@@ -624,6 +730,9 @@ mod tests {
             Some("2 \\times 10^{-10}")
         );
         assert_eq!(stated("It is 3 \\times 9."), None, "unevaluated");
+        assert!(!is_value_text("12 +"), "cut off at an operator");
+        assert_eq!(stated("1 is indeed not equal to 4."), None, "negated");
+        assert_eq!(stated("If 3 + 4 = 7, we are done"), None, "a condition");
     }
 
     #[test]

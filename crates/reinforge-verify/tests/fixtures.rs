@@ -284,3 +284,83 @@ fn new_classes_are_all_judged_as_labelled() {
         "every hand-labelled case (VERIFY_PRINT=1 lists misses)"
     );
 }
+
+/// Wilson score interval (95%) of `k` successes in `n` trials.
+fn wilson(k: usize, n: usize) -> (f64, f64) {
+    let (k, n, z) = (k as f64, n as f64, 1.96f64);
+    let p = k / n;
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / (1.0 + z * z / n);
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// (credited right, all right, credited wrong, all wrong) of the default options on a blind
+/// SmolLM2 set of `len` answers, printed with Wilson intervals.
+fn blind_counts(name: &str, len: usize) -> (usize, usize, usize, usize) {
+    let cases = load(name);
+    assert_eq!(cases.len(), len);
+    let (mut tp, mut pos, mut fp, mut neg) = (0, 0, 0, 0);
+    for c in &cases {
+        let got = verify(&c.gold, &c.pred, &Options::default()).correct();
+        if got != c.expected && print_on() {
+            println!("MISS {} expected={} got={got}", c.id, c.expected);
+        }
+        if c.expected {
+            pos += 1;
+            tp += got as usize;
+        } else {
+            neg += 1;
+            fp += got as usize;
+        }
+    }
+    let (rl, rh) = wilson(tp, pos);
+    let (fl, fh) = wilson(fp, neg);
+    println!(
+        "{name}: recall {:.3} ({tp}/{pos}) [{rl:.3}, {rh:.3}], FPR {:.3} ({fp}/{neg}) [{fl:.3}, {fh:.3}]",
+        tp as f64 / pos as f64,
+        fp as f64 / neg as f64
+    );
+    (tp, pos, fp, neg)
+}
+
+/// Math-Verify 0.8.0's recall on the blind set as recorded in the fixtures' README (the line
+/// `Math-Verify 0.8.0 on this file: recall K/N`, measured by scripts/blind_rates.py).
+fn math_verify_blind_recall() -> (usize, usize) {
+    let readme = std::fs::read_to_string(data_dir().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.contains("Math-Verify 0.8.0 on this file: recall "))
+        .expect("the README records Math-Verify's recall on smollm2-blind.jsonl");
+    let figure = line.split("recall ").nth(1).unwrap();
+    let (k, n) = figure.split_once('/').unwrap();
+    let n: String = n.chars().take_while(|c| c.is_ascii_digit()).collect();
+    (k.trim().parse().unwrap(), n.parse().unwrap())
+}
+
+#[test]
+fn smollm2_blind_false_positive_rate_and_recall_floor() {
+    let (tp, pos, fp, neg) = blind_counts("smollm2-blind.jsonl", 320);
+    // FPR <= 0.01 is met only after e745a9f, whose two rules were written after reading the
+    // blind run's false positives (docs/verifier.md): the blind run itself gave 4/286.
+    assert!(fp as f64 / neg as f64 <= 0.01, "blind FPR {fp}/{neg}");
+    // Floor at the level measured (26/34): a regression guard, not the acceptance bar.
+    assert!(tp >= 26, "blind recall {tp}/{pos}");
+}
+
+#[test]
+#[ignore = "issue 27 acceptance not met yet: blind recall 26/34 < Math-Verify's 29/34"]
+fn smollm2_blind_recall_at_least_math_verify() {
+    let (tp, pos, _, _) = blind_counts("smollm2-blind.jsonl", 320);
+    let (mk, mn) = math_verify_blind_recall();
+    assert_eq!(mn, pos, "the README's figure is for this file");
+    assert!(tp >= mk, "blind recall {tp}/{pos} < Math-Verify {mk}/{mn}");
+}
+
+#[test]
+fn smollm2_blind2_floors() {
+    // The second blind set, first run at e745a9f: recall 17/26, FPR 2/184 (0.011, above the
+    // issue's 0.01). Floors at those levels guard against regressions; they are not the bar.
+    let (tp, pos, fp, neg) = blind_counts("smollm2-blind2.jsonl", 210);
+    assert!(fp <= 2, "blind2 false positives {fp}/{neg}");
+    assert!(tp >= 17, "blind2 recall {tp}/{pos}");
+}

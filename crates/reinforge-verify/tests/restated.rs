@@ -1,0 +1,130 @@
+//! The stated-answer rules of issue 27 (item 1) through `verify`: an answer stated before a
+//! last sentence that states nothing (restated, rambling, cut off), "the answer is X" in the
+//! middle, answers in bold, boxed or code, several candidates where the last is final; and the
+//! exploits that stay refused. Each credited case also fails with a wrong gold, so the verdict
+//! comes from the stated value, not from any number in the text.
+
+use reinforge_verify::{verify, Options};
+
+fn credited(gold: &str, pred: &str) -> bool {
+    verify(gold, pred, &Options::default()).correct()
+}
+
+/// `pred` states `gold` (and so is not credited for `gold + 1`).
+fn states(gold: &str, pred: &str) {
+    assert!(credited(gold, pred), "{pred:?} states {gold}");
+    let other = (gold.parse::<i64>().unwrap() + 1).to_string();
+    assert!(!credited(&other, pred), "{pred:?} does not state {other}");
+}
+
+#[test]
+fn a_stated_answer_followed_by_rambling_or_a_cut_off_counts() {
+    states("10", "Well, here it is. 7 + 3 equals 10. I understand this expression perfectly. Other numbers can be hard, so 7 + 3 indeed equals");
+    states("11", "To add 8 and 3: 8 + 3 = 11.\n\nIn programming, simply add the numbers and return the result, which");
+    states(
+        "9",
+        "SmolLAD: 9 + 0 = 9\n\nThis is a common convention in mathematics for adding",
+    );
+    states("12", "We start by adding them: 9 + 3 = 12. There is no 'plus' symbol here (it's just 12), we round up.\n\nSo, 12 +");
+    states("2", "The original equation is 6 - 4 = (6 - 4) = 2, since when you can't finish, you are still correct. However, when you see 2, your intent");
+    states("7", "In other words, 6 + 1 indeed equals 7. It's just one of those things: a repeated operation. So, ");
+}
+
+#[test]
+fn word_operators_and_restated_values_count() {
+    states(
+        "1",
+        "If you take it slowly, 8 minus 7 equals 1. Then the rest of the",
+    );
+    states(
+        "3",
+        "In this case, 6 divided by 2 results in 3, and 2 is the denominator. Then we",
+    );
+    states("11", "To calculate 9 + 2, simply add 9 and 2, which is 11.\n\nCoincidence math does what it is supposed to do. If you want to");
+    states(
+        "40",
+        "So, 5 * 8 equals 40 which is 5 squared five. And then we",
+    );
+}
+
+#[test]
+fn the_answer_is_in_the_middle_counts() {
+    states(
+        "12",
+        "The answer is 12. Other sums are harder and need more work, as in the",
+    );
+    states("58", "The final answer is \"58.\"");
+}
+
+#[test]
+fn bold_boxed_and_code_answers_count() {
+    states("16", "Solve 8 * 2 results in **16**");
+    states(
+        "16",
+        "Here is the product:\n**16**\nMultiplying is repeated adding, and",
+    );
+    states("21", "The result is `21`, which we can check by");
+    states(
+        "27",
+        "We multiply 3 by 9, which gives \\boxed{27}. Then we go on to",
+    );
+}
+
+#[test]
+fn the_last_of_several_candidates_is_final() {
+    states(
+        "7",
+        "3 + 4 = 8. No wait, let me redo it: 3 + 4 = 7. Then the",
+    );
+    states("8", "First 3 + 4 = 7, then 7 + 1 = 8. And that is how we");
+    assert!(!credited(
+        "7",
+        "First 3 + 4 = 7, then 7 + 1 = 8. And that is how we"
+    ));
+}
+
+#[test]
+fn numbers_repeated_from_the_question_are_refused() {
+    for (gold, pred) in [
+        ("5", "1 is 5."),
+        ("1", "1 = 1\n\n1 vs anything is infinite"),
+        ("4", "So 7 - 3 = 7 - 3. Then we go on to"),
+        ("4", "The answer is (7 - 3), as we can see from the"),
+        ("7", "Add 3 and 4 to the pile, then count the"),
+    ] {
+        assert!(!credited(gold, pred), "{pred:?} does not state {gold}");
+    }
+}
+
+#[test]
+fn unstated_arithmetic_is_refused() {
+    for (gold, pred) in [
+        ("15", "The final answer: 5 * 3."),
+        ("72", "You can give the result by pressing **8*9**. Then"),
+        ("4", "We look at 2 + 2 and then at the other numbers, which"),
+        ("12", "8 + 4 equals"),
+    ] {
+        assert!(!credited(gold, pred), "{pred:?} does not state {gold}");
+    }
+}
+
+#[test]
+fn hedged_negated_and_retracted_answers_are_refused() {
+    for (gold, pred) in [
+        ("5", "So 2 + 3 = 5 or 6. Then we"),
+        ("6", "So 2 + 3 = 5 or 6. Then we"),
+        ("6", "So 3 + 3 is about 6. Then we"),
+        ("8", "2 * 4 = 8 is not right. Then we"),
+        ("24", "6 * 4 equals 24. Since we don't want decimals, we discard this incorrect answer."),
+        ("3", "Performing the subtraction, 3 - 0 yields 3. By itself, it also equals one. It's as if"),
+        ("2", "4 is equal to 6. So, 6 - 4 equals 2, which is 2. So, 4. \n\nFor example,"),
+        ("12", "Let's compute: 3 * 4 = 12. Now 3 * 4 equals 20 in this context with 3 of them"),
+        ("15", "To add 3 and 5, since 3 * 5 equals 15, results in 1 reinforced 5."),
+        ("9", "To calculate 1 + 8, add 0 for the first part (`1`), and then affirming `09`. While you"),
+        ("4", "1 is indeed not equal to 4."),
+        ("4", "So 2 + 2 isn't 4."),
+        ("1", "If 8 minus 7 equals 1, 1 + 3 is more than that. What would"),
+    ] {
+        assert!(!credited(gold, pred), "{pred:?} does not state {gold}");
+    }
+}
