@@ -243,12 +243,15 @@ impl Share<'_> {
 /// the gradient is the one-pass gradient whatever couples the rows (DPO's pairs, KTO's batch
 /// KL), for one more forward pass; one micro-batch's activations are alive at a time.
 pub struct Deferred<'r> {
-    read: Box<dyn Fn(&[usize]) -> Vec<Tensor> + 'r>,
+    read: Box<RowReader<'r>>,
     /// This rank's rows, per micro-batch, in order.
     micro: Vec<Vec<usize>>,
     /// The values of this rank's rows per part `[k]`, leaves the loss was backpropagated to.
     leaves: Vec<Tensor>,
 }
+
+/// What reads per-row values (`[k]` per part) of some rows of a step.
+type RowReader<'r> = dyn Fn(&[usize]) -> Vec<Tensor> + 'r;
 
 impl Deferred<'_> {
     /// Backpropagates the leaves' gradients through each micro-batch's recomputed values.
