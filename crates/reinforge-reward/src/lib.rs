@@ -257,11 +257,14 @@ impl Reward {
     /// Model components score the batch first, `batch_size` samples per forward pass.
     pub fn score(&self, samples: &[Sample]) -> Result<Vec<Scored>, ScoreError> {
         let learned = self.learned(samples)?;
-        samples
+        // Every sample in parallel, then the first error in sample order (rayon's own
+        // `collect` into a `Result` returns whichever error a thread met first).
+        let scored: Vec<Result<Scored, ScoreError>> = samples
             .par_iter()
             .enumerate()
             .map(|(i, s)| self.score_one(i, s, &learned))
-            .collect()
+            .collect();
+        scored.into_iter().collect()
     }
 
     /// The deadline of one evaluation (`None`: `timeout_s = 0`, no deadline).
@@ -319,10 +322,10 @@ impl Reward {
             self.sandbox.clone(),
             s.clone(),
         );
-        let rules = guarded(self.limit(), move || {
+        // A label error is the caller's (an error); a timeout or crash is the row's.
+        let rules = match guarded(self.limit(), move || {
             rule_values(&components, sandbox.as_ref(), index, &sample)
-        });
-        let rules = match rules {
+        }) {
             Ok(values) => Ok(values?),
             Err(failure) => Err(failure),
         };

@@ -222,50 +222,50 @@ pub(crate) fn launch(plan: &ChildPlan, l: Launch) -> RunResult {
         memory_exceeded,
         cpu_exceeded,
     } = outcome;
-    if let Some(used) = cpu_exceeded {
-        // Killed by the watchdog: the processes together used the run's CPU time.
-        return RunResult {
-            status: RunStatus::TimeLimitExceeded,
-            exit_code: None,
-            signal: Some(libc::SIGKILL),
-            stdout,
-            stderr,
-            truncated: t1 || t2,
-            wall_time,
-            cpu_time: cpu.max(used),
-            files: BTreeMap::new(),
-            message: format!(
+    // Killed by the watchdog (the processes together used the run's CPU time or held too
+    // much memory) or by the kernel (the run's cgroup reached memory.max).
+    let oom_killed = l.group.is_some_and(RunGroup::oom_killed);
+    let limit_mib = l.limits.memory_bytes >> 20;
+    let verdict = match (cpu_exceeded, memory_exceeded) {
+        (Some(used), _) => Some((
+            RunStatus::TimeLimitExceeded,
+            cpu.max(used),
+            format!(
                 "killed: the run's processes used {:.2} s of CPU together; the run's limit is {:.2} s",
                 used.as_secs_f64(),
                 l.limits.cpu_time.as_secs_f64()
             ),
-        };
-    }
-    let oom_killed = l.group.is_some_and(RunGroup::oom_killed);
-    if memory_exceeded.is_some() || oom_killed {
-        // Killed by the per-run memory watchdog: the processes together held too much.
+        )),
+        (None, Some(held)) => Some((
+            RunStatus::MemoryLimitExceeded,
+            cpu,
+            format!(
+                "killed: the run's processes held {} MiB together; the run's limit is {limit_mib} MiB",
+                held >> 20
+            ),
+        )),
+        (None, None) if oom_killed => Some((
+            RunStatus::MemoryLimitExceeded,
+            cpu,
+            format!(
+                "killed by the kernel: the run's processes together reached its cgroup's \
+                 memory.max of {limit_mib} MiB"
+            ),
+        )),
+        (None, None) => None,
+    };
+    if let Some((status, cpu_time, message)) = verdict {
         return RunResult {
-            status: RunStatus::MemoryLimitExceeded,
+            status,
             exit_code: None,
             signal: Some(libc::SIGKILL),
             stdout,
             stderr,
             truncated: t1 || t2,
             wall_time,
-            cpu_time: cpu,
+            cpu_time,
             files: BTreeMap::new(),
-            message: match memory_exceeded {
-                Some(held) => format!(
-                    "killed: the run's processes held {} MiB together; the run's limit is {} MiB",
-                    held >> 20,
-                    l.limits.memory_bytes >> 20
-                ),
-                None => format!(
-                    "killed by the kernel: the run's processes together reached its cgroup's \
-                     memory.max of {} MiB",
-                    l.limits.memory_bytes >> 20
-                ),
-            },
+            message,
         };
     }
     if let Some((step, errno, index)) = error {

@@ -171,7 +171,7 @@ impl SequenceBatch {
     /// Final hidden states `[N, L, H]` of the rows under `model`: from the padded rows, or
     /// with `padding_free` from the packed rows put back in place (zeros at padding).
     pub fn hidden(&self, model: &Transformer, padding_free: bool) -> Tensor {
-        match self.packed().filter(|_| padding_free) {
+        match padding_free.then(|| self.packed()).flatten() {
             Some(packed) => packed.unpack(&model.hidden(&packed.input(), None)),
             None => model.hidden(&self.input(), None),
         }

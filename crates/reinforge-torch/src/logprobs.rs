@@ -78,7 +78,7 @@ pub fn backward_logprob_loss<S>(
     };
     if memory.gradient_checkpointing {
         use crate::activations::backward_checkpointed;
-        return match batch.packed().filter(|_| memory.padding_free) {
+        return match memory.padding_free.then(|| batch.packed()).flatten() {
             Some(packed) => backward_checkpointed(model, &packed.input(), |hidden| {
                 of_hidden(&packed.unpack(hidden))
             }),

@@ -43,8 +43,9 @@ pub struct ValueConfig {
     pub agg: AggMode,
     /// The constant `S` of seq-mean-token-sum-norm.
     pub loss_scale_factor: f64,
-    /// Micro-batches, checkpointing's absence aside: the value loss's rows are separable, so
-    /// a mini-batch's micro-batches' gradients sum to its own.
+    /// Micro-batches and packing of the critic's passes (its checkpointing setting is not
+    /// read): the value loss's rows are separable, so a mini-batch's micro-batches' gradients
+    /// sum to its own.
     pub memory: Memory,
 }
 
