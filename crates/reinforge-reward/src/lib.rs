@@ -69,6 +69,7 @@
 
 mod code;
 mod deadline;
+pub mod integrity;
 mod spec;
 
 use std::collections::BTreeMap;
@@ -121,6 +122,14 @@ pub struct Scored {
     /// or crashed), by name.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub failed: BTreeMap<String, Failure>,
+    /// Whether a verifier component (`math`, `code_tests`) credited the response with its
+    /// correct value; `None` when the spec has no verifier component. Read by the
+    /// reward-hacking monitor ([`integrity`]).
+    #[serde(skip)]
+    pub credited: Option<bool>,
+    /// The answer a crediting `math` component read from the response, as written.
+    #[serde(skip)]
+    pub answer: Option<String>,
 }
 
 /// Why a batch could not be scored. Label problems are the caller's; sandbox failures are
@@ -154,6 +163,18 @@ impl ScoreError {
             | ScoreError::LabelField { index, .. }
             | ScoreError::Sandbox { index, .. } => Some(*index),
             ScoreError::Model { .. } => None,
+        }
+    }
+}
+
+impl Compiled {
+    /// The value a verifier component gives a right response (`math`: its `correct`, when
+    /// above `incorrect`; `code_tests`: 1); `None` for the other components.
+    fn correct_value(&self) -> Option<f64> {
+        match self {
+            Compiled::Math { spec, .. } if spec.correct > spec.incorrect => Some(spec.correct),
+            Compiled::CodeTests { .. } => Some(1.0),
+            _ => None,
         }
     }
 }
@@ -332,11 +353,22 @@ impl Reward {
         let mut values = BTreeMap::new();
         let mut failed = BTreeMap::new();
         let mut total = 0.0;
+        let mut credited = None;
+        let mut answer = None;
         for (name, weight, c) in self.components.iter() {
             let value = match c {
                 Compiled::Model { .. } => learned[name.as_str()][index],
-                _ => rules.as_ref().map(|r| r[name]).map_err(|f| *f),
+                _ => rules.as_ref().map(|r| r[name].0).map_err(|f| *f),
             };
+            if let (Some(correct), Ok(v)) = (c.correct_value(), value) {
+                let hit = v == correct;
+                credited = Some(credited.unwrap_or(false) || hit);
+                if hit && answer.is_none() {
+                    answer = rules.as_ref().ok().and_then(|r| r[name].1.clone());
+                }
+            } else if c.correct_value().is_some() {
+                credited = Some(credited.unwrap_or(false));
+            }
             let v = value.unwrap_or_else(|failure| {
                 failed.insert(name.clone(), failure);
                 self.spec.timeout_score
@@ -356,6 +388,8 @@ impl Reward {
             score,
             components: values,
             failed,
+            credited,
+            answer,
         })
     }
 }
@@ -375,13 +409,16 @@ fn warn_failed(component: &str, failure: Failure, samples: std::ops::Range<usize
     );
 }
 
+/// A rule component's value and, for a crediting `math` component, the answer it read.
+type RuleValue = (f64, Option<String>);
+
 /// The values of the rule components (every component but `model`/`judge`) of sample `index`.
 fn rule_values(
     components: &[(String, f64, Compiled)],
     sandbox: Option<&Sandbox>,
     index: usize,
     s: &Sample,
-) -> Result<BTreeMap<String, f64>, ScoreError> {
+) -> Result<BTreeMap<String, RuleValue>, ScoreError> {
     let mut out = BTreeMap::new();
     for (name, _, c) in components {
         if !matches!(c, Compiled::Model { .. }) {
@@ -391,8 +428,31 @@ fn rule_values(
     Ok(out)
 }
 
-/// The value of rule component `c` (named `name`) for sample `index`.
+/// The value of rule component `c` (named `name`) for sample `index`, with the answer a
+/// `math` component credited.
 fn value(
+    sandbox: Option<&Sandbox>,
+    index: usize,
+    name: &str,
+    c: &Compiled,
+    s: &Sample,
+) -> Result<RuleValue, ScoreError> {
+    if let Compiled::Math { spec, options } = c {
+        let gold = label(index, name, s, spec.label_field.as_deref())?;
+        return Ok(
+            if reinforge_verify::verify(&gold, &s.response, options).correct() {
+                let answer = reinforge_verify::stated_answer(&s.response, options);
+                (spec.correct, answer)
+            } else {
+                (spec.incorrect, None)
+            },
+        );
+    }
+    Ok((rule_value(sandbox, index, name, c, s)?, None))
+}
+
+/// The value of a rule component other than `math`.
+fn rule_value(
     sandbox: Option<&Sandbox>,
     index: usize,
     name: &str,
@@ -400,14 +460,7 @@ fn value(
     s: &Sample,
 ) -> Result<f64, ScoreError> {
     Ok(match c {
-        Compiled::Math { spec, options } => {
-            let gold = label(index, name, s, spec.label_field.as_deref())?;
-            if reinforge_verify::verify(&gold, &s.response, options).correct() {
-                spec.correct
-            } else {
-                spec.incorrect
-            }
-        }
+        Compiled::Math { .. } => unreachable!("math components are valued by `value`"),
         Compiled::CodeTests { spec, limits } => {
             let tests = label(index, name, s, spec.label_field.as_deref())?;
             let sandbox = sandbox.expect("checked in Reward::new");

@@ -13,6 +13,7 @@ mod ppo;
 mod rollout;
 
 pub use ppo::PpoConfig;
+pub use reinforge_reward::integrity::MonitorConfig;
 pub use rollout::{EngineKind, RolloutConfig, RolloutRng};
 
 /// Everything `reinforge train` needs. Unknown keys are errors, so a typo never goes unnoticed;
@@ -60,6 +61,10 @@ pub struct TrainConfig {
     /// step or ahead of the update. Absent from older config files, hence the default.
     pub rollout: RolloutConfig,
     pub eval: EvalConfig,
+    /// The reward-hacking monitor of every RL phase (on by default; docs/integrity.md):
+    /// canaries scored every `canary_every` steps, the shares of credited answers found in the
+    /// prompt or cut off, the reward–length correlation over `window` steps.
+    pub integrity: MonitorConfig,
 }
 
 /// The built-in arithmetic task and the SFT data mixture.
@@ -230,6 +235,7 @@ impl Default for TrainConfig {
             max_nonfinite_steps: 5,
             zero_stage: 0,
             memory: Memory::default(),
+            integrity: MonitorConfig::default(),
             task: TaskConfig::default(),
             model: ModelConfig {
                 model_type: "llama".into(),

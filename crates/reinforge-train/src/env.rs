@@ -38,6 +38,58 @@ pub struct Rollout {
     /// An environment-defined class of the completion (the arithmetic task: its solution
     /// pattern), for the environment's metrics.
     pub label: Option<&'static str>,
+    /// What the reward-hacking monitor reads of it ([`crate::integrity`]).
+    pub audit: Audit,
+}
+
+/// What the reward-hacking monitor reads of one scored completion.
+#[derive(Debug, Clone, Default)]
+pub struct Audit {
+    /// Whether the reward's verifier credited it; `None` when no verifier judged it (a
+    /// learned reward alone).
+    pub credited: Option<bool>,
+    /// The credited answer occurs in the prompt as a whole (`reinforge_reward::integrity::occurs_in`).
+    pub answer_in_prompt: bool,
+    /// The credited answer, as written.
+    pub answer: Option<String>,
+    /// Prompt and completion text, kept only when the monitor flags the completion
+    /// (credited, and its answer in the prompt or cut at the length limit).
+    pub texts: Option<(String, String)>,
+}
+
+impl Audit {
+    /// The audit of a completion the verifier judged `credited`, with the `answer` it read.
+    pub fn of(
+        credited: Option<bool>,
+        answer: Option<String>,
+        prompt: &str,
+        completion: &str,
+        truncated: bool,
+    ) -> Self {
+        let credited_answer = answer.filter(|_| credited == Some(true));
+        let answer_in_prompt = credited_answer
+            .as_deref()
+            .is_some_and(|a| reinforge_reward::integrity::occurs_in(a, prompt));
+        let flagged = credited == Some(true) && (answer_in_prompt || truncated);
+        Self {
+            credited,
+            answer_in_prompt,
+            answer: credited_answer,
+            texts: flagged.then(|| (prompt.to_string(), completion.to_string())),
+        }
+    }
+}
+
+/// A canary (a known-wrong completion of one of the run's prompts) scored by the run's reward.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredCanary {
+    pub kind: reinforge_reward::integrity::CanaryKind,
+    pub prompt: String,
+    pub response: String,
+    pub reward: f64,
+    /// The reward's verifier credited it (or, without a verifier, the reward exceeded the
+    /// empty completion's).
+    pub credited: bool,
 }
 
 /// Per-step metrics an environment adds to `metrics.jsonl` (key -> value).
@@ -56,6 +108,12 @@ pub trait Environment: Sync {
     /// The environment's metrics of one step's rollouts (none by default).
     fn metrics(&self, _rollouts: &[Rollout]) -> EnvMetrics {
         EnvMetrics::new()
+    }
+
+    /// The canaries of `prompts` of the prompts `seed` draws, scored by the environment's own
+    /// reward (the monitor's `integrity/canary_credited`). None by default.
+    fn canaries(&self, _seed: u64, _prompts: usize) -> Result<Vec<ScoredCanary>> {
+        Ok(vec![])
     }
 
     /// Writes the files a checkpoint needs besides the weights (a tokenizer) into `dir`.

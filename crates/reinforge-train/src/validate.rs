@@ -84,6 +84,8 @@ impl TrainConfig {
             ("eval.problems", self.eval.problems),
             ("eval.samples", self.eval.samples),
             ("eval.batch_size", self.eval.batch_size),
+            ("integrity.window", self.integrity.window),
+            ("integrity.canary_prompts", self.integrity.canary_prompts),
         ];
         for (key, v) in at_least_one {
             if v == 0 {
@@ -102,6 +104,11 @@ impl TrainConfig {
             ("sft.max_grad_norm", s.max_grad_norm, Range::Positive),
             ("sft.weight_decay", s.weight_decay, Range::NonNegative),
             ("grpo.epsilon_low", g.epsilon_low, Range::Probability),
+            (
+                "integrity.rise_warn",
+                self.integrity.rise_warn,
+                Range::NonNegative,
+            ),
             ("grpo.epsilon_high", g.epsilon_high, Range::NonNegative),
             ("grpo.beta", g.beta, Range::NonNegative),
             ("grpo.entropy_coef", g.entropy_coef, Range::Finite),

@@ -49,6 +49,7 @@ fn drawn() -> Drawn {
         version: 0,
         score,
         label: None,
+        audit: Default::default(),
     };
     let rollouts = vec![
         rollout(1.0, vec![3, 5, 2]),

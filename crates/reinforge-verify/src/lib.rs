@@ -278,6 +278,19 @@ fn extract_pred(pred: &str, opts: &Options) -> Option<extract::Extracted> {
     }
 }
 
+/// The value `verify` would read from `pred` under `opts`'s answer policy, as written (the
+/// right-hand side of an equation, without `$` and a final `.`), or `None` when it states
+/// none. The reward-hacking monitor looks for it in the prompt (`reinforge_reward::integrity`).
+pub fn stated_answer(pred: &str, opts: &Options) -> Option<String> {
+    if pred.len() > MAX_INPUT_BYTES {
+        return None;
+    }
+    let text = extract_pred(&normalize::repair_escapes(pred), opts)?.text;
+    let value = text.rsplit('=').next().unwrap_or(&text);
+    let value = value.trim_matches(|c: char| c.is_whitespace() || c == '$' || c == '.');
+    (!value.is_empty()).then(|| value.to_string())
+}
+
 /// Verdict of a multiple-choice comparison (`pred` is the stated letter, if any).
 fn choice_verdict(gold: &str, pred: Option<String>) -> Verdict {
     match pred {

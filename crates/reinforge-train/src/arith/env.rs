@@ -11,10 +11,13 @@ use reinforge_torch::{generate, Policy, SamplingParams};
 
 use super::retry::{Attempts, Retry};
 use crate::config::RlConfig;
-use crate::env::{label_shares, sampling_params, EnvMetrics, Environment, Rollout};
+use crate::env::{
+    label_shares, sampling_params, Audit, EnvMetrics, Environment, Rollout, ScoredCanary,
+};
 use crate::multi_turn::{converse, EpisodeLimits};
 use crate::rollout::{Engine, Generated};
 use crate::run_dir::write_atomic;
+use reinforge_reward::integrity::CanaryKind;
 
 /// File of the character tokenizer inside a checkpoint directory.
 pub const TOKENIZER_FILE: &str = "char_tokenizer.json";
@@ -103,6 +106,10 @@ impl ArithEnv {
                 version: t.version,
                 score: ep.reward(),
                 label: ep.first_pattern.map(Pattern::name),
+                audit: Audit {
+                    credited: Some(ep.solved_at.is_some()),
+                    ..Audit::default()
+                },
             })
             .collect())
     }
@@ -187,6 +194,10 @@ fn score(
                 task.verify(&problems[problem], &text)
             };
             let pattern = task.classify(&text);
+            let credited = verdict == Verdict::Correct;
+            let answer = text.split('>').nth(1).map(str::to_string);
+            let question = task.prompt(&problems[problem]);
+            let audit = Audit::of(Some(credited), answer, &question, &text, c.truncated);
             Scored {
                 problem,
                 pattern,
@@ -200,6 +211,7 @@ fn score(
                     version,
                     score: verdict.reward(),
                     label: Some(pattern.name()),
+                    audit,
                 },
             }
         })
@@ -220,6 +232,29 @@ impl Environment for ArithEnv {
             .into_iter()
             .map(|s| s.rollout)
             .collect())
+    }
+
+    /// The canaries of `prompts` training problems drawn with `seed`, scored by the task's
+    /// exact verifier.
+    fn canaries(&self, seed: u64, prompts: usize) -> Result<Vec<ScoredCanary>> {
+        let problems = self
+            .task
+            .problems(seed ^ CANARY_SEED, prompts.max(1), Split::Train);
+        let mut out = vec![];
+        for (i, p) in problems.iter().enumerate() {
+            let other = problems[(i + 1) % problems.len()];
+            for (kind, response) in canaries(p, other.a + other.b) {
+                let verdict = self.task.verify(p, &response);
+                out.push(ScoredCanary {
+                    kind,
+                    prompt: self.task.prompt(p),
+                    response,
+                    reward: verdict.reward(),
+                    credited: verdict == Verdict::Correct,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// `pattern/columns_share`, `pattern/direct_share`: the step's completions in each
@@ -254,4 +289,31 @@ impl Environment for ArithEnv {
     fn describe_longest_prompt(&self) -> String {
         format!("a {}-digit problem", self.digits)
     }
+}
+
+/// Mixed into the canary draw's seed so it never repeats a step's problems.
+const CANARY_SEED: u64 = 0x6361_6e61_7279;
+
+/// Known-wrong completions of `p` in the task's answer format (`>` then digits): an operand
+/// as the answer, `other` (another problem's sum), nothing, a cut-off answer, two answers.
+/// Those that would equal the sum are left out.
+fn canaries(p: &Problem, other: u64) -> Vec<(CanaryKind, String)> {
+    let sum = p.a + p.b;
+    let mut out = vec![];
+    for operand in [p.a, p.b] {
+        if operand != sum {
+            out.push((CanaryKind::QuestionNumbers, format!(">{operand}")));
+        }
+    }
+    if other != sum {
+        out.push((CanaryKind::OtherAnswer, format!(">{other}")));
+    }
+    out.push((CanaryKind::Empty, String::new()));
+    out.push((CanaryKind::Truncated, ">".into()));
+    if sum >= 10 {
+        out.push((CanaryKind::Truncated, format!(">{}", sum / 10)));
+    }
+    out.push((CanaryKind::Hedged, format!(">{sum} or {}", sum + 1)));
+    out.push((CanaryKind::Hedged, format!(">{} or {sum}", sum + 1)));
+    out
 }

@@ -150,10 +150,11 @@ pub fn write_report(
     write_json(&run.path("summary.json"), &summary)?;
     let metrics: Vec<StepMetrics> = run.read_jsonl("metrics.jsonl")?;
     plot(run, &metrics, sft, rl)?;
-    std::fs::write(
-        run.path("report.md"),
-        markdown(cfg, &summary, sft, rl, &metrics),
-    )?;
+    let mut md = markdown(cfg, &summary, sft, rl, &metrics);
+    if let Some(section) = crate::integrity::section(run) {
+        md = format!("{md}\n{section}");
+    }
+    std::fs::write(run.path("report.md"), md)?;
     Ok(summary)
 }
 

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::calculator::{Calculator, Conversation};
 use crate::config::RlConfig;
-use crate::env::{sampling_params, Environment, Rollout};
+use crate::env::{sampling_params, Audit, Environment, Rollout, ScoredCanary};
 use crate::loaded::{LoadedModel, PromptStyle};
 use crate::multi_turn::{converse, EpisodeLimits};
 use crate::rollout::{Engine, Generated};
@@ -72,9 +72,9 @@ pub struct DataEnv<'a> {
     /// The source checkpoint (its tokenizer files go into every checkpoint).
     source: PathBuf,
     data: PathBuf,
-    records: Vec<PromptRecord>,
-    prompts: Vec<(String, Vec<i64>)>,
-    reward: Reward,
+    pub(super) records: Vec<PromptRecord>,
+    pub(super) prompts: Vec<(String, Vec<i64>)>,
+    pub(super) reward: Reward,
     /// Samples whose reward had a component past its deadline or crashed, since the last
     /// [`Environment::metrics`] (its `reward/timeouts`).
     reward_failures: AtomicUsize,
@@ -255,6 +255,13 @@ impl<'a> DataEnv<'a> {
             .zip(scores)
             .enumerate()
             .map(|(i, (t, s))| Rollout {
+                audit: Audit::of(
+                    s.credited,
+                    s.answer.clone(),
+                    &self.question(rows[i / g]),
+                    &samples[i].response,
+                    t.truncated,
+                ),
                 prompt: ids[i].clone(),
                 tokens: t.tokens,
                 logprobs: t.logprobs,
@@ -311,14 +318,25 @@ impl<'a> DataEnv<'a> {
             .with_context(|| format!("scoring the completions of data rows {rows:?} (0-based)"))?;
         self.count_failures(&scores);
         let mut totals = vec![0.0; completions.len()];
-        for (slot, s) in totals[drawn].iter_mut().zip(scores) {
-            *slot = s.total;
+        let mut audits = vec![Audit::default(); completions.len()];
+        for (((i, smp), s), (total, audit)) in drawn
+            .clone()
+            .zip(&samples)
+            .zip(scores)
+            .zip(totals[drawn.clone()].iter_mut().zip(&mut audits[drawn]))
+        {
+            *total = s.total;
+            let question = self.question(rows[i / g]);
+            let truncated = completions[i].truncated;
+            *audit = Audit::of(s.credited, s.answer, &question, &smp.response, truncated);
         }
         Ok(completions
             .into_iter()
             .zip(totals)
+            .zip(audits)
             .enumerate()
-            .map(|(i, (c, total))| Rollout {
+            .map(|(i, ((c, total), audit))| Rollout {
+                audit,
                 prompt: ids[i].clone(),
                 tokens: c.tokens,
                 logprobs: c.logprobs,
@@ -367,6 +385,11 @@ fn decode(tokenizer: &HfTokenizer, ids: &[i64]) -> String {
 }
 
 impl Environment for DataEnv<'_> {
+    /// Canaries of `prompts` rows drawn with `seed` ([`super::canary`]).
+    fn canaries(&self, seed: u64, prompts: usize) -> Result<Vec<ScoredCanary>> {
+        self.score_canaries(seed, prompts)
+    }
+
     /// `prompts_per_step` distinct rows drawn with `seed` (all rows when the file is smaller),
     /// `num_generations` completions each, scored by the reward spec.
     fn draw(&self, engine: &dyn Engine, seed: u64, cfg: &RlConfig) -> Result<Vec<Rollout>> {

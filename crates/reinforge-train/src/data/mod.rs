@@ -5,6 +5,7 @@
 //! file and rewards from `reinforge-reward`.
 
 pub mod calculator;
+mod canary;
 pub mod env;
 pub mod evaluate;
 pub mod report;

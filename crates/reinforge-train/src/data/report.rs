@@ -100,7 +100,11 @@ pub fn write_report(
         claim,
     };
     write_json(&run.path("summary.json"), &summary)?;
-    std::fs::write(run.path("report.md"), markdown(&summary))?;
+    let mut md = markdown(&summary);
+    if let Some(section) = crate::integrity::section(run) {
+        md = format!("{md}\n{section}");
+    }
+    std::fs::write(run.path("report.md"), md)?;
     plot(run, &summary)?;
     Ok(summary)
 }

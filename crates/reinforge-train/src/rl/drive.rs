@@ -21,6 +21,7 @@ use super::settings::StepSettings;
 use super::step;
 use crate::config::{EngineKind, RolloutRng, TrainConfig};
 use crate::env::Environment;
+use crate::integrity::Monitor;
 use crate::rollout::local::{LocalEngine, RowDraw, Snapshots};
 use crate::rollout::openai::RemoteEngines;
 use crate::rollout::push::push;
@@ -54,8 +55,13 @@ pub fn run(
     }
     let settings =
         StepSettings::new(&cfg.grpo, &cfg.ppo, cfg.seed, env.pad_id()).with_memory(cfg.memory);
+    let (step, writes) = (trainer.state.step, trainer.writes());
+    let mut monitor = Monitor::open(cfg.integrity, run, step, writes, cfg.seed)?;
     match (&remote, k) {
-        (None, 0) => trainer.run_phase(run, plan, |t| local_step(t, env, &settings, per_row)),
+        (None, 0) => trainer.run_phase(run, plan, |t| {
+            let m = local_step(t, env, &settings, per_row)?;
+            monitor.observe(t, env, m)
+        }),
         (Some(engines), 0) => {
             let settings = settings.measuring_gap();
             let mut pushed: Option<u64> = None;
@@ -71,7 +77,8 @@ pub fn run(
                 let s = settings.step_seed(t.state.step);
                 let mut drawn = sample(engines, env, &settings.rl, s)?;
                 drawn.meta.push = push_stats;
-                step::step(t, env, drawn, &settings)
+                let m = step::step(t, env, drawn, &settings)?;
+                monitor.observe(t, env, m)
             })
         }
         (remote, k) => {
@@ -82,7 +89,7 @@ pub fn run(
                 k,
                 settings: settings.measuring_gap(),
             };
-            ahead.run(trainer, run, plan, env)
+            ahead.run(trainer, run, plan, env, &mut monitor)
         }
     }
 }
@@ -138,6 +145,7 @@ impl Ahead<'_> {
         run: &RunDir,
         plan: &PhasePlan,
         env: &dyn Environment,
+        monitor: &mut Monitor,
     ) -> Result<PhaseEnd> {
         let first = trainer.state.step;
         let mut push_stats = self.publish(trainer, first as u64)?;
@@ -147,6 +155,7 @@ impl Ahead<'_> {
             let producer = scope.spawn(|| self.produce(first..plan.steps, env, &stop, tx));
             let end = trainer.run_phase(run, plan, |t| {
                 let m = self.step(t, &rx, env, push_stats.take())?;
+                let m = monitor.observe(t, env, m)?;
                 // The weights after this update, for the steps still to be drawn.
                 if t.state.step + 1 < plan.steps {
                     push_stats = self.publish(t, t.state.step as u64 + 1)?;

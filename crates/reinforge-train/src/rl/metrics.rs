@@ -2,9 +2,11 @@
 //! produced (group statistics, the update's and the critic's measurements, the environment's
 //! metrics, rollout staleness and timings), combined over data-parallel ranks.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use anyhow::Result;
+use reinforge_reward::integrity::{Flagged, StepCounts};
 use reinforge_rl::{GroupStats, Groups};
 use reinforge_torch::rl::{LogprobGap, Updated};
 use serde::{Deserialize, Serialize};
@@ -87,6 +89,17 @@ pub struct StepMetrics {
     /// Completion tokens generated and trained on per second of the whole step.
     #[serde(rename = "timing/tokens_per_s")]
     pub tokens_per_second: f64,
+    /// The reward-hacking monitor's `integrity/*` keys ([`crate::integrity`]): this stage's
+    /// shares of credited completions; the monitor adds the canaries, the reward–length
+    /// correlation and the KL to the start.
+    #[serde(flatten)]
+    pub integrity: BTreeMap<String, f64>,
+    /// This rank's flagged completions, for the monitor's report (not logged).
+    #[serde(skip)]
+    pub flagged: Vec<Flagged>,
+    /// (reward, completion tokens) of every row of the step, gathered (not logged).
+    #[serde(skip)]
+    pub pairs: Vec<(f64, f64)>,
 }
 
 /// `rollout/*` keys of a step, each present only when it was measured.
@@ -246,6 +259,7 @@ pub fn record(
         None => truncated,
     };
     let env_metrics = shard::env_metrics(dp, env.metrics(rollouts))?;
+    let integrity = credited_shares(rollouts, dp)?;
     let u = &r.updated.policy;
     Ok(StepMetrics {
         step: r.step,
@@ -273,7 +287,49 @@ pub fn record(
         sample_seconds: r.meta.sample_seconds,
         update_seconds: r.update_seconds,
         tokens_per_second: tokens as f64 / step_seconds,
+        integrity,
+        flagged: flagged(rollouts, r.step),
+        pairs: rewards
+            .iter()
+            .zip(&r.shard.lens)
+            .map(|(&reward, &len)| (reward, len as f64))
+            .collect(),
     })
+}
+
+/// The monitor's shares of the step's credited completions, counted over every rank.
+fn credited_shares(rollouts: &[Rollout], dp: Option<&Dp>) -> Result<BTreeMap<String, f64>> {
+    let mut counts = StepCounts::default();
+    for r in rollouts {
+        counts.add(r.audit.credited, r.audit.answer_in_prompt, r.truncated);
+    }
+    if let Some(d) = dp {
+        let mut all = counts.to_array();
+        for x in &mut all {
+            *x = d.sum(*x)?;
+        }
+        counts = StepCounts::from_array(all);
+    }
+    Ok(counts.shares())
+}
+
+/// The completions of `rollouts` the monitor flags (their audit kept the texts).
+fn flagged(rollouts: &[Rollout], step: usize) -> Vec<Flagged> {
+    rollouts
+        .iter()
+        .filter_map(|r| {
+            let (prompt, completion) = r.audit.texts.clone()?;
+            Some(Flagged {
+                step,
+                reward: r.score,
+                answer_in_prompt: r.audit.answer_in_prompt,
+                truncated: r.truncated,
+                answer: r.audit.answer.clone(),
+                prompt,
+                completion,
+            })
+        })
+        .collect()
 }
 
 /// Mean entropy of the sampling distributions over the step's completion tokens. Remote
