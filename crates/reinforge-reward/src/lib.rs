@@ -82,14 +82,17 @@ use regex::Regex;
 use reinforge_sandbox::{run_python_tests, Limits, RunStatus, Sandbox};
 use serde::Serialize;
 
-use deadline::guarded;
+use deadline::{guarded, Pending};
 
 pub use code::extract_code;
-pub use deadline::Failure;
+pub use deadline::{Failure, BREAK_AFTER};
 pub use spec::{
     CodeTestsSpec, Component, FormatSpec, JudgeSpec, Learned, LengthShape, LengthSpec, LengthUnit,
     MathSpec, ModelSpec, RewardSpec,
 };
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 /// A learned scorer of (prompt, response) pairs, for `model` and `judge` components: one value
 /// per pair. Implemented where the model lives (the `reinforge` binary, on libtorch).
@@ -206,6 +209,8 @@ pub struct Reward {
     /// Shared with the threads that evaluate rows under a deadline.
     components: Arc<Vec<(String, f64, Compiled)>>,
     sandbox: Option<Sandbox>,
+    /// Consecutive failed batches of each component (by position), for [`BREAK_AFTER`].
+    strikes: Vec<AtomicUsize>,
 }
 
 impl Reward {
@@ -263,6 +268,7 @@ impl Reward {
         }
         Ok(Reward {
             spec,
+            strikes: components.iter().map(|_| AtomicUsize::new(0)).collect(),
             components: Arc::new(components),
             sandbox,
         })
@@ -273,48 +279,100 @@ impl Reward {
         &self.spec
     }
 
-    /// Scores a batch in parallel (rayon's current pool). Fails on the first sample whose label
-    /// is missing or malformed, or whose tests the sandbox could not run.
-    /// Model components score the batch first, `batch_size` samples per forward pass.
+    /// Scores a batch. Fails on the first sample (in order) whose label is missing or
+    /// malformed, or whose tests the sandbox could not run. The batch has one deadline
+    /// (`timeout_s` from now): the rule components of the samples run in parallel while the
+    /// model components score their batches (`batch_size` samples per forward pass); whatever
+    /// is not done by the deadline, or crashed, scores `timeout_score` and is named in
+    /// `failed`.
     pub fn score(&self, samples: &[Sample]) -> Result<Vec<Scored>, ScoreError> {
-        let learned = self.learned(samples)?;
-        // Every sample in parallel, then the first error in sample order (rayon's own
-        // `collect` into a `Result` returns whichever error a thread met first).
-        let scored: Vec<Result<Scored, ScoreError>> = samples
-            .par_iter()
+        let deadline = (self.spec.timeout_s > 0.0)
+            .then(|| Instant::now() + Duration::from_secs_f64(self.spec.timeout_s));
+        let mut rules = self.start_rules(samples, deadline);
+        let learned = self.learned(samples, deadline)?;
+        let rules = match (&mut rules, deadline) {
+            (Rules::Running(pending), Some(d)) => pending.wait(d),
+            (Rules::Done(done), _) => std::mem::take(done),
+            (Rules::Running(_), None) => unreachable!("rules run on threads only with a deadline"),
+        };
+        let failed: Vec<usize> = (0..rules.len()).filter(|&i| rules[i].is_err()).collect();
+        if let Some(&first) = failed.first() {
+            warn_failed(
+                "rule components",
+                rules[first]
+                    .as_ref()
+                    .err()
+                    .copied()
+                    .unwrap_or(Failure::Crash),
+                &failed,
+            );
+        }
+        // The first error in sample order, as a sequential loop would report it.
+        rules
+            .into_iter()
             .enumerate()
-            .map(|(i, s)| self.score_one(i, s, &learned))
-            .collect();
-        scored.into_iter().collect()
+            .map(|(i, r)| self.combine(i, r, &learned))
+            .collect()
     }
 
-    /// The deadline of one evaluation (`None`: `timeout_s = 0`, no deadline).
-    fn limit(&self) -> Option<Duration> {
-        (self.spec.timeout_s > 0.0).then(|| Duration::from_secs_f64(self.spec.timeout_s))
+    /// The rule values of every sample: computed in place in parallel (no deadline), or started
+    /// on a worker pool to be awaited until the deadline.
+    fn start_rules(&self, samples: &[Sample], deadline: Option<Instant>) -> Rules {
+        let has_rules = self
+            .components
+            .iter()
+            .any(|(_, _, c)| !matches!(c, Compiled::Model { .. }));
+        if !has_rules {
+            return Rules::Done(samples.iter().map(|_| Ok(Ok(BTreeMap::new()))).collect());
+        }
+        if deadline.is_none() {
+            let (components, sandbox) = (&self.components, self.sandbox.as_ref());
+            return Rules::Done(
+                samples
+                    .par_iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        let values = || rule_values(components, sandbox, i, s);
+                        catch_unwind(AssertUnwindSafe(values)).map_err(|_| Failure::Crash)
+                    })
+                    .collect(),
+            );
+        }
+        let jobs: Vec<_> = samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let (components, sandbox) = (Arc::clone(&self.components), self.sandbox.clone());
+                let s = s.clone();
+                move || rule_values(&components, sandbox.as_ref(), i, &s)
+            })
+            .collect();
+        // At least four workers, so a few hung samples do not hold the whole batch.
+        Rules::Running(Pending::start(jobs, rayon::current_num_threads().max(4)))
     }
 
     /// The values of every model component for `samples`, by component name: each batch of
-    /// `batch_size` under the deadline (a batch past it or crashed fails each of its rows).
-    fn learned(&self, samples: &[Sample]) -> Result<Learnt<'_>, ScoreError> {
+    /// `batch_size` awaited until `deadline`. A batch past it or crashed fails each of its
+    /// rows; a component that failed [`BREAK_AFTER`] batches in a row is not called again.
+    fn learned(
+        &self,
+        samples: &[Sample],
+        deadline: Option<Instant>,
+    ) -> Result<Learnt<'_>, ScoreError> {
         let mut out = BTreeMap::new();
-        for (name, _, c) in self.components.iter() {
+        for (k, (name, _, c)) in self.components.iter().enumerate() {
             let Compiled::Model { batch_size, scorer } = c else {
                 continue;
             };
             let mut values = Vec::with_capacity(samples.len());
             for chunk in samples.chunks(*batch_size) {
-                let prompts: Vec<String> = chunk.iter().map(|s| s.prompt.clone()).collect();
-                let responses: Vec<String> = chunk.iter().map(|s| s.response.clone()).collect();
-                let scorer = Arc::clone(scorer);
-                let scored = guarded(self.limit(), move || {
-                    let p: Vec<&str> = prompts.iter().map(String::as_str).collect();
-                    let r: Vec<&str> = responses.iter().map(String::as_str).collect();
-                    scorer.score(&p, &r)
-                });
+                let rows = values.len()..values.len() + chunk.len();
+                let scored = self.call_learned(k, name, scorer, chunk, deadline);
                 let v = match scored {
                     Err(failure) => {
-                        warn_failed(name, failure, values.len()..values.len() + chunk.len());
                         values.extend(std::iter::repeat_n(Err(failure), chunk.len()));
+                        let rows: Vec<usize> = rows.collect();
+                        warn_failed(name, failure, &rows);
                         continue;
                     }
                     Ok(v) => v.map_err(|e| ScoreError::Model {
@@ -335,18 +393,57 @@ impl Reward {
         Ok(out)
     }
 
-    /// Sample `index`'s reward: its rule components under the deadline (together), its model
-    /// components from `learned`; a failed component counts `timeout_score`.
-    fn score_one(&self, index: usize, s: &Sample, learned: &Learnt) -> Result<Scored, ScoreError> {
-        let (components, sandbox, sample) = (
-            Arc::clone(&self.components),
-            self.sandbox.clone(),
-            s.clone(),
-        );
+    /// One batch of learned component `k` (`name`), unless it is disabled or the deadline
+    /// has passed; counts its strikes.
+    fn call_learned(
+        &self,
+        k: usize,
+        name: &str,
+        scorer: &Arc<dyn ModelScorer>,
+        chunk: &[Sample],
+        deadline: Option<Instant>,
+    ) -> Result<Result<Vec<f64>>, Failure> {
+        let strikes = &self.strikes[k];
+        if strikes.load(Ordering::SeqCst) >= BREAK_AFTER {
+            return Err(Failure::Disabled);
+        }
+        // Past the batch's deadline (an earlier batch used it up): not called, no strike.
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(Failure::Timeout);
+        }
+        let result = {
+            let prompts: Vec<String> = chunk.iter().map(|s| s.prompt.clone()).collect();
+            let responses: Vec<String> = chunk.iter().map(|s| s.response.clone()).collect();
+            let scorer = Arc::clone(scorer);
+            guarded(deadline, move || {
+                let p: Vec<&str> = prompts.iter().map(String::as_str).collect();
+                let r: Vec<&str> = responses.iter().map(String::as_str).collect();
+                scorer.score(&p, &r)
+            })
+        };
+        match result {
+            Err(_) => {
+                if strikes.fetch_add(1, Ordering::SeqCst) + 1 == BREAK_AFTER {
+                    eprintln!(
+                        "warning: reward `{name}` failed {BREAK_AFTER} batches in a row: it is not called again; its rows score the spec's timeout_score"
+                    );
+                }
+            }
+            Ok(_) => strikes.store(0, Ordering::SeqCst),
+        }
+        result
+    }
+
+    /// Sample `index`'s reward from its rule values (or their failure) and the model
+    /// components' values; a failed component counts `timeout_score`.
+    fn combine(
+        &self,
+        index: usize,
+        rules: RuleResult,
+        learned: &Learnt,
+    ) -> Result<Scored, ScoreError> {
         // A label error is the caller's (an error); a timeout or crash is the row's.
-        let rules = match guarded(self.limit(), move || {
-            rule_values(&components, sandbox.as_ref(), index, &sample)
-        }) {
+        let rules = match rules {
             Ok(values) => Ok(values?),
             Err(failure) => Err(failure),
         };
@@ -376,9 +473,6 @@ impl Reward {
             total += weight * v;
             values.insert(name.clone(), v);
         }
-        if let Err(failure) = rules {
-            warn_failed("rule components", failure, index..index + 1);
-        }
         let score = match self.spec.score_component() {
             Some(name) => values[name],
             None => total,
@@ -397,15 +491,29 @@ impl Reward {
 /// The values of the model components, by name, per sample (a failed batch: its failure).
 type Learnt<'a> = BTreeMap<&'a str, Vec<Result<f64, Failure>>>;
 
+/// One sample's rule values, or the failure of their evaluation.
+type RuleResult = Result<Result<BTreeMap<String, RuleValue>, ScoreError>, Failure>;
+
+/// The rule values of a batch: computed, or running until the deadline.
+enum Rules {
+    Done(Vec<RuleResult>),
+    Running(Pending<Result<BTreeMap<String, RuleValue>, ScoreError>>),
+}
+
 /// Says on stderr which component failed for which samples (the run goes on).
-fn warn_failed(component: &str, failure: Failure, samples: std::ops::Range<usize>) {
+fn warn_failed(component: &str, failure: Failure, samples: &[usize]) {
+    let shown: Vec<String> = samples.iter().take(8).map(usize::to_string).collect();
+    let more = samples.len().saturating_sub(shown.len());
     eprintln!(
-        "warning: reward `{component}` {} for samples {samples:?} of the batch: they score \
-         the spec's timeout_score",
+        "warning: reward `{component}` {} for {} samples of the batch ({}{}): they score the spec's timeout_score",
         match failure {
             Failure::Timeout => "passed its deadline (timeout_s)",
             Failure::Crash => "crashed",
-        }
+            Failure::Disabled => "is disabled after failing repeatedly",
+        },
+        samples.len(),
+        shown.join(", "),
+        if more > 0 { format!(" and {more} more") } else { String::new() }
     );
 }
 

@@ -94,6 +94,56 @@ fn hung_and_crashed_components_score_timeout_score_within_the_deadline() {
     assert_eq!(json["failed"]["stuck"], "timeout");
 }
 
+/// A spec whose only learned component hangs, scored one sample per batch.
+fn stuck_alone(timeout_s: f64) -> Reward {
+    let spec = RewardSpec::from_toml(&format!(
+        "timeout_s = {timeout_s}\n[components.math]\ntype = \"math\"\n[components.stuck]\ntype = \"model\"\npath = \"unused\"\nbatch_size = 1\n"
+    ))
+    .unwrap();
+    Reward::with_models(spec, None, &|_, _: Learned| {
+        Ok(Arc::new(Behaviour::Hangs) as Arc<dyn ModelScorer>)
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_batch_waits_one_deadline_and_a_stuck_component_is_disabled() {
+    let samples: Vec<Sample> = (0..12)
+        .map(|i| Sample {
+            prompt: format!("{i}+1="),
+            response: format!("The answer is {}.", i + 1),
+            label: Some((i + 1).to_string()),
+        })
+        .collect();
+    let r = stuck_alone(1.0);
+    for call in 0..reinforge_reward::BREAK_AFTER + 1 {
+        let t = Instant::now();
+        let scored = r.score(&samples).unwrap();
+        let waited = t.elapsed();
+        // Twelve batches of one sample share the batch's one deadline (not 12 s); once the
+        // component has failed BREAK_AFTER times it is not called, and nothing waits.
+        if call < reinforge_reward::BREAK_AFTER {
+            assert!(
+                waited >= Duration::from_millis(950),
+                "call {call}: {waited:?}"
+            );
+            assert!(waited < Duration::from_secs(3), "call {call}: {waited:?}");
+            assert_eq!(scored[0].failed["stuck"], Failure::Timeout);
+        } else {
+            assert!(
+                waited < Duration::from_millis(500),
+                "call {call}: {waited:?}"
+            );
+            assert_eq!(scored[0].failed["stuck"], Failure::Disabled);
+        }
+        for s in &scored {
+            assert_eq!(s.components["math"], 1.0, "call {call}: {s:?}");
+            assert_eq!(s.credited, Some(true));
+            assert!(s.failed.contains_key("stuck"));
+        }
+    }
+}
+
 #[test]
 fn timeout_s_must_be_a_number_of_seconds() {
     let text = "timeout_s = -1\n[components.m]\ntype = \"math\"\n";
