@@ -2,7 +2,7 @@
 //!
 //! The `reinforge` binary's `rank`, `passk`, `stats` and `tournament` commands are front ends to:
 //! [`bt`] (Bradley-Terry / Rao-Kupper fits), [`elo`] (online Elo), [`bootstrap`] (intervals and ranks),
-//! [`style`] (style control), [`leaderboard`] (the `rank` pipeline), [`passk`] (pass@k / maj@k),
+//! [`style`] (style control), [`covariates`] (per-battle covariates of the contextual model), [`leaderboard`] (the `rank` pipeline), [`passk`] (pass@k / maj@k),
 //! [`rliable`] (IQM, optimality gap, probability of improvement, performance profiles),
 //! [`decompose`] (a pass@1 change split into pattern selection and per-pattern improvement) and
 //! [`tournament`] (Swiss and single-elimination schedules), [`sandwich`] (arena-rank's BT with
@@ -11,12 +11,14 @@
 
 pub mod bootstrap;
 pub mod bt;
+pub mod covariates;
 pub mod decompose;
 pub mod elo;
 pub mod io;
 pub mod judge;
 pub mod leaderboard;
 pub mod linalg;
+pub mod mpg;
 pub mod p2l;
 pub mod passk;
 pub mod passk_change;
