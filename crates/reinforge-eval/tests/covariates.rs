@@ -6,7 +6,9 @@ use reinforge_eval::covariates::read::parse_covariate_battles;
 use reinforge_eval::covariates::sim::{simulate, SearchSim, SimCovariate};
 use reinforge_eval::covariates::{features, Coefficient, CovariateSpec};
 use reinforge_eval::ppe::kendall_tau_b;
-use reinforge_eval::sandwich::{coefficient_table, sandwich_contextual, ArenaOptions, SandwichBoard};
+use reinforge_eval::sandwich::{
+    coefficient_table, sandwich_contextual, ArenaOptions, SandwichBoard,
+};
 
 struct Fit {
     board: SandwichBoard,

@@ -57,7 +57,11 @@ fn goodness_and_fastness_by_hand() {
     close(x.category_goodness[0].lower, 0.025f64.sqrt(), 0.015);
     close(x.category_goodness[0].upper, 0.975f64.sqrt(), 0.005);
     let y = model(&r, "y");
-    close(y.goodness.value, ((0.5 + 6.0 / 7.0) / 2.0 + 1.0 / 3.0) / 2.0, 1e-12);
+    close(
+        y.goodness.value,
+        ((0.5 + 6.0 / 7.0) / 2.0 + 1.0 / 3.0) / 2.0,
+        1e-12,
+    );
     close(y.category_goodness[0].lower, 1.0 - 0.975f64.sqrt(), 0.005);
     close(y.category_goodness[0].upper, 1.0 - 0.025f64.sqrt(), 0.015);
     // x is better overall: listed first.
@@ -93,7 +97,11 @@ fn goodness_and_fastness_by_hand() {
             ..opts()
         },
     );
-    close(model(&strong, "x").category_goodness[0].value, 11.0 / 21.0, 1e-12);
+    close(
+        model(&strong, "x").category_goodness[0].value,
+        11.0 / 21.0,
+        1e-12,
+    );
 }
 
 /// jsonl with `accuracy` reads as csv with `correct = accuracy * questions`; the category file
@@ -140,14 +148,27 @@ fn bad_inputs_are_named() {
             .to_string()
     };
     let e = err("benchmark,category\nA,recall\nB,recall\n");
-    assert!(e.contains("category file cats.csv") && e.contains("\"C\""), "{e}");
+    assert!(
+        e.contains("category file cats.csv") && e.contains("\"C\""),
+        "{e}"
+    );
     let e = err("benchmark,category\nA,recall\nB,recall\nC,reasoning\nD,recall\n");
-    assert!(e.contains("cats.csv") && e.contains("\"D\" is not in t.csv"), "{e}");
-    let p = write(dir.path(), "dup.csv", "benchmark,category\nA,recall\nA,reasoning\n");
+    assert!(
+        e.contains("cats.csv") && e.contains("\"D\" is not in t.csv"),
+        "{e}"
+    );
+    let p = write(
+        dir.path(),
+        "dup.csv",
+        "benchmark,category\nA,recall\nA,reasoning\n",
+    );
     let e = read_categories(&p).unwrap_err().to_string();
     assert!(e.contains("dup.csv:3") && e.contains("\"A\""), "{e}");
     let p = write(dir.path(), "cats.json", "[\"A\"]");
-    assert!(read_categories(&p).unwrap_err().to_string().contains("cats.json"));
+    assert!(read_categories(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("cats.json"));
 
     let missing = TABLE.lines().take(6).collect::<Vec<_>>().join("\n");
     let p = write(dir.path(), "m.csv", &missing);
@@ -163,10 +184,18 @@ fn bad_inputs_are_named() {
     );
     let e = read_results(&p).unwrap_err().to_string();
     assert!(e.contains("pct.jsonl:1") && e.contains("`accuracy`"), "{e}");
-    let p = write(dir.path(), "bad.csv", "model,benchmark,correct,questions\nx,A,three,10\n");
+    let p = write(
+        dir.path(),
+        "bad.csv",
+        "model,benchmark,correct,questions\nx,A,three,10\n",
+    );
     let e = read_results(&p).unwrap_err().to_string();
     assert!(e.contains("bad.csv:2"), "{e}");
-    let p = write(dir.path(), "over.csv", "model,benchmark,correct,questions\nx,A,11,10\n");
+    let p = write(
+        dir.path(),
+        "over.csv",
+        "model,benchmark,correct,questions\nx,A,11,10\n",
+    );
     let e = read_results(&p).unwrap_err().to_string();
     assert!(e.contains("over.csv:2") && e.contains("`correct`"), "{e}");
 }
@@ -225,7 +254,13 @@ fn simulated_models_agree_with_an_arena_from_the_same_abilities() {
     use rand_distr::{Binomial, Distribution, Normal};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     let models = 12;
-    let benchmarks = [("b0", "recall", -1.0), ("b1", "recall", 0.0), ("b2", "reasoning", 0.5), ("b3", "reasoning", 1.5), ("b4", "language", 0.0)];
+    let benchmarks = [
+        ("b0", "recall", -1.0),
+        ("b1", "recall", 0.0),
+        ("b2", "reasoning", 0.5),
+        ("b3", "reasoning", 1.5),
+        ("b4", "language", 0.0),
+    ];
     let mut table = String::from("model,benchmark,category,correct,questions\n");
     let mut arena = HashMap::new();
     let noise = Normal::new(0.0, 30.0).unwrap();
@@ -233,7 +268,7 @@ fn simulated_models_agree_with_an_arena_from_the_same_abilities() {
         let ability = -1.5 + 3.0 * m as f64 / (models - 1) as f64;
         for (b, cat, d) in benchmarks {
             let n = rng.gen_range(100..400u64);
-            let p = 1.0 / (1.0 + (-(ability - d) as f64).exp());
+            let p = 1.0 / (1.0 + (d - ability).exp());
             let k = Binomial::new(n, p).unwrap().sample(&mut rng);
             table += &format!("m{m:02},{b},{cat},{k},{n}\n");
         }
@@ -248,7 +283,12 @@ fn simulated_models_agree_with_an_arena_from_the_same_abilities() {
     let k = &c.correlations[0];
     eprintln!(
         "simulated: Pearson {:.4} [{:.4}, {:.4}], Spearman {:.4} [{:.4}, {:.4}]",
-        k.pearson.value, k.pearson.lower, k.pearson.upper, k.spearman.value, k.spearman.lower, k.spearman.upper
+        k.pearson.value,
+        k.pearson.lower,
+        k.pearson.upper,
+        k.spearman.value,
+        k.spearman.lower,
+        k.spearman.upper
     );
     assert!(k.pearson.value > 0.9 && k.pearson.lower > 0.7, "{k:?}");
     assert!(k.pearson.upper <= 1.0 && k.spearman.value > 0.9);

@@ -50,6 +50,30 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Generate Search Arena battles with known ratings and covariate effects (docs/arena.md).
+    GenSearchBattles {
+        /// Output JSONL path.
+        #[arg(long)]
+        output: PathBuf,
+        /// Number of models (weakest first: m00, m01, ...).
+        #[arg(long, default_value_t = 10)]
+        models: usize,
+        /// Number of battles.
+        #[arg(long, default_value_t = 20_000)]
+        battles: usize,
+        /// Strongest minus weakest strength, natural log-odds.
+        #[arg(long, default_value_t = 1.5)]
+        spread: f64,
+        /// Largest number of turns per battle (counts written per turn when > 1).
+        #[arg(long, default_value_t = 1)]
+        max_turns: usize,
+        /// Covariate NAME=EFFECT,MEAN_WEAKEST,MEAN_STRONGEST (repeatable; default cites=2,6,1).
+        #[arg(long)]
+        covariate: Vec<String>,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Time parse + aggregate + BT fit + bootstrap on a battles file; prints JSON.
     BenchRank {
         /// Battles JSONL.
@@ -128,6 +152,67 @@ fn main() -> Result<()> {
         } => {
             let b = bench::synthetic_battles(models, battles, seed);
             bench::write_battles_jsonl(&b, &output)
+        }
+        Cmd::GenSearchBattles {
+            output,
+            models,
+            battles,
+            spread,
+            max_turns,
+            covariate,
+            seed,
+        } => {
+            use reinforge_eval::covariates::sim::{simulate, SearchSim, SimCovariate};
+            let mut sim = SearchSim {
+                models,
+                battles,
+                spread,
+                max_turns,
+                seed,
+                ..SearchSim::default()
+            };
+            if !covariate.is_empty() {
+                sim.covariates = covariate
+                    .iter()
+                    .map(|c| {
+                        let (name, rest) = c.split_once('=').ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "expected NAME=EFFECT,MEAN_WEAKEST,MEAN_STRONGEST, got {c:?}"
+                            )
+                        })?;
+                        let v = rest
+                            .split(',')
+                            .map(|x| x.trim().parse::<f64>())
+                            .collect::<Result<Vec<f64>, _>>()
+                            .map_err(|e| anyhow::anyhow!("{c:?}: {e}"))?;
+                        anyhow::ensure!(
+                            v.len() == 3,
+                            "expected NAME=EFFECT,MEAN_WEAKEST,MEAN_STRONGEST, got {c:?}"
+                        );
+                        Ok(SimCovariate {
+                            name: name.to_string(),
+                            effect: v[0],
+                            mean_weakest: v[1],
+                            mean_strongest: v[2],
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+            }
+            let s = simulate(&sim)?;
+            std::fs::write(&output, s.to_jsonl())?;
+            let truth: Vec<serde_json::Value> = s
+                .models
+                .iter()
+                .zip(&s.strengths)
+                .map(|(m, x)| serde_json::json!({"model": m, "strength": x, "rating": 1000.0 + 400.0 / 10f64.ln() * x}))
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"truth": truth, "effects": sim.covariates.iter().map(|c| (c.name.clone(), c.effect)).collect::<Vec<_>>()})
+                )?
+            );
+            Ok(())
         }
         Cmd::BenchRank {
             input,

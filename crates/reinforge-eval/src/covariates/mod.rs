@@ -194,6 +194,9 @@ mod tests {
             assert!(CovariateSpec::parse(bad).is_err(), "{bad}");
         }
         let twice = [s.clone(), s];
-        assert!(check_names(&twice).unwrap_err().to_string().contains("twice"));
+        assert!(check_names(&twice)
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
     }
 }

@@ -92,9 +92,8 @@ pub fn simulate(sim: &SearchSim) -> Result<SimBattles> {
     if sim.models < 2 || sim.max_turns < 1 {
         bail!("the simulation needs at least 2 models and 1 turn");
     }
-    let valid = |c: &SimCovariate| {
-        c.effect.is_finite() && c.mean_weakest >= 0.0 && c.mean_strongest >= 0.0
-    };
+    let valid =
+        |c: &SimCovariate| c.effect.is_finite() && c.mean_weakest >= 0.0 && c.mean_strongest >= 0.0;
     if !sim.spread.is_finite() || !sim.covariates.iter().all(valid) {
         bail!("simulation settings must be finite, with mean counts >= 0");
     }
@@ -176,7 +175,9 @@ mod tests {
         for l in &s.lines {
             for side in ["a", "b"] {
                 let m = l[format!("model_{side}")].as_str().unwrap();
-                let c = l["conv_metadata"][format!("cites_{side}")].as_f64().unwrap();
+                let c = l["conv_metadata"][format!("cites_{side}")]
+                    .as_f64()
+                    .unwrap();
                 let slot = match m {
                     "m00" => 0,
                     "m09" => 1,
@@ -187,7 +188,10 @@ mod tests {
             }
         }
         let (weak, strong) = (cites[0] / n[0], cites[1] / n[1]);
-        assert!((weak - 6.0).abs() < 0.3 && (strong - 1.0).abs() < 0.2, "{weak} {strong}");
+        assert!(
+            (weak - 6.0).abs() < 0.3 && (strong - 1.0).abs() < 0.2,
+            "{weak} {strong}"
+        );
         assert!((s.strengths.iter().sum::<f64>()).abs() < 1e-12);
         assert_eq!(s.strengths[9] - s.strengths[0], 1.5);
     }

@@ -55,7 +55,10 @@ pub fn compare(
         .collect();
     let mut scopes: Vec<(String, Vec<f64>)> = vec![(
         "overall".into(),
-        common.iter().map(|&i| report.models[i].goodness.value).collect(),
+        common
+            .iter()
+            .map(|&i| report.models[i].goodness.value)
+            .collect(),
     )];
     for (c, name) in report.categories.iter().enumerate() {
         scopes.push((
@@ -104,7 +107,10 @@ pub fn compare(
         })
         .collect();
     Ok(ArenaComparison {
-        models: common.iter().map(|&i| report.models[i].model.clone()).collect(),
+        models: common
+            .iter()
+            .map(|&i| report.models[i].model.clone())
+            .collect(),
         missing_from_arena: report
             .models
             .iter()

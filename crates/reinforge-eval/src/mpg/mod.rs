@@ -218,7 +218,11 @@ pub fn score(
         let mut cat_points = vec![];
         for bs in &benches {
             let wsum: f64 = bs.iter().map(|b| bench_w(b)).sum();
-            let point = bs.iter().map(|b| bench_w(b) * means[b.as_str()]).sum::<f64>() / wsum;
+            let point = bs
+                .iter()
+                .map(|b| bench_w(b) * means[b.as_str()])
+                .sum::<f64>()
+                / wsum;
             let draws: Vec<f64> = (0..o.draws)
                 .map(|d| {
                     bs.iter()
@@ -231,9 +235,17 @@ pub fn score(
             cat_draws.push(draws);
         }
         let cw: f64 = (0..cats.len()).map(cat_w).sum();
-        let overall_point = (0..cats.len()).map(|c| cat_w(c) * cat_points[c]).sum::<f64>() / cw;
+        let overall_point = (0..cats.len())
+            .map(|c| cat_w(c) * cat_points[c])
+            .sum::<f64>()
+            / cw;
         let overall_draws: Vec<f64> = (0..o.draws)
-            .map(|d| (0..cats.len()).map(|c| cat_w(c) * cat_draws[c][d]).sum::<f64>() / cw)
+            .map(|d| {
+                (0..cats.len())
+                    .map(|c| cat_w(c) * cat_draws[c][d])
+                    .sum::<f64>()
+                    / cw
+            })
             .collect();
         let est = |point: f64, draws: &[f64]| {
             let mut s = draws.to_vec();
@@ -291,11 +303,21 @@ fn fastness_of(
 ) -> (Estimate, Vec<Estimate>) {
     let vals: Vec<Vec<f64>> = benches
         .iter()
-        .map(|bs| bs.iter().map(|b| row[b.as_str()].speed.unwrap_or(f64::NAN)).collect())
+        .map(|bs| {
+            bs.iter()
+                .map(|b| row[b.as_str()].speed.unwrap_or(f64::NAN))
+                .collect()
+        })
         .collect();
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let cw: f64 = (0..benches.len()).map(cat_w).sum();
-    let overall = |cats: &[f64]| cats.iter().enumerate().map(|(c, v)| cat_w(c) * v).sum::<f64>() / cw;
+    let overall = |cats: &[f64]| {
+        cats.iter()
+            .enumerate()
+            .map(|(c, v)| cat_w(c) * v)
+            .sum::<f64>()
+            / cw
+    };
     let points: Vec<f64> = vals.iter().map(|v| mean(v)).collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(o.seed ^ 0x6661_7374);
     rng.set_stream(stream);
@@ -359,13 +381,17 @@ fn categorise(
                 cat_of.insert(r.benchmark.clone(), c.clone());
             }
             if let Some(b) = m.keys().find(|b| !cat_of.contains_key(*b)) {
-                bail!("category file {file}: benchmark {b:?} is not in {source} (a misspelt name?)");
+                bail!(
+                    "category file {file}: benchmark {b:?} is not in {source} (a misspelt name?)"
+                );
             }
         }
         None => {
             for (r, line) in rows {
                 let Some(c) = r.category.as_ref().filter(|c| !c.is_empty()) else {
-                    bail!("{source}:{line}: field `category`: missing (give it or a category file)");
+                    bail!(
+                        "{source}:{line}: field `category`: missing (give it or a category file)"
+                    );
                 };
                 if let Some(old) = cat_of.insert(r.benchmark.clone(), c.clone()) {
                     if old != *c {

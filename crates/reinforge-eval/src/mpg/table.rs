@@ -74,7 +74,10 @@ fn read_rows<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<(T, usize)
         let mut r = csv::ReaderBuilder::new()
             .trim(csv::Trim::All)
             .from_reader(text.as_bytes());
-        let headers = r.headers().with_context(|| format!("{name}:1: header row"))?.clone();
+        let headers = r
+            .headers()
+            .with_context(|| format!("{name}:1: header row"))?
+            .clone();
         for rec in r.records() {
             let rec = rec.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
             let line = rec.position().map_or(0, |p| p.line() as usize);
@@ -109,7 +112,10 @@ pub fn read_results(path: &Path) -> Result<Vec<(ResultRow, usize)>> {
         for (f, v) in [("qps", r.qps), ("cost", r.cost)] {
             if let Some(v) = v {
                 if !(v.is_finite() && v >= 0.0) {
-                    bail!("{}:{line}: field `{f}`: must be a number >= 0, got {v}", path.display());
+                    bail!(
+                        "{}:{line}: field `{f}`: must be a number >= 0, got {v}",
+                        path.display()
+                    );
                 }
             }
         }

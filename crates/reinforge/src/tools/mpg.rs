@@ -102,7 +102,11 @@ fn markdown(r: &MpgReport, cmp: Option<&ArenaComparison>) -> String {
     }
     s += &format!("\n{sep}\n");
     for m in &r.models {
-        s += &format!("| {} | {} |", m.model.replace('|', "\\|"), cell(&m.goodness, 3));
+        s += &format!(
+            "| {} | {} |",
+            m.model.replace('|', "\\|"),
+            cell(&m.goodness, 3)
+        );
         for c in &m.category_goodness {
             s += &format!(" {} |", cell(c, 3));
         }

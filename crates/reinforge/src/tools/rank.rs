@@ -265,15 +265,18 @@ fn sandwich_board(
 fn covariate_specs(args: &RankArgs) -> Result<Vec<CovariateSpec>> {
     let mut specs = args.covariates.clone();
     check_names(&specs)?;
-    for (_, t) in args.covariate_transforms.iter().filter(|(n, _)| n.is_none()) {
+    for (_, t) in args
+        .covariate_transforms
+        .iter()
+        .filter(|(n, _)| n.is_none())
+    {
         specs.iter_mut().for_each(|s| s.transform = *t);
     }
     for (name, t) in &args.covariate_transforms {
         if let Some(n) = name {
-            let s = specs
-                .iter_mut()
-                .find(|s| s.name == *n)
-                .ok_or_else(|| anyhow::anyhow!("--covariate-transform names {n:?}, which is no --covariate"))?;
+            let s = specs.iter_mut().find(|s| s.name == *n).ok_or_else(|| {
+                anyhow::anyhow!("--covariate-transform names {n:?}, which is no --covariate")
+            })?;
             s.transform = *t;
         }
     }
