@@ -281,3 +281,34 @@ fn mpg_reports_goodness_and_arena_agreement() {
     let e = fails(&["mpg", "--input", &t]);
     assert!(e.contains("t.csv:2") && e.contains("`category`"), "{e}");
 }
+
+/// A covariate that never varies cannot be estimated: an error naming it, not a fit that fails
+/// to converge.
+#[test]
+fn rank_constant_covariate_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = |a: &str, b: &str, w: &str| {
+        format!(
+            r#"{{"model_a":"{a}","model_b":"{b}","winner":"{w}","conv_metadata":{{"cites_a":2,"cites_b":2}}}}"#
+        )
+    };
+    let text = [
+        line("x", "y", "model_a"),
+        line("y", "x", "model_a"),
+        line("x", "z", "model_b"),
+    ]
+    .join("\n");
+    let p = write(dir.path(), "c.jsonl", &text);
+    let e = fails(&[
+        "rank",
+        "--ci",
+        "sandwich",
+        "--covariate",
+        COV,
+        "--reg",
+        "0",
+        "--input",
+        &p,
+    ]);
+    assert!(e.contains("\"cites\"") && e.contains("same feature"), "{e}");
+}

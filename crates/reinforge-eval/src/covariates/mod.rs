@@ -140,6 +140,25 @@ pub fn features(
         .collect()
 }
 
+/// Errors when a covariate's feature takes one value over all battles: its coefficient is not
+/// identified (the unpenalised fit would not converge).
+pub fn check_varies(specs: &[CovariateSpec], features: &[Vec<f64>]) -> Result<()> {
+    for (c, s) in specs.iter().enumerate() {
+        let mut col = features.iter().map(|r| r[c]);
+        if let Some(first) = col.next() {
+            if col.all(|x| x == first) {
+                bail!(
+                    "covariate {:?} ({} / {}) gives the same feature {first} in every battle; its effect cannot be estimated",
+                    s.name,
+                    s.field_a,
+                    s.field_b
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// One fitted coefficient with its sandwich interval, on the standardised scale (arena-rank's
 /// `coeffs`: logit change per standard deviation of the feature) and per unit of the feature.
 #[derive(Debug, Clone, PartialEq, Serialize)]

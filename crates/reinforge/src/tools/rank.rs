@@ -7,7 +7,7 @@ use clap::Args;
 use reinforge_eval::bootstrap::interval_ranks;
 use reinforge_eval::bt::{FitOptions, Scale};
 use reinforge_eval::covariates::read::read_covariate_battles;
-use reinforge_eval::covariates::{check_names, features, CovariateSpec, Transform};
+use reinforge_eval::covariates::{check_names, check_varies, features, CovariateSpec, Transform};
 use reinforge_eval::elo::EloParams;
 use reinforge_eval::io::Battles;
 use reinforge_eval::leaderboard::{rank, Leaderboard, Method, RankConfig};
@@ -301,6 +301,7 @@ pub fn run(args: &RankArgs) -> Result<()> {
         let specs = covariate_specs(args)?;
         let c = read_covariate_battles(&args.input, args.style_control, &specs)?;
         let f = features(&specs, &c.raw, &c.lines)?;
+        check_varies(&specs, &f)?;
         (c.battles, Some(f))
     };
     if b.is_empty() {
