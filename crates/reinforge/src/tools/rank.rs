@@ -14,7 +14,6 @@ use reinforge_eval::leaderboard::{rank, Leaderboard, Method, RankConfig};
 use reinforge_eval::sandwich::{
     arena_style_features, coefficient_table, sandwich_bt, sandwich_contextual, ArenaOptions,
 };
-
 use reinforge_eval::style::STYLE_NAMES;
 
 use super::{count, emit, finite, level, non_negative, positive, with_threads, ByName, Format};
@@ -180,6 +179,7 @@ fn sandwich_board(
     }
     let contextual = args.style_control || covariates.is_some();
     let mut coefficients = None;
+    let mut unpenalised_failed = false;
     let opts = ArenaOptions {
         scale: cfg.scale,
         hessian_reg: args.hessian_reg,
@@ -209,11 +209,15 @@ fn sandwich_board(
             // The unpenalised fit next to the penalised one shows how much the penalty moved each
             // coefficient (docs/arena.md).
             let free = sandwich_contextual(b, &features, &ArenaOptions { reg: 0.0, ..opts })?;
-            for (row, (c, sd)) in table
-                .iter_mut()
-                .zip(free.coefficients.iter().zip(&free.feature_scales))
-            {
-                row.unpenalised_per_unit = Some(c / sd);
+            if free.converged {
+                for (row, (c, sd)) in table
+                    .iter_mut()
+                    .zip(free.coefficients.iter().zip(&free.feature_scales))
+                {
+                    row.unpenalised_per_unit = Some(c / sd);
+                }
+            } else {
+                unpenalised_failed = true;
             }
         }
         coefficients = Some(table);
@@ -252,6 +256,11 @@ fn sandwich_board(
             .collect()
     });
     lb.coefficients = coefficients;
+    if unpenalised_failed {
+        lb.warnings.push(
+            "the unpenalised (reg = 0) refit did not converge, so its column is empty: a feature may separate the outcomes".into(),
+        );
+    }
     if !board.converged {
         lb.warnings.push(format!(
             "the arena-rank fit did not converge in {} iterations",
