@@ -3,8 +3,13 @@
 
 Runs arena-rank (PyPI 0.1.1, .venv-arena from scripts/arena_env.sh) and the reinforge-eval example
 binary on the same battles and prints the largest differences of ratings, interval bounds and
-coefficients (Elo scale). Cases: LLMFAO crowd battles (plain BT, unweighted and reweighted) and
-generated battles with style metadata (contextual BT, reweighted and unweighted).
+coefficients (Elo scale). Cases: LLMFAO crowd battles (plain BT, unweighted and reweighted),
+generated battles with style metadata (contextual BT, reweighted and unweighted) and generated Search
+Arena battles with a citation covariate (contextual BT on `(a - b) / (a + b)` of the citation
+counts, at arena-rank's default reg = 1 and unpenalised, reg = 0; `rank --covariate`). For the
+covariate cases the coefficients' sandwich variances are also compared: arena-rank returns only the
+ratings' variances, so its own `compute_hessian_and_covariance` is called at its optimum and
+`diag(H^-1 G H^-1) / n` taken as its `compute_ratings_and_cis` does for the ratings.
 
 arena-rank is run twice per case: with its defaults (optax L-BFGS, gtol = ftol = 1e-9, which stops
 short of the optimum) and run to convergence (gtol = 1e-14, ftol = 0). reinforge's Newton solution is
@@ -39,6 +44,8 @@ BIN = os.path.join(ROOT, "target", "release", "examples", "reinforge_eval")
 FIX = os.path.join(ROOT, "fixtures", "data", "arena")
 LLMFAO = os.path.join(ROOT, "fixtures", "data", "rank", "llmfao-battles.jsonl")
 STYLE = os.path.join(FIX, "style-battles.jsonl")
+COV = os.path.join(FIX, "covariate-battles.jsonl")
+COV_SPEC = "cites=conv_metadata.cites_a,conv_metadata.cites_b"
 TIGHT = dict(gtol=1e-14, ftol=0.0, max_iter=100000)
 ELEMENTS = ["sum_assistant_tokens", "header_count", "list_count", "bold_count"]
 
@@ -76,6 +83,37 @@ def gen_style_battles(path, n_models=12, n=4000, seed=7):
         f.write("\n".join(lines) + "\n")
 
 
+def gen_covariate_battles(path, n_models=8, n=3000, seed=13):
+    """Search Arena's situation: the weakest models cite most and citations win votes (true effect 2.0
+    on the logit of (a - b) / (a + b) of the citation counts; zero sum -> 0). Strengths evenly spaced over
+    1.5 log-odds, weakest first; citation counts Poisson with mean 6 (weakest) down to 1 (strongest); no ties.
+    (The default arguments make the fixture; changing them changes fixtures/data/arena.)"""
+    rng = np.random.default_rng(seed)
+    pos = np.arange(n_models) / (n_models - 1)
+    strength = 1.5 * (pos - 0.5)
+    mean_cites = 6.0 + (1.0 - 6.0) * pos
+    lines = []
+    for _ in range(n):
+        a, b = rng.choice(n_models, 2, replace=False)
+        ca, cb = rng.poisson(mean_cites[a]), rng.poisson(mean_cites[b])
+        z = strength[a] - strength[b] + (2.0 * (ca - cb) / (ca + cb) if ca + cb > 0 else 0.0)
+        winner = "model_a" if rng.random() < 1 / (1 + math.exp(-z)) else "model_b"
+        lines.append(json.dumps({"model_a": f"m{a:02d}", "model_b": f"m{b:02d}", "winner": winner,
+                                 "conv_metadata": {"cites_a": int(ca), "cites_b": int(cb)}}))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def covariate_frame(path):
+    df = pd.read_json(path, lines=True)
+    xa = df["conv_metadata"].apply(lambda m: float(m["cites_a"]))
+    xb = df["conv_metadata"].apply(lambda m: float(m["cites_b"]))
+    s = xa + xb
+    s[s == 0] = 1.0
+    df["cites"] = (xa - xb) / s
+    return df, ["cites"]
+
+
 def style_frame(path):
     df = pd.read_json(path, lines=True)
     feats = []
@@ -96,9 +134,10 @@ def arena(case, tight):
         ds = PairDataset.from_pandas(df, reweighted=case["reweighted"])
         m = BradleyTerry(n_competitors=len(ds.competitors), **kw)
     else:
-        df, feats = style_frame(case["input"])
+        df, feats = (covariate_frame if case["kind"] == "covariate" else style_frame)(case["input"])
         ds = ContextualPairDataset.from_pandas(df, feature_cols=feats, reweighted=case["reweighted"])
-        m = ContextualBradleyTerry(n_competitors=len(ds.competitors), n_features=len(feats), **kw)
+        m = ContextualBradleyTerry(n_competitors=len(ds.competitors), n_features=len(feats),
+                                   reg=case.get("reg", 1.0), **kw)
     r = m.compute_ratings_and_cis(ds)
     names = list(r["competitors"])
     out = {k: dict(zip(names, map(float, r[src]))) for k, src in
@@ -106,6 +145,13 @@ def arena(case, tight):
     out["params"] = dict(zip(names, map(float, m.params["ratings"])))
     if "coeffs" in r:
         out["coefficients"] = [float(c) for c in r["coeffs"]]
+    if case["kind"] == "covariate":
+        h, g = m.compute_hessian_and_covariance(
+            m.params["ratings"], m.params["coeffs"], ds.pairs, ds.features, ds.outcomes, ds.weights,
+            m.reg, m.hessian_reg, m.n_competitors, m.n_features, ds.pairs.shape[0])
+        hi = np.linalg.inv(np.asarray(h))
+        var = np.diag(hi @ np.asarray(g) @ hi) / ds.pairs.shape[0]
+        out["coefficient_variances"] = [float(v) for v in var[m.n_competitors:]]
     return out
 
 
@@ -152,6 +198,8 @@ def rust(case, at=None):
     cmd = [BIN, "sandwich", "--input", case["input"]]
     if case["kind"] == "contextual":
         cmd.append("--style")
+    if case["kind"] == "covariate":
+        cmd += ["--covariate", COV_SPEC, "--reg", str(case["reg"])]
     if case["reweighted"]:
         cmd.append("--reweighted")
     if at is not None:
@@ -159,6 +207,7 @@ def rust(case, at=None):
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     out = {k: dict(zip(r["models"], r[k])) for k in ["ratings", "lower", "upper", "variances"]}
     out["coefficients"] = r["coefficients"]
+    out["coefficient_variances"] = r["coefficient_variances"]
     return out
 
 
@@ -166,6 +215,10 @@ def maxdiff(a, b):
     d = {k: max(abs(a[k][m] - b[k][m]) for m in a[k]) for k in ["ratings", "lower", "upper"]}
     if a.get("coefficients"):
         d["coefficients"] = max(abs(x - y) for x, y in zip(a["coefficients"], b["coefficients"]))
+    if a.get("coefficient_variances") and b.get("coefficient_variances"):
+        # relative: the variances are ~1e-4 in logit units
+        d["coefficient_variances_rel"] = max(abs(x - y) / abs(x) for x, y in
+                                             zip(a["coefficient_variances"], b["coefficient_variances"]))
     return d
 
 
@@ -231,16 +284,21 @@ def main():
     os.makedirs(FIX, exist_ok=True)
     if args.write_fixture or not os.path.exists(STYLE):
         gen_style_battles(STYLE)
+    if args.write_fixture or not os.path.exists(COV):
+        gen_covariate_battles(COV)
     cases = {
         "llmfao_plain": dict(kind="plain", input=LLMFAO, reweighted=False),
         "llmfao_plain_reweighted": dict(kind="plain", input=LLMFAO, reweighted=True),
         "style_contextual_reweighted": dict(kind="contextual", input=STYLE, reweighted=True),
         "style_contextual": dict(kind="contextual", input=STYLE, reweighted=False),
+        "covariate_reg1": dict(kind="covariate", input=COV, reweighted=True, reg=1.0),
+        "covariate_reg0": dict(kind="covariate", input=COV, reweighted=True, reg=0.0),
     }
     fixture = {"provenance": {
         "what": "arena-rank outputs (Elo scale) on the battles named by `input`; `default` = arena-rank's defaults, `converged` = the same with gtol=1e-14, ftol=0, max_iter=100000; `params` are arena-rank's natural-log-odds ratings",
         "made_by": "scripts/check_sandwich.py --write-fixture",
         "versions": {p: metadata.version(p) for p in ["arena-rank", "jax", "optax", "numpy", "pandas"]},
+        "covariate_features": "covariate cases: one feature (a - b) / (a + b) of conv_metadata.cites_a / cites_b, a zero sum replaced by 1, standardised by ContextualPairDataset.from_pandas; coefficient_variances = diag(H^-1 G H^-1)[coefficients] / n from arena-rank's compute_hessian_and_covariance at its optimum",
         "contextual_features": "per style element (tokens, headers, lists, bold): (a - b) / (a + b), a zero sum replaced by 1 (lmarena's arena-rank example), then ContextualPairDataset.from_pandas(normalize_features=True)",
     }, "cases": {}}
     worst = 0.0
@@ -273,6 +331,9 @@ def main():
         print(line)
         rel = os.path.relpath(case["input"], ROOT)
         fixture["cases"][name] = {"input": rel, "kind": case["kind"], "reweighted": case["reweighted"], "default": default, "converged": conv}
+        if "reg" in case:
+            fixture["cases"][name]["reg"] = case["reg"]
+            fixture["cases"][name]["covariate"] = COV_SPEC
     print(f"largest difference over all checks: {worst:.2e} (tolerance 1e-6)")
     if args.write_fixture:
         with open(os.path.join(FIX, "arena_rank_expected.json"), "w") as f:

@@ -187,7 +187,18 @@ pub fn read_battles(path: &Path, with_style: bool) -> Result<Battles> {
 }
 
 /// Parses battles JSONL from any reader; `source` names the input in error messages.
-pub fn parse_battles<R: BufRead>(mut reader: R, source: &str, with_style: bool) -> Result<Battles> {
+pub fn parse_battles<R: BufRead>(reader: R, source: &str, with_style: bool) -> Result<Battles> {
+    parse_battles_with(reader, source, with_style, |_, _| Ok(()))
+}
+
+/// [`parse_battles`] that also hands every accepted battle line to `each(text, location)` (location
+/// is `source:line`), e.g. to read more fields of it; an error from `each` stops the parse.
+pub fn parse_battles_with<R: BufRead>(
+    mut reader: R,
+    source: &str,
+    with_style: bool,
+    mut each: impl FnMut(&str, &str) -> Result<()>,
+) -> Result<Battles> {
     let mut out = Battles::default();
     let mut ids: HashMap<String, u32> = HashMap::new();
     let mut styles = Vec::new();
@@ -247,6 +258,7 @@ pub fn parse_battles<R: BufRead>(mut reader: R, source: &str, with_style: bool) 
             }
             styles.push(s);
         }
+        each(text, &at())?;
         out.a.push(intern(&mut ids, &mut out.models, &ma));
         out.b.push(intern(&mut ids, &mut out.models, &mb));
         out.outcome.push(outcome);

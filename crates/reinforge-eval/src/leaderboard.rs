@@ -109,6 +109,8 @@ pub struct Leaderboard {
     pub theta: Option<f64>,
     /// Style coefficients by name (style control only).
     pub style_coefficients: Option<Vec<(String, f64)>>,
+    /// Contextual coefficients with intervals (`--ci sandwich` with style control or covariates).
+    pub coefficients: Option<Vec<crate::covariates::Coefficient>>,
     /// Non-fatal problems (e.g. the fit did not converge because a model won every game).
     pub warnings: Vec<String>,
 }
@@ -258,6 +260,7 @@ pub fn rank(b: &Battles, cfg: &RankConfig) -> Result<Leaderboard> {
         rows,
         theta,
         style_coefficients,
+        coefficients: None,
         warnings,
     })
 }
@@ -265,6 +268,32 @@ pub fn rank(b: &Battles, cfg: &RankConfig) -> Result<Leaderboard> {
 /// Convenience: pair table of battles (re-exported for callers that only need a point fit).
 pub fn pair_table(b: &Battles) -> PairTable {
     PairTable::from_battles(b)
+}
+
+/// The coefficients' table: per unit of the feature (comparable with a known effect) and per
+/// standard deviation (arena-rank's scale, the one its `reg` penalises).
+fn coefficients_markdown(c: &[crate::covariates::Coefficient], level: f64) -> String {
+    let pct = (level * 100.0).round();
+    let mut s = format!(
+        "\n| Coefficient | Per unit | {pct}% interval | Per sd | {pct}% interval | Feature sd | Unpenalised per unit |\n|---|---:|---|---:|---|---:|---:|\n"
+    );
+    for r in c {
+        let free = r
+            .unpenalised_per_unit
+            .map_or("-".to_string(), |v| format!("{v:+.4}"));
+        s += &format!(
+            "| {} | {:+.4} | {:+.4} – {:+.4} | {:+.4} | {:+.4} – {:+.4} | {:.4} | {free} |\n",
+            r.name.replace('|', "\\|"),
+            r.per_unit,
+            r.lower,
+            r.upper,
+            r.per_sd,
+            r.per_sd_lower,
+            r.per_sd_upper,
+            r.feature_sd
+        );
+    }
+    s
 }
 
 fn csv_field(s: &str) -> String {
@@ -310,7 +339,9 @@ impl Leaderboard {
         if let Some(t) = self.theta {
             s += &format!("\nRao-Kupper tie parameter theta = {t:.4}\n");
         }
-        if let Some(c) = &self.style_coefficients {
+        if let Some(c) = &self.coefficients {
+            s += &coefficients_markdown(c, self.level);
+        } else if let Some(c) = &self.style_coefficients {
             s += "\nStyle coefficients: ";
             s += &c
                 .iter()

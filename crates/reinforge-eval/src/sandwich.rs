@@ -80,6 +80,11 @@ pub struct SandwichBoard {
     pub variances: Vec<f64>,
     /// Contextual coefficients (logit units per standard deviation); empty for plain BT.
     pub coefficients: Vec<f64>,
+    /// Sandwich variances of the coefficients (same scale); empty for plain BT.
+    pub coefficient_variances: Vec<f64>,
+    /// Standard deviation of each feature over the battles, by which it was divided (1 without
+    /// `normalize_features`); empty for plain BT.
+    pub feature_scales: Vec<f64>,
     /// Newton iterations.
     pub iterations: usize,
     /// Whether the solver met its tolerance.
@@ -327,10 +332,52 @@ fn board(
             .map(|i| rating(beta[i] + z * var[i].sqrt()))
             .collect(),
         variances: var[..k].iter().map(|v| v * alpha * alpha).collect(),
+        coefficient_variances: var[k..k + coefficients.len()].to_vec(),
+        feature_scales: vec![1.0; coefficients.len()],
         coefficients,
         iterations: 0,
         converged: true,
     }
+}
+
+/// The contextual fit's coefficients with intervals at `o.significance`, named by `names` (one per
+/// feature column), on arena-rank's standardised scale and per unit of the feature.
+pub fn coefficient_table(
+    board: &SandwichBoard,
+    names: &[String],
+    o: &ArenaOptions,
+) -> Result<Vec<crate::covariates::Coefficient>> {
+    if names.len() != board.coefficients.len() {
+        bail!(
+            "{} names for {} coefficients",
+            names.len(),
+            board.coefficients.len()
+        );
+    }
+    let z = normal_quantile(1.0 - o.significance / 2.0);
+    Ok(names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let (c, se, sd) = (
+                board.coefficients[i],
+                board.coefficient_variances[i].max(0.0).sqrt(),
+                board.feature_scales[i],
+            );
+            crate::covariates::Coefficient {
+                name: name.clone(),
+                per_sd: c,
+                per_sd_lower: c - z * se,
+                per_sd_upper: c + z * se,
+                per_unit: c / sd,
+                lower: (c - z * se) / sd,
+                upper: (c + z * se) / sd,
+                std_error: se / sd,
+                feature_sd: sd,
+                unpenalised_per_unit: None,
+            }
+        })
+        .collect())
 }
 
 #[inline]
@@ -372,14 +419,18 @@ pub fn arena_style_features(b: &Battles) -> Result<Vec<Vec<f64>>> {
 }
 
 /// arena-rank's `normalize_features`: `(x - mean) / std` per column, population std, 0 replaced by 1.
-fn standardize(f: &mut [Vec<f64>]) {
+/// Returns the divisors.
+fn standardize(f: &mut [Vec<f64>]) -> Vec<f64> {
     let (n, d) = (f.len() as f64, f.first().map_or(0, |r| r.len()));
-    for c in 0..d {
-        let mean = f.iter().map(|r| r[c]).sum::<f64>() / n;
-        let var = f.iter().map(|r| (r[c] - mean).powi(2)).sum::<f64>() / n;
-        let sd = if var.sqrt() == 0.0 { 1.0 } else { var.sqrt() };
-        f.iter_mut().for_each(|r| r[c] = (r[c] - mean) / sd);
-    }
+    (0..d)
+        .map(|c| {
+            let mean = f.iter().map(|r| r[c]).sum::<f64>() / n;
+            let var = f.iter().map(|r| (r[c] - mean).powi(2)).sum::<f64>() / n;
+            let sd = if var.sqrt() == 0.0 { 1.0 } else { var.sqrt() };
+            f.iter_mut().for_each(|r| r[c] = (r[c] - mean) / sd);
+            sd
+        })
+        .collect()
 }
 
 /// Per-battle weights of arena-rank's contextual reweighting: `1 / max(pair count, min_pair_count)`,
@@ -429,14 +480,17 @@ pub fn sandwich_contextual(
         bail!("feature row {i} has a non-finite value");
     }
     let mut f = features.to_vec();
-    if o.normalize_features {
-        standardize(&mut f);
-    }
+    let scales = if o.normalize_features {
+        standardize(&mut f)
+    } else {
+        vec![1.0; nf]
+    };
     let w = battle_weights(b, o);
     let k = b.models.len();
     let (x, iterations, converged) = fit_contextual(b, &f, &w, o.reg, k, nf);
     let var = contextual_sandwich(b, &f, &w, &x, o, k, nf);
     let mut out = board(b, &x[..k], &var, x[k..].to_vec(), o);
+    out.feature_scales = scales;
     out.iterations = iterations;
     out.converged = converged;
     Ok(out)

@@ -104,3 +104,42 @@ fn contextual_bt_matches_arena_rank() {
         assert!(c[0] > c[3] && c[3] > c[1].abs().max(c[2].abs()), "{c:?}");
     }
 }
+
+/// Search Arena covariate (citations; weakest models cite most, true effect 2.0 on the
+/// difference-over-sum feature) at arena-rank's default `reg = 1` and unpenalised: ratings, bounds,
+/// coefficients and the coefficients' sandwich variances equal arena-rank's.
+#[test]
+fn covariate_bt_matches_arena_rank() {
+    use reinforge_eval::covariates::read::read_covariate_battles;
+    use reinforge_eval::covariates::{features, CovariateSpec};
+    let exp = expected();
+    let mut per_sd = vec![];
+    for name in ["covariate_reg1", "covariate_reg0"] {
+        let case = &exp["cases"][name];
+        let spec = CovariateSpec::parse(case["covariate"].as_str().unwrap()).unwrap();
+        let specs = [spec];
+        let path = root().join(case["input"].as_str().unwrap());
+        let c = read_covariate_battles(&path, false, &specs).unwrap();
+        let f = features(&specs, &c.raw, &c.lines).unwrap();
+        let o = ArenaOptions {
+            reg: case["reg"].as_f64().unwrap(),
+            ..opts(case)
+        };
+        let ours = sandwich_contextual(&c.battles, &f, &o).unwrap();
+        assert!(ours.converged, "{name}: {} iterations", ours.iterations);
+        let [r, l, u] = diffs(&ours, &case["converged"]);
+        assert!(r < 1e-6 && l < 1e-6 && u < 1e-6, "{name}: {r} {l} {u}");
+        let conv = &case["converged"];
+        let theirs = conv["coefficients"][0].as_f64().unwrap();
+        let var = conv["coefficient_variances"][0].as_f64().unwrap();
+        assert!((ours.coefficients[0] - theirs).abs() < 1e-9, "{name}");
+        assert!(
+            (ours.coefficient_variances[0] - var).abs() < 1e-9 * var,
+            "{name}: {} vs {var}",
+            ours.coefficient_variances[0]
+        );
+        per_sd.push(ours.coefficients[0]);
+    }
+    // The default penalty shrinks the citation coefficient to a fraction of the unpenalised one.
+    assert!(per_sd[0] < 0.2 * per_sd[1], "{per_sd:?}");
+}

@@ -43,6 +43,8 @@ enum Command {
     Verify(reinforge_verify::cli::VerifyArgs),
     /// Leaderboard from pairwise battles (Chatbot Arena format): Bradley-Terry, Elo, intervals.
     Rank(crate::tools::rank::RankArgs),
+    /// Project MPG: Goodness and Fastness per benchmark category and overall; agreement with an arena.
+    Mpg(crate::tools::mpg::MpgArgs),
     /// pass@k and maj@k curves with bootstrap intervals from per-problem samples.
     Passk(crate::tools::passk::PassKArgs),
     /// Swiss / single-elimination / round-robin tournaments, from battles or simulated.
@@ -291,6 +293,7 @@ pub fn main() -> Result<ExitCode> {
         }
         Command::Verify(args) => reinforge_verify::cli::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Rank(args) => crate::tools::rank::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Mpg(args) => crate::tools::mpg::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Passk(args) => crate::tools::passk::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Tournament(args) => {
             crate::tools::tournament::run(&args).map(|()| ExitCode::SUCCESS)

@@ -50,6 +50,30 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Generate Search Arena battles with known ratings and covariate effects (docs/arena.md).
+    GenSearchBattles {
+        /// Output JSONL path.
+        #[arg(long)]
+        output: PathBuf,
+        /// Number of models (weakest first: m00, m01, ...).
+        #[arg(long, default_value_t = 10)]
+        models: usize,
+        /// Number of battles.
+        #[arg(long, default_value_t = 20_000)]
+        battles: usize,
+        /// Strongest minus weakest strength, natural log-odds.
+        #[arg(long, default_value_t = 1.5)]
+        spread: f64,
+        /// Largest number of turns per battle (counts written per turn when > 1).
+        #[arg(long, default_value_t = 1)]
+        max_turns: usize,
+        /// Covariate NAME=EFFECT,MEAN_WEAKEST,MEAN_STRONGEST (repeatable; default cites=2,6,1).
+        #[arg(long)]
+        covariate: Vec<String>,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Time parse + aggregate + BT fit + bootstrap on a battles file; prints JSON.
     BenchRank {
         /// Battles JSONL.
@@ -79,6 +103,9 @@ enum Cmd {
         /// Contextual L2 penalty on the coefficients.
         #[arg(long, default_value_t = 1.0)]
         reg: f64,
+        /// Covariates NAME=FIELD_A,FIELD_B (contextual BT on them, after the style features if any).
+        #[arg(long)]
+        covariate: Vec<String>,
         /// JSON object {model: natural-log-odds rating}: intervals at these ratings, no fit (plain BT).
         #[arg(long)]
         at: Option<PathBuf>,
@@ -126,6 +153,67 @@ fn main() -> Result<()> {
             let b = bench::synthetic_battles(models, battles, seed);
             bench::write_battles_jsonl(&b, &output)
         }
+        Cmd::GenSearchBattles {
+            output,
+            models,
+            battles,
+            spread,
+            max_turns,
+            covariate,
+            seed,
+        } => {
+            use reinforge_eval::covariates::sim::{simulate, SearchSim, SimCovariate};
+            let mut sim = SearchSim {
+                models,
+                battles,
+                spread,
+                max_turns,
+                seed,
+                ..SearchSim::default()
+            };
+            if !covariate.is_empty() {
+                sim.covariates = covariate
+                    .iter()
+                    .map(|c| {
+                        let (name, rest) = c.split_once('=').ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "expected NAME=EFFECT,MEAN_WEAKEST,MEAN_STRONGEST, got {c:?}"
+                            )
+                        })?;
+                        let v = rest
+                            .split(',')
+                            .map(|x| x.trim().parse::<f64>())
+                            .collect::<Result<Vec<f64>, _>>()
+                            .map_err(|e| anyhow::anyhow!("{c:?}: {e}"))?;
+                        anyhow::ensure!(
+                            v.len() == 3,
+                            "expected NAME=EFFECT,MEAN_WEAKEST,MEAN_STRONGEST, got {c:?}"
+                        );
+                        Ok(SimCovariate {
+                            name: name.to_string(),
+                            effect: v[0],
+                            mean_weakest: v[1],
+                            mean_strongest: v[2],
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+            }
+            let s = simulate(&sim)?;
+            std::fs::write(&output, s.to_jsonl())?;
+            let truth: Vec<serde_json::Value> = s
+                .models
+                .iter()
+                .zip(&s.strengths)
+                .map(|(m, x)| serde_json::json!({"model": m, "strength": x, "rating": 1000.0 + 400.0 / 10f64.ln() * x}))
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"truth": truth, "effects": sim.covariates.iter().map(|c| (c.name.clone(), c.effect)).collect::<Vec<_>>()})
+                )?
+            );
+            Ok(())
+        }
         Cmd::BenchRank {
             input,
             rounds,
@@ -152,9 +240,18 @@ fn main() -> Result<()> {
             reweighted,
             min_pair_count,
             reg,
+            covariate,
             at,
             reps,
-        } => sandwich(&input, style, reweighted, min_pair_count, reg, at, reps),
+        } => {
+            let o = reinforge_eval::sandwich::ArenaOptions {
+                reweighted,
+                min_pair_count,
+                reg,
+                ..Default::default()
+            };
+            sandwich(&input, style, &covariate, o, at, reps)
+        }
         Cmd::Ppe {
             correctness,
             preference,
@@ -197,21 +294,39 @@ fn main() -> Result<()> {
 fn sandwich(
     input: &std::path::Path,
     style: bool,
-    reweighted: bool,
-    min_pair_count: f64,
-    reg: f64,
+    covariate: &[String],
+    o: reinforge_eval::sandwich::ArenaOptions,
     at: Option<PathBuf>,
     reps: usize,
 ) -> Result<()> {
+    use reinforge_eval::covariates::{features, read::read_covariate_battles, CovariateSpec};
     use reinforge_eval::sandwich::{
-        arena_style_features, sandwich_bt, sandwich_bt_at, sandwich_contextual, ArenaOptions,
+        arena_style_features, coefficient_table, sandwich_bt, sandwich_bt_at, sandwich_contextual,
     };
-    let b = reinforge_eval::io::read_battles(input, style)?;
-    let o = ArenaOptions {
-        reweighted,
-        min_pair_count,
-        reg,
-        ..ArenaOptions::default()
+    let specs = covariate
+        .iter()
+        .map(|s| CovariateSpec::parse(s))
+        .collect::<Result<Vec<_>>>()?;
+    let (b, cov) = if specs.is_empty() {
+        let b = reinforge_eval::io::read_battles(input, style)?;
+        let n = b.len();
+        (b, vec![vec![]; n])
+    } else {
+        let c = read_covariate_battles(input, style, &specs)?;
+        let cov = features(&specs, &c.raw, &c.lines)?;
+        (c.battles, cov)
+    };
+    // Style features first, then the covariates (as `reinforge rank` orders them).
+    let contextual_features = || -> Result<Vec<Vec<f64>>> {
+        let mut f = if style {
+            arena_style_features(&b)?
+        } else {
+            vec![vec![]; b.len()]
+        };
+        for (row, x) in f.iter_mut().zip(&cov) {
+            row.extend(x);
+        }
+        Ok(f)
     };
     let mut best = f64::INFINITY;
     let mut board = None;
@@ -231,15 +346,21 @@ fn sandwich(
                 })
                 .collect::<Result<Vec<f64>>>()?;
             sandwich_bt_at(&b, &beta, &o)?
-        } else if style {
-            sandwich_contextual(&b, &arena_style_features(&b)?, &o)?
+        } else if style || !specs.is_empty() {
+            sandwich_contextual(&b, &contextual_features()?, &o)?
         } else {
             sandwich_bt(&b, &o)?
         };
         best = best.min(t.elapsed().as_secs_f64());
         board = Some(r);
     }
-    let mut v = serde_json::to_value(board.expect("at least one repetition"))?;
+    let board = board.expect("at least one repetition");
+    let names: Vec<String> = (0..board.coefficients.len())
+        .map(|i| format!("f{i}"))
+        .collect();
+    let table = coefficient_table(&board, &names, &o)?;
+    let mut v = serde_json::to_value(board)?;
+    v["coefficient_table"] = serde_json::to_value(table)?;
     v["fit_with_intervals_best_s"] = serde_json::json!(best);
     println!("{}", serde_json::to_string(&v)?);
     Ok(())

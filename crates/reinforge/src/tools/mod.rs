@@ -1,6 +1,7 @@
 //! The pure-Rust tool commands (`rank`, `passk`, `stats`, `tournament`): their flags, range
 //! checks and printing. The computations live in `reinforge-eval`, which carries no CLI code.
 
+pub mod mpg;
 pub mod passk;
 pub mod rank;
 pub mod rm_eval;

@@ -6,12 +6,15 @@ use anyhow::{bail, Result};
 use clap::Args;
 use reinforge_eval::bootstrap::interval_ranks;
 use reinforge_eval::bt::{FitOptions, Scale};
+use reinforge_eval::covariates::read::read_covariate_battles;
+use reinforge_eval::covariates::{check_names, check_varies, features, CovariateSpec, Transform};
 use reinforge_eval::elo::EloParams;
 use reinforge_eval::io::Battles;
 use reinforge_eval::leaderboard::{rank, Leaderboard, Method, RankConfig};
 use reinforge_eval::sandwich::{
-    arena_style_features, sandwich_bt, sandwich_contextual, ArenaOptions,
+    arena_style_features, coefficient_table, sandwich_bt, sandwich_contextual, ArenaOptions,
 };
+use reinforge_eval::style::STYLE_NAMES;
 
 use super::{count, emit, finite, level, non_negative, positive, with_threads, ByName, Format};
 
@@ -32,6 +35,33 @@ pub fn parse_anchor(s: &str) -> Result<(String, f64), String> {
     Ok((m.to_string(), r))
 }
 
+/// `--covariate NAME=FIELD_A,FIELD_B`.
+fn parse_covariate(s: &str) -> Result<CovariateSpec, String> {
+    CovariateSpec::parse(s).map_err(|e| e.to_string())
+}
+
+/// `--covariate-transform [NAME=]TRANSFORM`.
+fn parse_transform(s: &str) -> Result<(Option<String>, Transform), String> {
+    let (name, t) = match s.rsplit_once('=') {
+        Some((n, t)) => (Some(n.trim().to_string()), t.trim()),
+        None => (None, s.trim()),
+    };
+    let names: Vec<String> = Transform::ALL
+        .iter()
+        .map(|v| serde_json::to_value(v).map_or(String::new(), |j| j.as_str().unwrap_or("").into()))
+        .collect();
+    let i = names.iter().position(|n| n == t).ok_or_else(|| {
+        format!(
+            "unknown transform {t:?} (expected one of {})",
+            names.join(", ")
+        )
+    })?;
+    if name.as_deref() == Some("") {
+        return Err(format!("expected [NAME=]TRANSFORM, got {s:?}"));
+    }
+    Ok((name, Transform::ALL[i]))
+}
+
 /// Leaderboard from pairwise battles (Chatbot Arena JSONL): Bradley-Terry, Rao-Kupper or online Elo,
 /// with seeded multinomial-bootstrap intervals and interval-based ranks.
 ///
@@ -39,6 +69,10 @@ pub fn parse_anchor(s: &str) -> Result<(String, f64), String> {
 /// "tie (bothbad)"}; other fields are ignored. With --style-control each line also needs FastChat's
 /// "conv_metadata" (sum_assistant_{a,b}_tokens, header_count_{a,b}, list_count_{a,b}, bold_count_{a,b}).
 /// Malformed lines, unknown winners and self-battles are errors that name the line.
+///
+/// Covariates (Search Arena): --ci sandwich --covariate cites=conv_metadata.cites_a,conv_metadata.cites_b
+/// fits the covariates jointly with the ratings (arena-rank's contextual model) and reports each
+/// coefficient with its interval; the leaderboard is then controlled for them (docs/arena.md).
 #[derive(Debug, Clone, Args)]
 pub struct RankArgs {
     /// Battles JSONL file.
@@ -90,9 +124,21 @@ pub struct RankArgs {
     /// for plain BT, on with --style-control, as arena-rank's defaults).
     #[arg(long)]
     pub reweighted: Option<bool>,
-    /// --ci sandwich --style-control: L2 penalty `reg` on the style coefficients.
+    /// --ci sandwich --style-control / --covariate: L2 penalty `reg` on the coefficients (per
+    /// standard deviation of each feature, arena-rank's default 1; 0 = unpenalised maximum likelihood).
     #[arg(long, default_value_t = 1.0, value_parser = non_negative)]
     pub reg: f64,
+    /// A per-battle covariate NAME=FIELD_A,FIELD_B (repeatable; needs --ci sandwich): model A's and
+    /// model B's numbers at dotted paths of each battle's JSON, e.g.
+    /// cites=conv_metadata.cites_a,conv_metadata.cites_b. A value is a number, or an array or
+    /// object of numbers that is summed (a multi-turn battle's per-turn counts).
+    #[arg(long = "covariate", value_name = "NAME=FIELD_A,FIELD_B", value_parser = parse_covariate)]
+    pub covariates: Vec<CovariateSpec>,
+    /// How a covariate's pair (a, b) becomes its feature: diff-over-sum ((a-b)/(a+b), zero sum -> 1;
+    /// the default), diff-over-sum-plus-one (FastChat's (a-b)/(a+b+1)), diff (a-b), log-ratio
+    /// (ln(1+a) - ln(1+b)). TRANSFORM applies to every covariate, NAME=TRANSFORM to one (repeatable).
+    #[arg(long = "covariate-transform", value_name = "[NAME=]TRANSFORM", value_parser = parse_transform)]
+    pub covariate_transforms: Vec<(Option<String>, Transform)>,
     /// Table format.
     #[arg(long, value_enum, default_value_t = Format::Markdown)]
     pub format: Format,
@@ -116,7 +162,12 @@ pub enum CiMethod {
 
 /// The leaderboard with arena-rank's fit and sandwich intervals in place of the bootstrap's
 /// (the battle counts and online Elo columns from the usual table).
-fn sandwich_board(args: &RankArgs, b: &Battles, cfg: RankConfig) -> Result<Leaderboard> {
+fn sandwich_board(
+    args: &RankArgs,
+    b: &Battles,
+    cfg: RankConfig,
+    covariates: Option<&[Vec<f64>]>,
+) -> Result<Leaderboard> {
     if args.method != Method::Bt {
         bail!(
             "--ci sandwich needs --method bt (arena-rank's model), got {:?}",
@@ -126,17 +177,51 @@ fn sandwich_board(args: &RankArgs, b: &Battles, cfg: RankConfig) -> Result<Leade
     if args.anchor.is_some() || args.prior > 0.0 {
         bail!("--ci sandwich fits arena-rank's model: --anchor and --prior do not apply");
     }
+    let contextual = args.style_control || covariates.is_some();
+    let mut coefficients = None;
+    let mut unpenalised_failed = false;
     let opts = ArenaOptions {
         scale: cfg.scale,
         hessian_reg: args.hessian_reg,
         significance: 1.0 - args.level,
-        reweighted: args.reweighted.unwrap_or(args.style_control),
+        reweighted: args.reweighted.unwrap_or(contextual),
         reg: args.reg,
         ..ArenaOptions::default()
     };
-    let board = if args.style_control {
-        let features = arena_style_features(b)?;
-        sandwich_contextual(b, &features, &opts)?
+    let mut names: Vec<String> = vec![];
+    let board = if contextual {
+        let mut features = vec![vec![]; b.len()];
+        if args.style_control {
+            names.extend(STYLE_NAMES.iter().map(|s| s.to_string()));
+            for (row, f) in features.iter_mut().zip(arena_style_features(b)?) {
+                row.extend(f);
+            }
+        }
+        if let Some(cov) = covariates {
+            names.extend(args.covariates.iter().map(|c| c.name.clone()));
+            for (row, f) in features.iter_mut().zip(cov) {
+                row.extend(f);
+            }
+        }
+        let board = sandwich_contextual(b, &features, &opts)?;
+        let mut table = coefficient_table(&board, &names, &opts)?;
+        if opts.reg > 0.0 {
+            // The unpenalised fit next to the penalised one shows how much the penalty moved each
+            // coefficient (docs/arena.md).
+            let free = sandwich_contextual(b, &features, &ArenaOptions { reg: 0.0, ..opts })?;
+            if free.converged {
+                for (row, (c, sd)) in table
+                    .iter_mut()
+                    .zip(free.coefficients.iter().zip(&free.feature_scales))
+                {
+                    row.unpenalised_per_unit = Some(c / sd);
+                }
+            } else {
+                unpenalised_failed = true;
+            }
+        }
+        coefficients = Some(table);
+        board
     } else {
         sandwich_bt(b, &opts)?
     };
@@ -164,12 +249,18 @@ fn sandwich_board(args: &RankArgs, b: &Battles, cfg: RankConfig) -> Result<Leade
     lb.rows.sort_by(|a, b| b.rating.total_cmp(&a.rating));
     lb.theta = None;
     lb.style_coefficients = args.style_control.then(|| {
-        ["length", "headers", "lists", "bold"]
+        STYLE_NAMES
             .iter()
             .map(|s| s.to_string())
             .zip(board.coefficients.iter().copied())
             .collect()
     });
+    lb.coefficients = coefficients;
+    if unpenalised_failed {
+        lb.warnings.push(
+            "the unpenalised (reg = 0) refit did not converge, so its column is empty: a feature may separate the outcomes".into(),
+        );
+    }
     if !board.converged {
         lb.warnings.push(format!(
             "the arena-rank fit did not converge in {} iterations",
@@ -179,12 +270,49 @@ fn sandwich_board(args: &RankArgs, b: &Battles, cfg: RankConfig) -> Result<Leade
     Ok(lb)
 }
 
+/// The covariates with their transforms (a named transform overrides the one for all).
+fn covariate_specs(args: &RankArgs) -> Result<Vec<CovariateSpec>> {
+    let mut specs = args.covariates.clone();
+    check_names(&specs)?;
+    for (_, t) in args
+        .covariate_transforms
+        .iter()
+        .filter(|(n, _)| n.is_none())
+    {
+        specs.iter_mut().for_each(|s| s.transform = *t);
+    }
+    for (name, t) in &args.covariate_transforms {
+        if let Some(n) = name {
+            let s = specs.iter_mut().find(|s| s.name == *n).ok_or_else(|| {
+                anyhow::anyhow!("--covariate-transform names {n:?}, which is no --covariate")
+            })?;
+            s.transform = *t;
+        }
+    }
+    Ok(specs)
+}
+
 /// Runs `rank`: reads battles, computes the leaderboard, writes the table (and plot).
 pub fn run(args: &RankArgs) -> Result<()> {
     if args.base <= 1.0 {
         bail!("--base must be > 1, got {}", args.base);
     }
-    let b = reinforge_eval::io::read_battles(&args.input, args.style_control)?;
+    let (b, covariates) = if args.covariates.is_empty() {
+        if !args.covariate_transforms.is_empty() {
+            bail!("--covariate-transform needs --covariate");
+        }
+        let b = reinforge_eval::io::read_battles(&args.input, args.style_control)?;
+        (b, None)
+    } else {
+        if args.ci != CiMethod::Sandwich {
+            bail!("--covariate fits the contextual model of --ci sandwich; add --ci sandwich");
+        }
+        let specs = covariate_specs(args)?;
+        let c = read_covariate_battles(&args.input, args.style_control, &specs)?;
+        let f = features(&specs, &c.raw, &c.lines)?;
+        check_varies(&specs, &f)?;
+        (c.battles, Some(f))
+    };
     if b.is_empty() {
         bail!("{}: no battles", args.input.display());
     }
@@ -213,7 +341,7 @@ pub fn run(args: &RankArgs) -> Result<()> {
     };
     let lb = match args.ci {
         CiMethod::Bootstrap => with_threads(args.threads, || rank(&b, &cfg))??,
-        CiMethod::Sandwich => sandwich_board(args, &b, cfg)?,
+        CiMethod::Sandwich => sandwich_board(args, &b, cfg, covariates.as_deref())?,
     };
     for w in &lb.warnings {
         eprintln!("warning: {w}");
