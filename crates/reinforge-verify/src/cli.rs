@@ -26,8 +26,18 @@ use std::time::Instant;
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct VerifyArgs {
     /// Input JSONL file of cases (`-` for stdin).
-    #[cfg_attr(feature = "cli", arg(long))]
-    pub input: PathBuf,
+    #[cfg_attr(feature = "cli", arg(long, required_unless_present = "probe"))]
+    pub input: Option<PathBuf>,
+    /// Stress the verifier instead: FILE is a labelled set (JSON Lines with `prompt` and
+    /// `gold`; `id`, `options` optional). Every row's canaries, completions wrong by
+    /// construction (the question's numbers repeated, another row's answer, empty, cut off,
+    /// hedged), are scored and written to --output with `credited`; the share credited per
+    /// kind goes to stderr. A verifier that credits one can be gamed that way in RL.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_name = "FILE", conflicts_with = "input")
+    )]
+    pub probe: Option<PathBuf>,
     /// Output JSONL file of verdicts (`-` for stdout).
     #[cfg_attr(feature = "cli", arg(long))]
     pub output: PathBuf,
@@ -91,28 +101,37 @@ fn cpu_seconds() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Runs the batch; returns the summary.
-pub fn run_batch(args: &VerifyArgs) -> Result<Summary> {
-    let default_opts: Options = match &args.options {
-        Some(s) => serde_json::from_str(s).context("parsing --options")?,
-        None => Options::default(),
-    };
-    let reader: Box<dyn BufRead> = if args.input.as_os_str() == "-" {
-        Box::new(BufReader::new(std::io::stdin()))
-    } else {
-        Box::new(BufReader::new(
-            std::fs::File::open(&args.input)
-                .with_context(|| format!("opening {}", args.input.display()))?,
-        ))
-    };
-    let mut out: Box<dyn Write> = if args.output.as_os_str() == "-" {
+/// The options of `--options` (the defaults without it).
+pub fn default_options(args: &VerifyArgs) -> Result<Options> {
+    match &args.options {
+        Some(s) => serde_json::from_str(s).context("parsing --options"),
+        None => Ok(Options::default()),
+    }
+}
+
+/// A buffered writer to `path` (`-`: stdout).
+pub fn output(path: &std::path::Path) -> Result<Box<dyn Write>> {
+    Ok(if path.as_os_str() == "-" {
         Box::new(BufWriter::new(std::io::stdout()))
     } else {
         Box::new(BufWriter::new(
-            std::fs::File::create(&args.output)
-                .with_context(|| format!("creating {}", args.output.display()))?,
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        ))
+    })
+}
+
+/// Runs the batch; returns the summary.
+pub fn run_batch(args: &VerifyArgs) -> Result<Summary> {
+    let default_opts = default_options(args)?;
+    let input = args.input.as_ref().context("--input is required")?;
+    let reader: Box<dyn BufRead> = if input.as_os_str() == "-" {
+        Box::new(BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(BufReader::new(
+            std::fs::File::open(input).with_context(|| format!("opening {}", input.display()))?,
         ))
     };
+    let mut out = output(&args.output)?;
     let mut s = Summary::default();
     let mut lat = vec![];
     let cpu0 = cpu_seconds();
@@ -173,8 +192,19 @@ pub fn run_batch(args: &VerifyArgs) -> Result<Summary> {
 /// batch completes, but then the run fails (exit status non-zero) naming the first one; so
 /// does an input with no cases.
 pub fn run(args: &VerifyArgs) -> Result<()> {
+    if let Some(set) = &args.probe {
+        let cases = crate::probe::cases(set)?;
+        let credited = crate::probe::verifier_credits(&cases, &default_options(args)?);
+        let counts = crate::probe::write(&cases, &credited, &mut output(&args.output)?)?;
+        eprint!("{}", crate::probe::summary(&counts));
+        return Ok(());
+    }
     let s = run_batch(args)?;
-    let input = args.input.display();
+    let input = args
+        .input
+        .as_deref()
+        .unwrap_or(std::path::Path::new("-"))
+        .display();
     if s.lines == 0 {
         anyhow::bail!("{input}: no cases (the input is empty)");
     }

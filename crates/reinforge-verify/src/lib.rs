@@ -25,6 +25,7 @@
 //! (ellipsis sums and products), [`realset`], [`equiv`] (equivalence policies), [`verdict`],
 //! [`cli`].
 
+pub mod canary;
 pub mod choice;
 pub mod cli;
 pub mod equiv;
@@ -36,6 +37,7 @@ pub mod normalize;
 pub mod number;
 pub mod numeral;
 pub mod parser;
+pub mod probe;
 pub mod realset;
 pub mod restated;
 pub mod sample;

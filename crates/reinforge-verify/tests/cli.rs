@@ -20,7 +20,8 @@ fn batch_writes_one_verdict_per_good_line_and_skips_bad_lines() {
     )
     .unwrap();
     let args = VerifyArgs {
-        input: input.clone(),
+        input: Some(input.clone()),
+        probe: None,
         output: output.clone(),
         options: None,
         quiet: true,
@@ -62,7 +63,8 @@ fn empty_input_is_an_error() {
     let input = dir.path().join("empty.jsonl");
     std::fs::write(&input, "\n").unwrap();
     let args = VerifyArgs {
-        input,
+        input: Some(input),
+        probe: None,
         output: dir.path().join("o.jsonl"),
         options: None,
         quiet: true,
@@ -75,7 +77,8 @@ fn empty_input_is_an_error() {
 fn missing_input_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let args = VerifyArgs {
-        input: dir.path().join("nope.jsonl"),
+        input: Some(dir.path().join("nope.jsonl")),
+        probe: None,
         output: dir.path().join("o.jsonl"),
         options: None,
         quiet: true,

@@ -39,8 +39,9 @@ enum Command {
     Eval(EvalArgs),
     /// Time full GRPO iterations of the default model (fixed shapes, or real ones from a checkpoint); prints JSON.
     Bench(BenchArgs),
-    /// Check math answers: jsonl of {id, gold, pred[, options]} to verdicts (exact, bounded).
-    Verify(reinforge_verify::cli::VerifyArgs),
+    /// Check math answers: jsonl of {id, gold, pred[, options]} to verdicts (exact, bounded);
+    /// --probe: stress a verifier or reward spec with known-wrong canaries.
+    Verify(crate::commands::verify::VerifyCommand),
     /// Leaderboard from pairwise battles (Chatbot Arena format): Bradley-Terry, Elo, intervals.
     Rank(crate::tools::rank::RankArgs),
     /// Project MPG: Goodness and Fastness per benchmark category and overall; agreement with an arena.
@@ -291,7 +292,7 @@ pub fn main() -> Result<ExitCode> {
             println!("{}", serde_json::to_string(&report)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify(args) => reinforge_verify::cli::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Verify(args) => crate::commands::verify::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Rank(args) => crate::tools::rank::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Mpg(args) => crate::tools::mpg::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Passk(args) => crate::tools::passk::run(&args).map(|()| ExitCode::SUCCESS),

@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::CanaryKind;
+use reinforge_verify::canary::CanaryKind;
 
 /// The monitor's keys in `metrics.jsonl`.
 pub const METRIC_KEYS: [&str; 6] = [

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use reinforge_reward::integrity::{canaries, CanaryKind};
+use reinforge_reward::integrity::{canaries, credited, CanaryKind};
 use reinforge_reward::Sample;
 use reinforge_tasks::data::Prompt;
 
@@ -63,25 +63,15 @@ impl DataEnv<'_> {
             .reward
             .score(&samples)
             .context("scoring the reward-integrity canaries")?;
-        // Each row's empty-completion reward: the bar of a reward without a verifier.
-        let empty: Vec<f64> = cases
-            .iter()
-            .map(|(row, _, _)| {
-                cases
-                    .iter()
-                    .zip(&scores)
-                    .find(|((r, _, c), _)| r == row && c.kind == CanaryKind::Empty)
-                    .map_or(0.0, |(_, s)| s.total)
-            })
-            .collect();
+        let rows: Vec<usize> = cases.iter().map(|c| c.0).collect();
+        let kinds: Vec<CanaryKind> = cases.iter().map(|c| c.2.kind).collect();
+        let credited = credited(&rows, &kinds, &scores);
         Ok(cases
             .into_iter()
             .zip(scores)
-            .zip(empty)
-            .map(|(((_, question, c), s), bar)| ScoredCanary {
-                credited: s
-                    .credited
-                    .unwrap_or(c.kind != CanaryKind::Empty && s.total > bar),
+            .zip(credited)
+            .map(|(((_, question, c), s), credited)| ScoredCanary {
+                credited,
                 kind: c.kind,
                 prompt: question,
                 response: c.response,

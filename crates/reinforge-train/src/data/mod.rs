@@ -267,7 +267,13 @@ report: {}",
 /// The reward of `--reward` (default: the math verifier), with a working sandbox when a
 /// component runs code.
 fn build_reward(data: &DataRun, scorers: ModelLoader) -> Result<Reward> {
-    let spec = match &data.reward {
+    reward_from_spec(data.reward.as_deref(), scorers)
+}
+
+/// The reward of the spec file at `path` (the default math reward without one), with the
+/// sandbox its code-test components need and its learned components loaded by `scorers`.
+pub fn reward_from_spec(path: Option<&Path>, scorers: ModelLoader) -> Result<Reward> {
+    let spec = match path {
         Some(p) => RewardSpec::load(p)?,
         None => RewardSpec::default(),
     };

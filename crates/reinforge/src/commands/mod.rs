@@ -15,5 +15,6 @@ pub mod p2l;
 pub mod rm;
 pub mod score;
 pub mod serve;
+pub mod verify;
 
 pub use reinforge_train::loaded::{LoadedModel, PromptStyle};

@@ -1,7 +1,8 @@
 //! Canaries: completions of a prompt that are wrong by construction (the question's numbers
 //! repeated, another prompt's answer, nothing, an answer cut off, a hedged answer). A reward
-//! that credits one can be gamed the same way by a policy; the monitor scores them with the
-//! run's own reward every few steps, and `reinforge verify --probe` does it for a labelled set.
+//! that credits one can be gamed the same way by a policy: the reward-hacking monitor of
+//! every RL run scores them with the run's own reward (`reinforge_reward::integrity`), and
+//! `reinforge verify --probe` scores them for a labelled set ([`crate::probe`]).
 
 use std::sync::OnceLock;
 
