@@ -343,8 +343,11 @@ fn smollm2_blind_false_positive_rate_and_recall_floor() {
     // FPR <= 0.01 is met only after e745a9f, whose two rules were written after reading the
     // blind run's false positives (docs/verifier.md): the blind run itself gave 4/286.
     assert!(fp as f64 / neg as f64 <= 0.01, "blind FPR {fp}/{neg}");
-    // Floor at the level measured (26/34): a regression guard, not the acceptance bar.
-    assert!(tp >= 26, "blind recall {tp}/{pos}");
+    // Floors at the level measured after the issue-27 tuning rules (32/34, 1/286). Those rules
+    // were written while reading this set's misses, so it is a seen set now: a regression
+    // guard, not the acceptance bar (blind set 3 is).
+    assert!(fp <= 1, "blind false positives {fp}/{neg}");
+    assert!(tp >= 32, "blind recall {tp}/{pos}");
 }
 
 #[test]
@@ -358,9 +361,10 @@ fn smollm2_blind_recall_at_least_math_verify() {
 
 #[test]
 fn smollm2_blind2_floors() {
-    // The second blind set, first run at e745a9f: recall 17/26, FPR 2/184 (0.011, above the
-    // issue's 0.01). Floors at those levels guard against regressions; they are not the bar.
+    // The second blind set, first run at e745a9f: recall 17/26, FPR 2/184. The tuning rules
+    // after it were written while reading its misses (a seen set now); floors at the level
+    // measured with them (23/26, 0/184) guard against regressions, they are not the bar.
     let (tp, pos, fp, neg) = blind_counts("smollm2-blind2.jsonl", 210);
-    assert!(fp <= 2, "blind2 false positives {fp}/{neg}");
-    assert!(tp >= 17, "blind2 recall {tp}/{pos}");
+    assert!(fp == 0, "blind2 false positives {fp}/{neg}");
+    assert!(tp >= 23, "blind2 recall {tp}/{pos}");
 }

@@ -128,3 +128,86 @@ fn hedged_negated_and_retracted_answers_are_refused() {
         assert!(!credited(gold, pred), "{pred:?} does not state {gold}");
     }
 }
+
+#[test]
+fn values_on_their_own_line_count() {
+    // a bare value under a line that ends in ':'
+    states(
+        "0",
+        "(-5) does the same thing as 7 - 7 in several ways:\n\n0\n\n* it simply shifts down 7 units to 4",
+    );
+    // a first line that is only a value with a unit word
+    states("8", "8in.\nI found it exactly - as is.");
+    // the last item of a numbered list is a label, not the answer
+    states(
+        "15",
+        "1. Well, 5 * 3 = 15. So, the answer remains 15.\n2. There are no conversions here.\n3.",
+    );
+}
+
+#[test]
+fn statements_about_the_result_count() {
+    states("9", "To find 9 divided by 1, we divide. Checking on 9, we simply determine that it is indeed 9. Now that we have the answer and 9, it lies entirely within the");
+    states("24", "The answer to this mathematical equation is 24. However, in mathematical honesty, this statement requires");
+    states(
+        "17",
+        "The calculation of 8 + 9 produces the surprising answer of 17, which is consistent with the given arithmetic.",
+    );
+    states(
+        "63",
+        "You can plug in the value into the equation of 7 * 9 which results in a result of 63.",
+    );
+    states("12", "Add 3 to 9, which then results in 12.");
+}
+
+#[test]
+fn glued_operators_and_parentheses_count() {
+    states(
+        "20",
+        "numbers\n4x5 = 20\nsquared by integers\nburn\n\nlimiter",
+    );
+    states(
+        "11",
+        "To add 8 + 3, we simply add them together (8 + 3 = 11).",
+    );
+    states(
+        "48",
+        "To solve this, we need the product:\n\n8*6 = 48. Now the result of this multiplication is the previous result. \n\n8*",
+    );
+}
+
+#[test]
+fn a_relative_clause_about_another_quantity_does_not_replace_the_answer() {
+    states(
+        "40",
+        "5 x 8 = 40\n\nRewrite the result as 40 to \"round down to the nearest whole number, which is 10.\"",
+    );
+}
+
+#[test]
+fn descriptions_terms_and_false_results_are_refused() {
+    for (gold, pred) in [
+        // a value of no computation on its left
+        ("7", "First, I'll add -7 to 6. I add plus 3 and 7, which is 7"),
+        ("7", "So 3 + 7 = 7. Then we"),
+        // a description after the anchor, with the number inside arithmetic in words
+        ("1", "The final answer is the infinite decimal 1 plus itself. This is the definition."),
+        // an algebraic term is not a value with a unit
+        ("3", "In this case, 6 divided by 2 results in 3, and 2 is the denominator. So, the result is 3x."),
+        // a named result that is negated, or followed by more arithmetic
+        ("17", "8 + 9 is not the answer of 17, so we go on to"),
+        ("42", "The result of 42 and 18 in arithmetic is unclear, so"),
+        // a pronoun that adds a property, not the result
+        ("1", "3 * 4 = 12. By itself, it also equals one. And"),
+        // a value alone on a line with no introduction, and a list number
+        ("2", "We count the apples\n2\nand then the pears"),
+        ("3", "Steps:\n1. add them\n2. check\n3."),
+        // a hedged or negated statement about the result
+        ("9", "The answer to this question is 9 or 10, so we"),
+        ("9", "it is not 9. Then we"),
+    ] {
+        assert!(!credited(gold, pred), "{pred:?} does not state {gold}");
+    }
+    // "multiply 3 and 4, which is 12": an 'and' may name any operation
+    states("12", "Multiply 3 and 4, which is 12.");
+}
