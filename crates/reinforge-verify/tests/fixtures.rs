@@ -323,15 +323,16 @@ fn blind_counts(name: &str, len: usize) -> (usize, usize, usize, usize) {
     (tp, pos, fp, neg)
 }
 
-/// Math-Verify 0.8.0's recall on the blind set as recorded in the fixtures' README (the line
-/// `Math-Verify 0.8.0 on this file: recall K/N`, measured by scripts/blind_rates.py).
-fn math_verify_blind_recall() -> (usize, usize) {
+/// Math-Verify 0.8.0's recall on a blind set as recorded in the fixtures' README: the line
+/// `Math-Verify 0.8.0 on <file>: recall K/N` (measured by scripts/blind_rates.py).
+fn math_verify_blind_recall(file: &str) -> (usize, usize) {
     let readme = std::fs::read_to_string(data_dir().join("README.md")).unwrap();
+    let marker = format!("Math-Verify 0.8.0 on {file}: recall ");
     let line = readme
         .lines()
-        .find(|l| l.contains("Math-Verify 0.8.0 on this file: recall "))
-        .expect("the README records Math-Verify's recall on smollm2-blind.jsonl");
-    let figure = line.split("recall ").nth(1).unwrap();
+        .find(|l| l.contains(&marker))
+        .unwrap_or_else(|| panic!("the README records Math-Verify's recall on {file}"));
+    let figure = line.split(&marker).nth(1).unwrap();
     let (k, n) = figure.split_once('/').unwrap();
     let n: String = n.chars().take_while(|c| c.is_ascii_digit()).collect();
     (k.trim().parse().unwrap(), n.parse().unwrap())
@@ -351,12 +352,13 @@ fn smollm2_blind_false_positive_rate_and_recall_floor() {
 }
 
 #[test]
-#[ignore = "issue 27 acceptance not met yet: blind recall 26/34 < Math-Verify's 29/34"]
-fn smollm2_blind_recall_at_least_math_verify() {
+fn smollm2_blind_recall_above_math_verify_on_the_seen_set() {
+    // Not the acceptance test any more: the rules of a30a0b0 were written while reading this
+    // set's misses. It keeps Math-Verify's recorded figure tied to the file.
     let (tp, pos, _, _) = blind_counts("smollm2-blind.jsonl", 320);
-    let (mk, mn) = math_verify_blind_recall();
+    let (mk, mn) = math_verify_blind_recall("smollm2-blind.jsonl");
     assert_eq!(mn, pos, "the README's figure is for this file");
-    assert!(tp >= mk, "blind recall {tp}/{pos} < Math-Verify {mk}/{mn}");
+    assert!(tp >= mk, "seen-set recall {tp}/{pos} < Math-Verify {mk}/{mn}");
 }
 
 #[test]
@@ -367,4 +369,23 @@ fn smollm2_blind2_floors() {
     let (tp, pos, fp, neg) = blind_counts("smollm2-blind2.jsonl", 210);
     assert!(fp == 0, "blind2 false positives {fp}/{neg}");
     assert!(tp >= 23, "blind2 recall {tp}/{pos}");
+}
+
+#[test]
+fn smollm2_blind3_floors() {
+    // The third blind set, run once at a30a0b0 (the rules frozen before it was sampled and
+    // labelled): recall 17/30, 5 false positives of 290. Floors at that level.
+    let (tp, pos, fp, neg) = blind_counts("smollm2-blind3.jsonl", 320);
+    assert!(fp <= 5, "blind3 false positives {fp}/{neg}");
+    assert!(tp >= 17, "blind3 recall {tp}/{pos}");
+}
+
+#[test]
+#[ignore = "issue 27 acceptance not met on blind set 3 at a30a0b0: recall 17/30 < Math-Verify's 20/30, FPR 5/290 > 0.01"]
+fn smollm2_blind3_acceptance() {
+    let (tp, pos, fp, neg) = blind_counts("smollm2-blind3.jsonl", 320);
+    let (mk, mn) = math_verify_blind_recall("smollm2-blind3.jsonl");
+    assert_eq!(mn, pos, "the README's figure is for this file");
+    assert!(tp >= mk, "blind3 recall {tp}/{pos} < Math-Verify {mk}/{mn}");
+    assert!(fp as f64 / neg as f64 <= 0.01, "blind3 FPR {fp}/{neg}");
 }
