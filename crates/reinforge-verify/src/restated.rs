@@ -110,6 +110,10 @@ const RESULT_SUBJECTS: &[&str] = &[
     "difference",
     "quotient",
     "total",
+    "gcd",
+    "lcm",
+    "divisor",
+    "count",
 ];
 
 /// The answer stated before the last sentence: the last candidate of the module docs, unless a
@@ -146,6 +150,12 @@ pub(crate) fn earlier_answer(s: &str) -> Option<String> {
                     None => {}
                 },
             }
+        } else if COUNT_WORDS.contains(&&lower[st..en]) {
+            // "\"N\" occurs exactly once.", "It occurs only once in the text."
+            match count_value(s, en) {
+                Some(v) if !negated(clause) => answers.push((st, v)),
+                _ => {}
+            }
         } else if speaks_of_result(&s[..st]) {
             match subject_value(s, st, en) {
                 // "it is indeed 9", "The answer to this equation is 24."
@@ -175,10 +185,15 @@ pub(crate) fn earlier_answer(s: &str) -> Option<String> {
 }
 
 /// The value of a computed result whose statement word ends at `en`: it must close its clause
-/// (a `: ` or a relative "which" ends the clause too) and not be negated or hedged there.
+/// (a `: ` or a relative "which" ends the clause too), not be negated or hedged there, and not
+/// open a list.
 fn computed_value(s: &str, en: usize) -> Option<String> {
-    let (value, _) = value_and_end(&s[..clause_end(s, en)], en, false, usize::MAX)?;
-    (!negated(&s[en..own_clause_end(s, en)])).then_some(value)
+    let (value, end) = value_and_end(&s[..clause_end(s, en)], en, false, usize::MAX)?;
+    // "equals 15, 17, 20, ...": a list of values, not one
+    let list = s[end..]
+        .strip_prefix(',')
+        .is_some_and(|t| t.trim_start().starts_with(|c: char| c.is_ascii_digit()));
+    (!negated(&s[en..own_clause_end(s, en)]) && !list).then_some(value)
 }
 
 /// (start, end) byte offsets of each `=` (not `<=`, `>=`, `!=`, `==`) and result or statement
@@ -251,7 +266,7 @@ fn arithmetic_tail(head: &str) -> Option<(String, bool)> {
     let start = e
         .char_indices()
         .rev()
-        .find(|(_, c)| !(c.is_ascii_digit() || " .()/+-*×÷·−^".contains(*c)))
+        .find(|(_, c)| !(c.is_ascii_digit() || " .()/+-*×÷·−–^".contains(*c)))
         .map_or(0, |(i, c)| i + c.len_utf8());
     let e = e[start..].trim();
     // a division between numbers is a computation here too ("6 / 2 results in 3")
@@ -337,7 +352,7 @@ fn evaluate(e: &str) -> Option<f64> {
 fn sum(t: &[char], pos: &mut usize) -> Option<f64> {
     let mut v = product(t, pos)?;
     while let Some(&c) = t.get(*pos) {
-        if !matches!(c, '+' | '-' | '−') {
+        if !matches!(c, '+' | '-' | '−' | '–') {
             break;
         }
         *pos += 1;
@@ -374,7 +389,7 @@ fn factor(t: &[char], pos: &mut usize) -> Option<f64> {
             (t.get(*pos) == Some(&')')).then(|| *pos += 1)?;
             Some(v)
         }
-        '-' | '−' => {
+        '-' | '−' | '–' => {
             *pos += 1;
             factor(t, pos).map(|v| -v)
         }
@@ -424,6 +439,8 @@ fn names_the_result(clause: &str) -> bool {
         "the final answer",
         "the result",
         "the final result",
+        "the greatest common",
+        "their greatest common",
     ]
     .iter()
     .any(|p| lower.starts_with(p) && !lower[p.len()..].starts_with(char::is_alphabetic))
@@ -444,6 +461,22 @@ fn subject_value(s: &str, st: usize, en: usize) -> Option<String> {
     }
     let end = own_clause_end(s, en);
     value_and_end(&s[..end], en, false, 0).map(|(v, _)| v)
+}
+
+/// Verbs of a count ("appears twice", "occurs 3 times").
+const COUNT_WORDS: &[&str] = &["appears", "appear", "occurs", "occur"];
+
+/// The count stated after a count verb ending at `en`: a value that opens its clause, any words
+/// but no number after it ("once in the text"), and no hedge or second number in its sentence.
+fn count_value(s: &str, en: usize) -> Option<String> {
+    let sentence_end = s[en..].find(". ").map_or(s.len(), |p| en + p);
+    let sentence_end = s[en..sentence_end]
+        .find('\n')
+        .map_or(sentence_end, |p| en + p);
+    if crate::stated::hedged_count(&s[en..sentence_end]) {
+        return None;
+    }
+    value_and_end(&s[..own_clause_end(s, en)], en, false, usize::MAX).map(|(v, _)| v)
 }
 
 /// Results named with "of": "the surprising answer of 17, which ...", "results in a result of
@@ -482,6 +515,7 @@ fn introduced_lines(s: &str) -> Vec<(usize, String)> {
             && body
                 .bytes()
                 .all(|c| c.is_ascii_digit() || b"-.,/ ".contains(&c))
+            && !body.contains(", ")
             && is_value_text(body);
         if value {
             out.push((offset, body.to_string()));
@@ -556,7 +590,7 @@ fn own_clause_end(s: &str, at: usize) -> usize {
 }
 
 /// Whether `t` holds a negation or hedge word.
-fn negated(t: &str) -> bool {
+pub(crate) fn negated(t: &str) -> bool {
     t.to_ascii_lowercase()
         .split(|c: char| !(c.is_ascii_alphabetic() || c == '\'' || c == '’'))
         .any(|w| NEGATIONS.contains(&w))

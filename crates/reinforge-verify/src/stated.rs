@@ -64,6 +64,12 @@ pub(crate) const STATEMENT_WORDS: &[&str] = &[
     "results in",
     "result in",
     "yields",
+    "calculated as",
+    "computed as",
+    "appears",
+    "appear",
+    "occurs",
+    "occur",
 ];
 
 /// Currency signs around a stated amount ("1,000.99€", "$5" written without math).
@@ -94,9 +100,14 @@ pub fn extract_stated(
     if let Some(e) = marked(s, latex, true) {
         return Some(e);
     }
-    if last_anchor(&s.to_ascii_lowercase()).is_some() {
-        // an anchor whose answer cannot be read: no fallback to another number
-        return None;
+    if let Some((_, anchor_end)) = last_anchor(&s.to_ascii_lowercase()) {
+        // an anchor whose answer cannot be read: no fallback to another number, except a
+        // result stated in a later last sentence ("The final answer is the sum of ...
+        // Therefore, 8 + 4 = 12.")
+        return later_statement(s, anchor_end, latex).map(|text| Extracted {
+            text,
+            source: Source::Statement,
+        });
     }
     let w = words(s);
     let whole = only_answer(s, &w);
@@ -106,6 +117,10 @@ pub fn extract_stated(
                 text,
                 source: Source::Statement,
             });
+        }
+        if unevaluated(after_label(s)) {
+            // "Solve: 7 * 4" repeats the question under a label
+            return None;
         }
         return Some(whole_answer(s));
     }
@@ -159,6 +174,25 @@ pub(crate) fn numbered_item(s: &str, sent: &str, terminated: bool) -> bool {
             .any(|l| l.trim_start().starts_with(&format!("{k}. ")))
     };
     terminated && ((n > 1 && item_start(n - 1)) || item_start(n + 1))
+}
+
+/// The final statement of the last sentence when that sentence starts after byte offset `at`.
+fn later_statement(s: &str, at: usize, latex: bool) -> Option<String> {
+    let (sent, terminated) = last_sentence(s)?;
+    let start = sent.as_ptr() as usize - s.as_ptr() as usize;
+    (start > at)
+        .then(|| final_statement(sent, terminated, latex))
+        .flatten()
+}
+
+/// `s` after a leading label of words and a colon ("Solve: 7 * 4" gives "7 * 4"), else `s`.
+fn after_label(s: &str) -> &str {
+    match s.split_once(':') {
+        Some((label, rest)) if label.trim().chars().all(|c| c.is_alphabetic() || c == ' ') => {
+            rest.trim()
+        }
+        _ => s,
+    }
 }
 
 /// "Label: value" as a whole response (one label of words, one colon): the value after it.
@@ -375,8 +409,9 @@ fn words_or_letters(t: &str) -> usize {
 fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> {
     if words(sent).is_empty() && sent.bytes().any(|c| c.is_ascii_digit()) {
         let v = closed_rhs(strip_delimiters(sent));
-        // an expression cut off at an operator ("8*") states nothing: an earlier answer may
-        return (!cut_at_operator(v)).then(|| v.to_string());
+        // an expression cut off at an operator ("8*") or a list cut off after a comma
+        // ("1, 2, 4, 6,") states nothing: an earlier answer may
+        return (!cut_at_operator(v) && !v.ends_with(',')).then(|| v.to_string());
     }
     let mut ends = statement_ends(sent);
     ends.sort_unstable_by_key(|&(_, en)| en);
@@ -395,7 +430,15 @@ fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> 
             continue;
         }
         // "there are 12 sequences that ...": a count keeps its noun phrase
-        let (tail_words, limit) = if counts_things(sent, at) {
+        let counting = counts_things(sent, at);
+        let occurrences = counting
+            && !sent[..at].to_ascii_lowercase().ends_with("there are")
+            && !sent[..at].to_ascii_lowercase().ends_with("there is");
+        if occurrences && hedged_count(&sent[at..]) {
+            // "appears twice or three times", "occurs about 5 times"
+            return None;
+        }
+        let (tail_words, limit) = if counting {
             (usize::MAX, usize::MAX)
         } else {
             (terminated as usize, MAX_CLOSING_WORDS)
@@ -463,10 +506,32 @@ fn about_a_quantity(head: &str) -> bool {
     !antecedent.trim().is_empty() && !numeric && !result
 }
 
-/// "there are N ...": a count stated with its noun phrase after it (any length).
+/// "there are N ...", "appears twice in the text": a count stated with its noun phrase after
+/// it (any length).
 fn counts_things(sent: &str, at: usize) -> bool {
     let head = sent[..at].to_ascii_lowercase();
-    head.ends_with("there are") || head.ends_with("there is")
+    [
+        "there are",
+        "there is",
+        "appears",
+        "appear",
+        "occurs",
+        "occur",
+    ]
+    .iter()
+    .any(|w| head.ends_with(w))
+}
+
+/// Whether the text after a count verb ("appears", "occurs"), up to a quote, hedges (a negation
+/// or hedge word) or names more than one number ("twice or three times", "twice, 3 times").
+pub(crate) fn hedged_count(t: &str) -> bool {
+    // quoted text is what is counted in, not what is said
+    let t = &t[..t.find(['"', '“']).unwrap_or(t.len())];
+    let numbers = t
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()) || number_word(w).is_some())
+        .count();
+    numbers > 1 || crate::restated::negated(t)
 }
 
 /// A math segment that closes the last sentence ("We find that $x < 3$.", "Answer: $9$",
@@ -665,7 +730,7 @@ fn unwrap_value(t: &str) -> &str {
 
 /// Adverbs between a statement word and its value ("is indeed 0", "is actually 10").
 const ADVERBS: &[&str] = &[
-    "indeed", "actually", "simply", "just", "exactly", "really", "clearly", "still", "also",
+    "indeed", "actually", "simply", "just", "exactly", "really", "clearly", "still", "also", "only",
 ];
 
 /// `t` without one leading adverb from [`ADVERBS`].
@@ -704,15 +769,23 @@ const NUMBER_WORDS: &[&str] = &[
     "twenty",
 ];
 
-/// A number word (zero to twenty) at the start of `t`, as (value, byte length); not the start
-/// of a longer phrase such as "one-third" or "one/two".
+/// A number word (zero to twenty, or a count: "once", "twice", "thrice") at the start of `t`,
+/// as (value, byte length); not the start of a longer phrase such as "one-third" or "one/two".
 pub(crate) fn number_word(t: &str) -> Option<(usize, usize)> {
     let len = t.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
     if t[len..].starts_with(['-', '/', '\'']) {
         return None;
     }
     let w = t[..len].to_ascii_lowercase();
-    NUMBER_WORDS.iter().position(|x| *x == w).map(|n| (n, len))
+    let count = ["once", "twice", "thrice"]
+        .iter()
+        .position(|x| *x == w)
+        .map(|n| n + 1);
+    NUMBER_WORDS
+        .iter()
+        .position(|x| *x == w)
+        .or(count)
+        .map(|n| (n, len))
 }
 
 /// `t` up to its first clause break: `,`/`;` followed by a space or the end, `!`, `?`, `(` after
@@ -806,10 +879,10 @@ pub fn unevaluated(t: &str) -> bool {
     let c: Vec<char> = s.chars().filter(|c| !c.is_whitespace()).collect();
     let plain = c
         .iter()
-        .all(|&x| x.is_ascii_digit() || ".()/+-*×÷·−".contains(x));
+        .all(|&x| x.is_ascii_digit() || ".()/+-*×÷·−–".contains(x));
     plain
         && (1..c.len().saturating_sub(1)).any(|i| {
-            let op = matches!(c[i], '+' | '-' | '*' | '×' | '÷' | '·' | '−');
+            let op = matches!(c[i], '+' | '-' | '*' | '×' | '÷' | '·' | '−' | '–');
             let left = c[i - 1].is_ascii_digit() || c[i - 1] == ')';
             let right = c[i + 1].is_ascii_digit() || c[i + 1] == '(';
             op && left && right

@@ -358,7 +358,10 @@ fn smollm2_blind_recall_above_math_verify_on_the_seen_set() {
     let (tp, pos, _, _) = blind_counts("smollm2-blind.jsonl", 320);
     let (mk, mn) = math_verify_blind_recall("smollm2-blind.jsonl");
     assert_eq!(mn, pos, "the README's figure is for this file");
-    assert!(tp >= mk, "seen-set recall {tp}/{pos} < Math-Verify {mk}/{mn}");
+    assert!(
+        tp >= mk,
+        "seen-set recall {tp}/{pos} < Math-Verify {mk}/{mn}"
+    );
 }
 
 #[test]
@@ -374,14 +377,16 @@ fn smollm2_blind2_floors() {
 #[test]
 fn smollm2_blind3_floors() {
     // The third blind set, run once at a30a0b0 (the rules frozen before it was sampled and
-    // labelled): recall 17/30, 5 false positives of 290. Floors at that level.
+    // labelled): recall 17/30, 5 false positives of 290. The follow-up rules written after
+    // reading that run (not blind) give 27/30 and 2/290; floors at that level guard against
+    // regressions, they are no unseen-data figure.
     let (tp, pos, fp, neg) = blind_counts("smollm2-blind3.jsonl", 320);
-    assert!(fp <= 5, "blind3 false positives {fp}/{neg}");
-    assert!(tp >= 17, "blind3 recall {tp}/{pos}");
+    assert!(fp <= 2, "blind3 false positives {fp}/{neg}");
+    assert!(tp >= 27, "blind3 recall {tp}/{pos}");
 }
 
 #[test]
-#[ignore = "issue 27 acceptance not met on blind set 3 at a30a0b0: recall 17/30 < Math-Verify's 20/30, FPR 5/290 > 0.01"]
+#[ignore = "issue 27 acceptance not met on the blind run of blind set 3 (a30a0b0: recall 17/30 < Math-Verify's 20/30, FPR 5/290 > 0.01); the later non-blind rules pass it on this now-seen set, which is no blind result: a fresh blind set is needed"]
 fn smollm2_blind3_acceptance() {
     let (tp, pos, fp, neg) = blind_counts("smollm2-blind3.jsonl", 320);
     let (mk, mn) = math_verify_blind_recall("smollm2-blind3.jsonl");

@@ -211,3 +211,55 @@ fn descriptions_terms_and_false_results_are_refused() {
     // "multiply 3 and 4, which is 12": an 'and' may name any operation
     states("12", "Multiply 3 and 4, which is 12.");
 }
+
+// The rules below were added after the blind run on smollm2-blind3.jsonl (NOT blind: written
+// while reading that run's misses and false positives; docs/verifier.md).
+
+#[test]
+fn counts_in_words_count() {
+    states(
+        "2",
+        "The letter \"d\" appears twice in the text \"cannot quite understand\".",
+    );
+    states("1", "The letter \"y\" is rare. It occurs only once in the text. Although it is spelled differently across languages, it is");
+    states("1", "1. After the last phrase, trim it.\n2. \"N\" occurs exactly once.\n3. Because it is defined by the letter");
+    states("6", "The letter \"s\" appears 6 times in the given text.");
+}
+
+#[test]
+fn named_quantities_and_calculated_values_count() {
+    states("1", "The GCD is 1. I apologize for any confusion earlier.");
+    states("2", "The given numbers are 28 and 22.\nThus, their greatest common factor is indeed 2.\n\nIn mathematical terms, it isomorphism in a");
+    states("8", "A product of two numbers. 2 * 4 is calculated as 8.");
+    states("4", "To calculate 5 - 1, you simply add 1.\n5 – 1 = 4\nHere's a list with those addends:\n1, 2, 4, 6, 8, 9, 10, ");
+    states("12", "The final answer is the sum of the negative numbers (0) of both 8 and 4. Therefore, 8 + 4 = 12.");
+}
+
+#[test]
+fn labels_lists_descriptions_and_hedged_counts_are_refused() {
+    for (gold, pred) in [
+        // a label over the question's arithmetic
+        ("28", "Solve: 7 * 4"),
+        ("28", "Solve: 7 * 4."),
+        // a list of values after a result
+        ("15", "For example, 8 + 7 equals 15, 17, 20, 21, 22, and"),
+        // a number inside the description of an operation after the anchor
+        ("0", "The answer is a multiplication of 0 by any number."),
+        (
+            "4",
+            "The final answer is the sum of the negative numbers of both 8 and 4.",
+        ),
+        // the anchor's own sentence still has no fallback
+        ("2", "The answer is 3 because 5 - 3 = 2"),
+        // hedged or several counts
+        (
+            "2",
+            "The letter \"t\" appears twice or three times in the text.",
+        ),
+        ("2", "The letter \"t\" appears twice, 3 times in all."),
+        ("5", "The letter \"t\" appears about 5 times."),
+        ("2", "The letter appears twice or more. Then the"),
+    ] {
+        assert!(!credited(gold, pred), "{pred:?} does not state {gold}");
+    }
+}
