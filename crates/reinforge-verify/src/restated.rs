@@ -12,8 +12,10 @@
 //! - a first line that is only a variable-free equation (`1 + 4 = 5` above an explanation) or
 //!   only a value with a unit word at most (`8in.`);
 //! - a *statement about the result* with a named subject: "it is indeed 9", "The answer to this
-//!   equation is 24." (no word after the value; "it also equals" adds a property, not a result);
+//!   equation is 24.", "The GCD is 1." (no word after the value; "it also equals" adds a property, not a result);
 //! - a *named result*: "the answer of 17", "a result of 63" (the value closes its clause);
+//! - a *count*: "\"N\" occurs exactly once.", "It occurs only once in the text." (not hedged,
+//!   one number in its sentence);
 //! - a value alone on a line under a line that ends in `:` ("… in several ways:\n\n0"), not a
 //!   list number.
 //!
