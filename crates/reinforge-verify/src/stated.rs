@@ -149,7 +149,8 @@ pub(crate) fn first_line_equation(s: &str) -> Option<String> {
 }
 
 /// A first line that is only a value, a unit word at most after it (`8in.`, `12 apples`, `7`),
-/// before more text: that value. Not a list number ("1." above "2."), not `3x` (a term).
+/// before more text: that value. Not a list number ("1." above "2.", "1. Absendance"), not `3x`
+/// (a term).
 pub(crate) fn first_line_value(s: &str) -> Option<String> {
     let line = s.trim_start().lines().next()?.trim();
     if numbered_item(s, line.trim_end_matches('.'), line.ends_with('.')) {
@@ -160,7 +161,10 @@ pub(crate) fn first_line_value(s: &str) -> Option<String> {
     let (value, unit) = (body[..split].trim(), &body[split..]);
     let unit_ok =
         unit.is_empty() || (unit.len() >= 2 && unit.chars().all(|c| c.is_ascii_alphabetic()));
-    (unit_ok && !value.contains(['(', ')']) && is_value_text(value)).then(|| value.to_string())
+    // "1. Absendance": a list label before a word, not a value with a unit
+    let label = value.ends_with('.') && !unit.is_empty();
+    (unit_ok && !label && !value.contains(['(', ')']) && is_value_text(value))
+        .then(|| value.to_string())
 }
 
 /// Whether the sentence `sent` is only a list number ("3." after lines that start "1." and
@@ -867,26 +871,38 @@ pub(crate) fn cut_at_operator(t: &str) -> bool {
         .ends_with(['+', '-', '*', '×', '÷', '/', '·', '−', '='])
 }
 
-/// Whether `t` is plain arithmetic left unevaluated: only numbers, parentheses and operators,
-/// with a `+ - * × ÷ ·` (or `\times`, `\cdot`, `\div`) between two numbers, as in `7-3` or
-/// `3 * 9`. A leading sign, lists, powers, roots and anything with letters are left to the
+/// Whether `t` is plain arithmetic left unevaluated: only numbers, parentheses or brackets and
+/// operators, with a `+ - * × ÷ ·` (or `\times`, `\cdot`, `\div`) between two numbers, as in
+/// `7-3`, `3 * 9` or `8 * [2]`; or whole numbers side by side (`7 9`). A leading sign, lists, powers, roots and anything with letters are left to the
 /// comparison (`2 \times 10^{-10}` and `17 + 10\sqrt{6}` are values).
 pub fn unevaluated(t: &str) -> bool {
     let mut s = t.to_string();
     for (cmd, op) in [("\\times", "*"), ("\\cdot", "*"), ("\\div", "/")] {
         s = s.replace(cmd, op);
     }
+    if juxtaposed(&s) {
+        return true;
+    }
     let c: Vec<char> = s.chars().filter(|c| !c.is_whitespace()).collect();
     let plain = c
         .iter()
-        .all(|&x| x.is_ascii_digit() || ".()/+-*×÷·−–".contains(x));
+        .all(|&x| x.is_ascii_digit() || ".()[]/+-*×÷·−–".contains(x));
     plain
         && (1..c.len().saturating_sub(1)).any(|i| {
             let op = matches!(c[i], '+' | '-' | '*' | '×' | '÷' | '·' | '−' | '–');
-            let left = c[i - 1].is_ascii_digit() || c[i - 1] == ')';
-            let right = c[i + 1].is_ascii_digit() || c[i + 1] == '(';
+            let left = c[i - 1].is_ascii_digit() || matches!(c[i - 1], ')' | ']');
+            let right = c[i + 1].is_ascii_digit() || matches!(c[i + 1], '(' | '[');
             op && left && right
         })
+}
+
+/// Whether `t` is whole numbers side by side ("7 9", the question's factors repeated; read as
+/// a product by the parser), not one number with space grouping ("1 000 000").
+fn juxtaposed(t: &str) -> bool {
+    let parts: Vec<&str> = t.split_whitespace().collect();
+    let numbers = parts.len() > 1 && parts.iter().all(|p| p.bytes().all(|c| c.is_ascii_digit()));
+    let grouping = || parts.iter().skip(1).all(|p| p.len() == 3) && parts[0].len() <= 3;
+    numbers && !grouping()
 }
 
 #[cfg(test)]

@@ -263,3 +263,25 @@ fn labels_lists_descriptions_and_hedged_counts_are_refused() {
         assert!(!credited(gold, pred), "{pred:?} does not state {gold}");
     }
 }
+
+// Refusals added after the blind run on smollm2-blind4.jsonl (NOT blind: written while reading
+// that run's false positives; docs/verifier.md).
+
+#[test]
+fn factors_side_by_side_bracketed_arithmetic_and_list_labels_are_refused() {
+    for (gold, pred) in [
+        ("63", "Solve the multiplication.\n\n7 9"),
+        ("63", "7 9"),
+        ("16", "8 * [2]"),
+        ("16", "The answer is [8] * 2."),
+        (
+            "1",
+            "1. Absendance \n- The answer to this question remains the same no matter how",
+        ),
+    ] {
+        assert!(!credited(gold, pred), "{pred:?} does not state {gold}");
+    }
+    // space-grouped digits stay one number; a first-line value with a unit still counts
+    states("1000000", "1 000 000");
+    states("8", "8in.\nI found it exactly - as is.");
+}
