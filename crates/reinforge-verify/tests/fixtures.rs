@@ -399,17 +399,18 @@ fn smollm2_blind3_acceptance() {
 fn smollm2_blind4_floors_and_recall_at_least_math_verify() {
     // The fourth blind set, run once at c2c2d87 (sampled and labelled after it): recall 21/31,
     // at least Math-Verify's recorded 20/31 (that half of issue 27's acceptance holds blind);
-    // 5 false positives of 289. Floors at that level.
+    // 5 false positives of 289. The refusals of fe52b72, written after reading that run (not
+    // blind), give 2/289; the false-positive floor is at that level.
     let (tp, pos, fp, neg) = blind_counts("smollm2-blind4.jsonl", 320);
     let (mk, mn) = math_verify_blind_recall("smollm2-blind4.jsonl");
     assert_eq!(mn, pos, "the README's figure is for this file");
     assert!(tp >= mk, "blind4 recall {tp}/{pos} < Math-Verify {mk}/{mn}");
     assert!(tp >= 21, "blind4 recall {tp}/{pos}");
-    assert!(fp <= 5, "blind4 false positives {fp}/{neg}");
+    assert!(fp <= 2, "blind4 false positives {fp}/{neg}");
 }
 
 #[test]
-#[ignore = "issue 27 acceptance: blind set 4's FPR at c2c2d87 is 5/289 = 0.017 > 0.01 (recall 21/31 >= Math-Verify's 20/31 holds)"]
+#[ignore = "issue 27 acceptance: blind set 4's FPR on the blind run (c2c2d87) was 5/289 = 0.017 > 0.01; it passes since the non-blind fe52b72 (2/289), which is no blind result"]
 fn smollm2_blind4_false_positive_rate() {
     let (_, _, fp, neg) = blind_counts("smollm2-blind4.jsonl", 320);
     assert!(fp as f64 / neg as f64 <= 0.01, "blind4 FPR {fp}/{neg}");
