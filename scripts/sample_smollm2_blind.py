@@ -33,14 +33,32 @@ TASKS = [
     ("chain_sum", 110, dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2)),
     ("products", 100, dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1)),
 ]
+# Numeric tasks that are not plain arithmetic, for --tasks (blind set 3): the answer is one
+# integer, but the question is not an expression the model can restate.
+EXTRA_TASKS = [
+    ("gcd", 60, dict(min_numbers=2, max_numbers=2, min_value=2, max_value=30)),
+    ("letter_counting", 60, dict(min_words=3, max_words=6)),
+]
 SEED_BASE = 27000
 
 
-def prompts(seed_base=SEED_BASE, sizes=None):
+def chosen_tasks(names=None):
+    """The (task, rows, kwargs) entries named in `names` (comma-separated, in that order), or
+    TASKS when `names` is None; the seed of the i-th task is the seed base + i."""
+    if names is None:
+        return TASKS
+    table = {t[0]: t for t in TASKS + EXTRA_TASKS}
+    unknown = [n for n in names.split(",") if n not in table]
+    if unknown:
+        raise SystemExit(f"unknown tasks {unknown}; known: {sorted(table)}")
+    return [table[n] for n in names.split(",")]
+
+
+def prompts(seed_base=SEED_BASE, sizes=None, tasks=None):
     """(task, seed, index, question, gold) for every row of every task, in a fixed order;
-    `sizes` overrides the rows per task."""
+    `sizes` overrides the rows per task, `tasks` the task list (see chosen_tasks)."""
     out = []
-    for i, (task, size, kwargs) in enumerate(TASKS):
+    for i, (task, size, kwargs) in enumerate(chosen_tasks(tasks)):
         seed = seed_base + i
         size = sizes[i] if sizes else size
         ds = reasoning_gym.create_dataset(task, size=size, seed=seed, **kwargs)
@@ -59,16 +77,21 @@ def main():
     ap.add_argument("--seed-base", type=int, default=SEED_BASE, help="reasoning-gym seed of the first task")
     ap.add_argument("--sizes", help="rows per task, comma-separated (default 110,110,100)")
     ap.add_argument("--id-prefix", default="blind")
+    ap.add_argument("--tasks", help="comma-separated tasks from TASKS and EXTRA_TASKS "
+                    "(default: TASKS, as blind sets 1 and 2 used)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     tok = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
     tok.padding_side = "left"
-    rows = prompts(args.seed_base, [int(x) for x in args.sizes.split(",")] if args.sizes else None)
+    rows = prompts(args.seed_base, [int(x) for x in args.sizes.split(",")] if args.sizes else None,
+                   args.tasks)
     source = f"smollm2-135m-instruct:scripts/sample_smollm2_blind.py --seed {args.seed}"
     if args.seed_base != SEED_BASE:
         source += f" --seed-base {args.seed_base}"
+    if args.tasks:
+        source += f" --tasks {args.tasks}"
     with open(args.out, "w", encoding="utf-8") as f:
         for start in range(0, len(rows), args.batch):
             batch = rows[start:start + args.batch]

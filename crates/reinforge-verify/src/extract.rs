@@ -407,8 +407,8 @@ pub(crate) fn marked(s: &str, latex: bool, stated: bool) -> Option<Extracted> {
                 None
             };
             // under the stated policy, the lenient reading must hold no prose ("3 because ...")
-            let lenient =
-                after_anchor(s, ae, latex).filter(|t| !stated || crate::stated::no_prose(t));
+            let lenient = after_anchor(s, ae, latex)
+                .filter(|t| !stated || (crate::stated::no_prose(t) && !operand_in_words(s, ae, t)));
             if let Some(t) = stated_value.or(lenient) {
                 return Some(Extracted {
                     text: t,
@@ -429,6 +429,56 @@ pub(crate) fn marked(s: &str, latex: bool, stated: bool) -> Option<Extracted> {
     Some(Extracted {
         text,
         source: Source::Boxed(group.len()),
+    })
+}
+
+/// Word operators (and "and", which joins operands): a number next to one is an operand of
+/// arithmetic written in words.
+const OPERATOR_WORDS: &[&str] = &[
+    "plus",
+    "minus",
+    "times",
+    "divided",
+    "multiplied",
+    "over",
+    "and",
+];
+
+/// Names of operations: "the sum of 3" names an operand, not a result.
+const OPERATION_NOUNS: &[&str] = &[
+    "multiplication",
+    "addition",
+    "subtraction",
+    "division",
+    "sum",
+    "product",
+    "difference",
+    "quotient",
+];
+
+/// Whether the answer `t`, first found after the anchor ending at `at`, stands next to a word
+/// operator ("The final answer is the infinite decimal 1 plus itself") or follows a named
+/// operation ("a multiplication of 0 by any number"): unevaluated arithmetic.
+fn operand_in_words(s: &str, at: usize, t: &str) -> bool {
+    let Some(p) = s[at..].find(t).map(|p| at + p) else {
+        return false;
+    };
+    let next = s[p + t.len()..].split_whitespace().next().unwrap_or("");
+    let mut before = s[at..p].split_whitespace().rev();
+    let (prev, noun) = (before.next().unwrap_or(""), before.next().unwrap_or(""));
+    let letters = |w: &str| {
+        w.to_ascii_lowercase()
+            .replace(|c: char| !c.is_ascii_alphabetic(), "")
+    };
+    // "a multiplication of 0 by any number": the operand of a named operation
+    if letters(prev) == "of" && OPERATION_NOUNS.contains(&letters(noun).as_str()) {
+        return true;
+    }
+    [next, prev].iter().any(|w| {
+        OPERATOR_WORDS.contains(
+            &w.to_ascii_lowercase()
+                .trim_matches(|c: char| !c.is_ascii_alphabetic()),
+        )
     })
 }
 

@@ -9,7 +9,18 @@
 //!   `8 minus 7 equals 1`, `9 * 4 is 36`), the value closing its clause;
 //! - an *emphasized value*: a value alone in bold (`**16**`, `__16__`) or code (`` `16` ``), on
 //!   a line of its own or right after a statement word, `=` or `:`;
-//! - a first line that is only a variable-free equation (`1 + 4 = 5` above an explanation).
+//! - a first line that is only a variable-free equation (`1 + 4 = 5` above an explanation) or
+//!   only a value with a unit word at most (`8in.`);
+//! - a *statement about the result* with a named subject: "it is indeed 9", "The answer to this
+//!   equation is 24.", "The GCD is 1." (no word after the value; "it also equals" adds a property, not a result);
+//! - a *named result*: "the answer of 17", "a result of 63" (the value closes its clause);
+//! - a *count*: "\"N\" occurs exactly once.", "It occurs only once in the text." (not hedged,
+//!   one number in its sentence);
+//! - a value alone on a line under a line that ends in `:` ("… in several ways:\n\n0"), not a
+//!   list number.
+//!
+//! A computed result that only repeats one of its operands and is false ("add 3 and 7, which
+//! is 7") is no answer: it repeats the question.
 //!
 //! The candidate is cancelled (no answer) when anything after it states another value: a later
 //! statement about the result ("it also equals one", "So, 4.", "3 * 4 equals 20 in this
@@ -20,8 +31,8 @@
 //! is 1", "8 = 24").
 
 use crate::stated::{
-    first_line_equation, hypothetical, is_value_text, negated_before, number_word, skip_adverb,
-    unevaluated, value_and_end, STATEMENT_WORDS,
+    first_line_equation, first_line_value, hypothetical, is_value_text, negated_before,
+    number_word, numbered_item, skip_adverb, unevaluated, value_and_end, STATEMENT_WORDS,
 };
 
 /// Words between an arithmetic expression and its statement word ("8 - 3 which equals 5",
@@ -101,6 +112,10 @@ const RESULT_SUBJECTS: &[&str] = &[
     "difference",
     "quotient",
     "total",
+    "gcd",
+    "lcm",
+    "divisor",
+    "count",
 ];
 
 /// The answer stated before the last sentence: the last candidate of the module docs, unless a
@@ -108,8 +123,11 @@ const RESULT_SUBJECTS: &[&str] = &[
 pub(crate) fn earlier_answer(s: &str) -> Option<String> {
     let s = &s[..s.find("<|").unwrap_or(s.len())];
     let lower = s.to_ascii_lowercase();
-    let mut answers: Vec<(usize, String)> =
-        first_line_equation(s).map(|v| (0, v)).into_iter().collect();
+    let mut answers: Vec<(usize, String)> = first_line_equation(s)
+        .or_else(|| first_line_value(s))
+        .map(|v| (0, v))
+        .into_iter()
+        .collect();
     let mut others: Vec<(usize, Option<String>)> = vec![];
     for (st, en) in result_words(&lower) {
         let clause = &s[en..own_clause_end(s, en)];
@@ -123,24 +141,41 @@ pub(crate) fn earlier_answer(s: &str) -> Option<String> {
         }
         if arithmetic_before(&s[..st]) {
             match computed_value(s, en) {
+                // "3 and 7, which is 7": a number of the question, not the result
+                Some(v) if repeated_operand(&s[..st], &v) => others.push((st, None)),
                 Some(v) => answers.push((st, v)),
                 // a hedged, negated or garbled value; a cut-off "equals" says nothing
                 None if negated(clause) => others.push((st, None)),
                 None => match number_after(s, en) {
                     Some(n) => others.push((st, Some(n))),
-                    None if has_digit => others.push((st, None)),
+                    None if starts_with_term(&s[en..]) => others.push((st, None)),
                     None => {}
                 },
             }
+        } else if COUNT_WORDS.contains(&&lower[st..en]) {
+            // "\"N\" occurs exactly once.", "It occurs only once in the text."
+            match count_value(s, en) {
+                Some(v) if !negated(clause) => answers.push((st, v)),
+                _ => {}
+            }
         } else if speaks_of_result(&s[..st]) {
+            match subject_value(s, st, en) {
+                // "it is indeed 9", "The answer to this equation is 24."
+                Some(v) if !negated(clause) => answers.push((st, v)),
+                _ => {}
+            }
             match number_after(s, en) {
                 _ if has_digit && negated(clause) => others.push((st, None)),
                 Some(n) => others.push((st, Some(n))),
+                // "So, the result is 3x.": a result that is no number cancels an earlier one
+                None if starts_with_term(&s[en..]) => others.push((st, None)),
                 None => {}
             }
         }
     }
     answers.extend(emphasized_values(s));
+    answers.extend(named_results(s));
+    answers.extend(introduced_lines(s));
     let (at, value) = answers.into_iter().max_by_key(|(at, _)| *at)?;
     // a later statement of another value (or a negated one, `None`) cancels the answer
     let cancelled = others
@@ -152,10 +187,15 @@ pub(crate) fn earlier_answer(s: &str) -> Option<String> {
 }
 
 /// The value of a computed result whose statement word ends at `en`: it must close its clause
-/// (a `: ` or a relative "which" ends the clause too) and not be negated or hedged there.
+/// (a `: ` or a relative "which" ends the clause too), not be negated or hedged there, and not
+/// open a list.
 fn computed_value(s: &str, en: usize) -> Option<String> {
-    let (value, _) = value_and_end(&s[..clause_end(s, en)], en, false, usize::MAX)?;
-    (!negated(&s[en..own_clause_end(s, en)])).then_some(value)
+    let (value, end) = value_and_end(&s[..clause_end(s, en)], en, false, usize::MAX)?;
+    // "equals 15, 17, 20, ...": a list of values, not one
+    let list = s[end..]
+        .strip_prefix(',')
+        .is_some_and(|t| t.trim_start().starts_with(|c: char| c.is_ascii_digit()));
+    (!negated(&s[en..own_clause_end(s, en)]) && !list).then_some(value)
 }
 
 /// (start, end) byte offsets of each `=` (not `<=`, `>=`, `!=`, `==`) and result or statement
@@ -210,8 +250,14 @@ fn strip_links(head: &str) -> &str {
 /// Whether `head` ends in plain arithmetic between numbers (after dropping link words such as
 /// "which" or "indeed"): `… so 8 - 3`, `the sum 7 plus 3 is`.
 fn arithmetic_before(head: &str) -> bool {
+    arithmetic_tail(head).is_some()
+}
+
+/// The plain arithmetic that ends `head` (see [`arithmetic_before`]) with word operators
+/// written as symbols, and whether an "and" stands for the operator ("add 9 and 2").
+fn arithmetic_tail(head: &str) -> Option<(String, bool)> {
     let t = strip_links(head);
-    let mut e = format!(" {} ", t.trim_end_matches([',', ':']).trim_end());
+    let mut e = glued_times(&format!(" {} ", t.trim_end_matches([',', ':']).trim_end()));
     for (word, op) in WORD_OPERATORS {
         e = e.replace(word, op);
     }
@@ -222,11 +268,141 @@ fn arithmetic_before(head: &str) -> bool {
     let start = e
         .char_indices()
         .rev()
-        .find(|(_, c)| !(c.is_ascii_digit() || " .()/+-*×÷·−^".contains(*c)))
+        .find(|(_, c)| !(c.is_ascii_digit() || " .()/+-*×÷·−–^".contains(*c)))
         .map_or(0, |(i, c)| i + c.len_utf8());
     let e = e[start..].trim();
     // a division between numbers is a computation here too ("6 / 2 results in 3")
-    unevaluated(e) || unevaluated(&e.replace('/', "*"))
+    let computed = unevaluated(e) || unevaluated(&e.replace('/', "*"));
+    let uses_and = t.to_ascii_lowercase().contains(" and ");
+    computed.then(|| (e.to_string(), uses_and))
+}
+
+/// `t` with an `x` between two digits written as `*` (`4x5 = 20`).
+fn glued_times(t: &str) -> String {
+    let b = t.as_bytes();
+    t.char_indices()
+        .map(|(i, c)| {
+            let between =
+                i > 0 && b.get(i + 1).is_some_and(u8::is_ascii_digit) && b[i - 1].is_ascii_digit();
+            if (c == 'x' || c == 'X') && between {
+                '*'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Whether `value`, stated after the arithmetic that ends `head`, only repeats one of its
+/// numbers and is the value of no reading of it: `3 + 7, which is 7` (an "and" may be any of
+/// `+ - * /`: "multiply 3 and 4, which is 12" is a result). A false value that is no operand
+/// ("5-0 is 500") is still a stated (wrong) answer; what cannot be evaluated is no repeat.
+pub(crate) fn repeated_operand(head: &str, value: &str) -> bool {
+    let Some((e, uses_and)) = arithmetic_tail(head) else {
+        return false;
+    };
+    let Ok(v) = value.trim().parse::<f64>() else {
+        return false;
+    };
+    let readings: Vec<String> = if uses_and {
+        ["+", "-", "*", "/"]
+            .iter()
+            .flat_map(|op| {
+                let swapped = e.replacen('+', op, 1);
+                [swapped.clone(), reversed(&swapped)]
+            })
+            .collect()
+    } else {
+        vec![e.clone()]
+    };
+    let values: Vec<f64> = readings.iter().filter_map(|r| evaluate(r)).collect();
+    let false_value = !values.is_empty()
+        && values
+            .iter()
+            .all(|x| (x - v).abs() > 1e-9 * v.abs().max(1.0));
+    false_value && operands(&e).contains(&v)
+}
+
+/// The numbers of plain arithmetic, in order.
+fn operands(e: &str) -> Vec<f64> {
+    e.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|t| t.parse().ok())
+        .collect()
+}
+
+/// `a op b` as `b op a` (a subtraction or division stated in the other order).
+fn reversed(e: &str) -> String {
+    match e.find(|c: char| "+-*/".contains(c)) {
+        Some(i) if i > 0 => format!("{} {} {}", e[i + 1..].trim(), &e[i..i + 1], e[..i].trim()),
+        _ => e.to_string(),
+    }
+}
+
+/// The value of plain arithmetic (numbers, `+ - * / × ÷ · −`, parentheses), or None when it is
+/// not well formed or divides by zero. Recursion depth is bounded by the parentheses.
+fn evaluate(e: &str) -> Option<f64> {
+    let tokens: Vec<char> = e.chars().filter(|c| !c.is_whitespace()).collect();
+    if tokens.len() > 200 {
+        return None;
+    }
+    let mut pos = 0;
+    let v = sum(&tokens, &mut pos)?;
+    (pos == tokens.len() && v.is_finite()).then_some(v)
+}
+
+/// A sum of products from `pos` (see [`evaluate`]).
+fn sum(t: &[char], pos: &mut usize) -> Option<f64> {
+    let mut v = product(t, pos)?;
+    while let Some(&c) = t.get(*pos) {
+        if !matches!(c, '+' | '-' | '−' | '–') {
+            break;
+        }
+        *pos += 1;
+        let r = product(t, pos)?;
+        v = if c == '+' { v + r } else { v - r };
+    }
+    Some(v)
+}
+
+/// A product of factors from `pos` (see [`evaluate`]).
+fn product(t: &[char], pos: &mut usize) -> Option<f64> {
+    let mut v = factor(t, pos)?;
+    while let Some(&c) = t.get(*pos) {
+        if !matches!(c, '*' | '×' | '·' | '/' | '÷') {
+            break;
+        }
+        *pos += 1;
+        let r = factor(t, pos)?;
+        v = if matches!(c, '/' | '÷') {
+            (r != 0.0).then(|| v / r)?
+        } else {
+            v * r
+        };
+    }
+    Some(v)
+}
+
+/// A number, a signed factor or a parenthesised sum from `pos` (see [`evaluate`]).
+fn factor(t: &[char], pos: &mut usize) -> Option<f64> {
+    match t.get(*pos)? {
+        '(' => {
+            *pos += 1;
+            let v = sum(t, pos)?;
+            (t.get(*pos) == Some(&')')).then(|| *pos += 1)?;
+            Some(v)
+        }
+        '-' | '−' | '–' => {
+            *pos += 1;
+            factor(t, pos).map(|v| -v)
+        }
+        _ => {
+            let start = *pos;
+            while t.get(*pos).is_some_and(|c| c.is_ascii_digit() || *c == '.') {
+                *pos += 1;
+            }
+            t[start..*pos].iter().collect::<String>().parse().ok()
+        }
+    }
 }
 
 /// Whether a statement with `head` before its word speaks about the result: its clause is
@@ -248,7 +424,110 @@ fn speaks_of_result(head: &str) -> bool {
         .next()
         .unwrap_or("")
         .to_ascii_lowercase();
-    t.is_empty() || RESULT_SUBJECTS.contains(&last.as_str())
+    t.is_empty() || RESULT_SUBJECTS.contains(&last.as_str()) || names_the_result(clause)
+}
+
+/// Whether a clause opens with a noun phrase that names the result ("The answer to this
+/// mathematical equation", "so the result of the sum"), after a clause opener.
+fn names_the_result(clause: &str) -> bool {
+    let lower = clause.trim_start().to_ascii_lowercase();
+    let lower = ["so ", "thus ", "hence ", "therefore ", "now ", "and "]
+        .iter()
+        .find_map(|o| lower.strip_prefix(o))
+        .unwrap_or(&lower)
+        .trim_start();
+    [
+        "the answer",
+        "the final answer",
+        "the result",
+        "the final result",
+        "the greatest common",
+        "their greatest common",
+    ]
+    .iter()
+    .any(|p| lower.starts_with(p) && !lower[p.len()..].starts_with(char::is_alphabetic))
+}
+
+/// The value a statement about the result states ("it is indeed 9", "the answer to this is
+/// 24"): a named subject (not an empty clause, not "it also equals", which adds a property),
+/// a value closing its clause with no word after it.
+fn subject_value(s: &str, st: usize, en: usize) -> Option<String> {
+    let head = &s[..st];
+    let clause = &head[head.rfind([',', ';', ':', '\n', '.']).map_or(0, |i| i + 1)..];
+    let lower = clause.to_ascii_lowercase();
+    let side_remark = lower
+        .split_whitespace()
+        .any(|w| w == "also" || w == "which");
+    if strip_links(clause).trim().is_empty() || side_remark {
+        return None;
+    }
+    let end = own_clause_end(s, en);
+    value_and_end(&s[..end], en, false, 0).map(|(v, _)| v)
+}
+
+/// Verbs of a count ("appears twice", "occurs 3 times").
+const COUNT_WORDS: &[&str] = &["appears", "appear", "occurs", "occur"];
+
+/// The count stated after a count verb ending at `en`: a value that opens its clause, any words
+/// but no number after it ("once in the text"), and no hedge or second number in its sentence.
+fn count_value(s: &str, en: usize) -> Option<String> {
+    let sentence_end = s[en..].find(". ").map_or(s.len(), |p| en + p);
+    let sentence_end = s[en..sentence_end]
+        .find('\n')
+        .map_or(sentence_end, |p| en + p);
+    if crate::stated::hedged_count(&s[en..sentence_end]) {
+        return None;
+    }
+    value_and_end(&s[..own_clause_end(s, en)], en, false, usize::MAX).map(|(v, _)| v)
+}
+
+/// Results named with "of": "the surprising answer of 17, which ...", "results in a result of
+/// 63." (the value closes its clause, nothing negates it).
+fn named_results(s: &str) -> Vec<(usize, String)> {
+    let lower = s.to_ascii_lowercase();
+    let mut out = vec![];
+    for phrase in ["answer of ", "result of "] {
+        for (p, _) in lower.match_indices(phrase) {
+            let at = p + phrase.len();
+            let end = own_clause_end(s, at);
+            let start = s[..p]
+                .rfind([',', ';', ':', '\n', '.'])
+                .map_or(0, |i| i + 1);
+            let value = value_and_end(&s[..end], at, false, 0).map(|(v, _)| v);
+            match value {
+                Some(v) if !negated(&s[start..end]) => out.push((p, v)),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Values alone on a line after a line that ends in `:` ("… in several ways:\n\n0"), as (byte
+/// offset, value); not list numbers, not unevaluated arithmetic.
+fn introduced_lines(s: &str) -> Vec<(usize, String)> {
+    let mut out = vec![];
+    let mut previous = "";
+    let mut offset = 0;
+    for line in s.split_inclusive('\n') {
+        let text = line.trim();
+        let body = text.strip_suffix('.').unwrap_or(text).trim_end();
+        let value = previous.ends_with(':')
+            && !numbered_item(s, body, text.ends_with('.'))
+            && body
+                .bytes()
+                .all(|c| c.is_ascii_digit() || b"-.,/ ".contains(&c))
+            && !body.contains(", ")
+            && is_value_text(body);
+        if value {
+            out.push((offset, body.to_string()));
+        }
+        if !text.is_empty() {
+            previous = text;
+        }
+        offset += line.len();
+    }
+    out
 }
 
 /// The number right after byte offset `en` (a statement word), as written: digits with a sign
@@ -266,7 +545,21 @@ fn number_after(s: &str, en: usize) -> Option<String> {
     let token = rest[..len].trim_end_matches('.');
     let next = rest[len..].trim_start().chars().next();
     let expression = next.is_some_and(|c| "+-*/×÷=^".contains(c));
-    (token.bytes().any(|c| c.is_ascii_digit()) && !expression).then(|| token.to_string())
+    // "3x" is a term, not the number 3
+    let after = &rest.as_bytes()[len..];
+    let term = after.first().is_some_and(|c| b"xyzn".contains(c))
+        && !after.get(1).is_some_and(u8::is_ascii_alphabetic);
+    (token.bytes().any(|c| c.is_ascii_digit()) && !expression && !term).then(|| token.to_string())
+}
+
+/// Whether `t` starts, after spaces and a colon, with a term such as `3x` (digits glued to a
+/// variable letter).
+fn starts_with_term(t: &str) -> bool {
+    let t = t.trim_start_matches([' ', ':']).as_bytes();
+    let digits = t.iter().take_while(|c| c.is_ascii_digit()).count();
+    digits > 0
+        && t.get(digits).is_some_and(|c| b"xyzn".contains(c))
+        && !t.get(digits + 1).is_some_and(u8::is_ascii_alphabetic)
 }
 
 /// Whether two written numbers have the same value (plain decimals; anything else compares as
@@ -299,7 +592,7 @@ fn own_clause_end(s: &str, at: usize) -> usize {
 }
 
 /// Whether `t` holds a negation or hedge word.
-fn negated(t: &str) -> bool {
+pub(crate) fn negated(t: &str) -> bool {
     t.to_ascii_lowercase()
         .split(|c: char| !(c.is_ascii_alphabetic() || c == '\'' || c == '’'))
         .any(|w| NEGATIONS.contains(&w))

@@ -22,7 +22,10 @@
 //! 5. the whole response, when it is a short answer with words but no sentence.
 //!
 //! A statement whose subject is a lone number ("1 is 5", "8 = 24"), a negated one ("is not
-//! equal to 4") and one inside a condition ("If 8 minus 7 equals 1, ...") states nothing.
+//! equal to 4"), one inside a condition ("If 8 minus 7 equals 1, ..."), a relative clause about
+//! a quantity named without numbers ("the nearest whole number, which is 10") and a false one
+//! that repeats an operand ("add 3 and 7, which is 7") state nothing; neither does a term
+//! (`3x`), a value cut at an operator (`8*`) or a list number ("3." after "2. ...").
 //! Anything else states no answer and scores 0: numbers inside working that never states a
 //! result, a truncated last sentence, "7-3 is an imaginary number" (no value after "is"). A
 //! value must be evaluated: plain arithmetic between numbers (`7-3`, `3 * 9`) merely repeats the
@@ -58,6 +61,15 @@ pub(crate) const STATEMENT_WORDS: &[&str] = &[
     "thus",
     "hence",
     "so",
+    "results in",
+    "result in",
+    "yields",
+    "calculated as",
+    "computed as",
+    "appears",
+    "appear",
+    "occurs",
+    "occur",
 ];
 
 /// Currency signs around a stated amount ("1,000.99€", "$5" written without math).
@@ -88,9 +100,14 @@ pub fn extract_stated(
     if let Some(e) = marked(s, latex, true) {
         return Some(e);
     }
-    if last_anchor(&s.to_ascii_lowercase()).is_some() {
-        // an anchor whose answer cannot be read: no fallback to another number
-        return None;
+    if let Some((_, anchor_end)) = last_anchor(&s.to_ascii_lowercase()) {
+        // an anchor whose answer cannot be read: no fallback to another number, except a
+        // result stated in a later last sentence ("The final answer is the sum of ...
+        // Therefore, 8 + 4 = 12.")
+        return later_statement(s, anchor_end, latex).map(|text| Extracted {
+            text,
+            source: Source::Statement,
+        });
     }
     let w = words(s);
     let whole = only_answer(s, &w);
@@ -101,9 +118,14 @@ pub fn extract_stated(
                 source: Source::Statement,
             });
         }
+        if unevaluated(after_label(s)) {
+            // "Solve: 7 * 4" repeats the question under a label
+            return None;
+        }
         return Some(whole_answer(s));
     }
     let statement = last_sentence(s)
+        .filter(|&(sent, terminated)| !numbered_item(s, sent, terminated))
         .and_then(|(sent, terminated)| final_statement(sent, terminated, latex))
         .or_else(|| crate::restated::earlier_answer(s));
     match statement {
@@ -124,6 +146,57 @@ pub(crate) fn first_line_equation(s: &str) -> Option<String> {
     // "1 = 1" restates a number; only a computation on the left states a result
     let is_equation = rhs.len() < line.len() && words(line).is_empty() && !lone_number_subject(lhs);
     (is_equation && is_value_text(rhs)).then(|| rhs.to_string())
+}
+
+/// A first line that is only a value, a unit word at most after it (`8in.`, `12 apples`, `7`),
+/// before more text: that value. Not a list number ("1." above "2.", "1. Absendance"), not `3x`
+/// (a term).
+pub(crate) fn first_line_value(s: &str) -> Option<String> {
+    let line = s.trim_start().lines().next()?.trim();
+    if numbered_item(s, line.trim_end_matches('.'), line.ends_with('.')) {
+        return None;
+    }
+    let body = line.strip_suffix('.').unwrap_or(line).trim_end();
+    let split = first_word(body).unwrap_or(body.len());
+    let (value, unit) = (body[..split].trim(), &body[split..]);
+    let unit_ok =
+        unit.is_empty() || (unit.len() >= 2 && unit.chars().all(|c| c.is_ascii_alphabetic()));
+    // "1. Absendance": a list label before a word, not a value with a unit
+    let label = value.ends_with('.') && !unit.is_empty();
+    (unit_ok && !label && !value.contains(['(', ')']) && is_value_text(value))
+        .then(|| value.to_string())
+}
+
+/// Whether the sentence `sent` is only a list number ("3." after lines that start "1." and
+/// "2."): the label of an item, not a value.
+pub(crate) fn numbered_item(s: &str, sent: &str, terminated: bool) -> bool {
+    let Ok(n) = sent.trim().parse::<u32>() else {
+        return false;
+    };
+    let item_start = |k: u32| {
+        s.lines()
+            .any(|l| l.trim_start().starts_with(&format!("{k}. ")))
+    };
+    terminated && ((n > 1 && item_start(n - 1)) || item_start(n + 1))
+}
+
+/// The final statement of the last sentence when that sentence starts after byte offset `at`.
+fn later_statement(s: &str, at: usize, latex: bool) -> Option<String> {
+    let (sent, terminated) = last_sentence(s)?;
+    let start = sent.as_ptr() as usize - s.as_ptr() as usize;
+    (start > at)
+        .then(|| final_statement(sent, terminated, latex))
+        .flatten()
+}
+
+/// `s` after a leading label of words and a colon ("Solve: 7 * 4" gives "7 * 4"), else `s`.
+fn after_label(s: &str) -> &str {
+    match s.split_once(':') {
+        Some((label, rest)) if label.trim().chars().all(|c| c.is_alphabetic() || c == ' ') => {
+            rest.trim()
+        }
+        _ => s,
+    }
 }
 
 /// "Label: value" as a whole response (one label of words, one colon): the value after it.
@@ -339,7 +412,10 @@ fn words_or_letters(t: &str) -> usize {
 /// off mid-phrase).
 fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> {
     if words(sent).is_empty() && sent.bytes().any(|c| c.is_ascii_digit()) {
-        return Some(closed_rhs(strip_delimiters(sent)).to_string());
+        let v = closed_rhs(strip_delimiters(sent));
+        // an expression cut off at an operator ("8*") or a list cut off after a comma
+        // ("1, 2, 4, 6,") states nothing: an earlier answer may
+        return (!cut_at_operator(v) && !v.ends_with(',')).then(|| v.to_string());
     }
     let mut ends = statement_ends(sent);
     ends.sort_unstable_by_key(|&(_, en)| en);
@@ -348,18 +424,34 @@ fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> 
             // "1 is indeed not equal to 4" denies a value
             return None;
         }
-        if lone_number_subject(&sent[..st]) || hypothetical(&sent[..st]) {
+        if lone_number_subject(&sent[..st])
+            || hypothetical(&sent[..st])
+            || about_a_quantity(&sent[..st])
+        {
             // "1 is 5", "6 = 18": a number said to be another is no computed result;
-            // "If 8 minus 7 equals 1, ...": a condition, not a result
+            // "If 8 minus 7 equals 1, ...": a condition, not a result;
+            // "the nearest whole number, which is 10": a property of another quantity
             continue;
         }
         // "there are 12 sequences that ...": a count keeps its noun phrase
-        let (tail_words, limit) = if counts_things(sent, at) {
+        let counting = counts_things(sent, at);
+        let occurrences = counting
+            && !sent[..at].to_ascii_lowercase().ends_with("there are")
+            && !sent[..at].to_ascii_lowercase().ends_with("there is");
+        if occurrences && hedged_count(&sent[at..]) {
+            // "appears twice or three times", "occurs about 5 times"
+            return None;
+        }
+        let (tail_words, limit) = if counting {
             (usize::MAX, usize::MAX)
         } else {
             (terminated as usize, MAX_CLOSING_WORDS)
         };
         if let Some((v, end)) = value_and_end(sent, at, latex, tail_words) {
+            if crate::restated::repeated_operand(&sent[..st], &v) {
+                // "add 3 and 7, which is 7": an operand repeated, not the result
+                return None;
+            }
             // the value must close the sentence: at most a short remark may follow
             let after = &sent[end..];
             let closes = words(after).len() <= limit && !after.bytes().any(|c| c.is_ascii_digit());
@@ -369,10 +461,81 @@ fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> 
     value_before_anchor(sent).or_else(|| closing_segment(sent, latex))
 }
 
-/// "there are N ...": a count stated with its noun phrase after it (any length).
+/// Whether a statement with `head` before its word is a relative clause about a quantity named
+/// without numbers ("round down to the nearest whole number, which is 10"): the clause before
+/// ", which" holds a noun but no digit, operator or result word.
+fn about_a_quantity(head: &str) -> bool {
+    let Some(p) = head.to_ascii_lowercase().rfind(", which") else {
+        return false;
+    };
+    if !head[p + 7..]
+        .split_whitespace()
+        .all(|w| ADVERBS.contains(&w) || w == "then")
+    {
+        return false;
+    }
+    let before = &head[..p];
+    let clause = &before[before
+        .rfind([',', ';', ':', '\n', '.', '('])
+        .map_or(0, |i| i + 1)..];
+    // the noun phrase the relative clause is about: its last three words
+    let antecedent = clause
+        .split_whitespace()
+        .rev()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let lower = antecedent.to_ascii_lowercase();
+    let numeric = antecedent
+        .bytes()
+        .any(|c| c.is_ascii_digit() || b"+-*/=".contains(&c))
+        || antecedent
+            .split_whitespace()
+            .any(|w| number_word(w).is_some());
+    let result = [
+        "answer",
+        "result",
+        "sum",
+        "product",
+        "difference",
+        "quotient",
+        "total",
+        "add",
+        "multiply",
+        "subtract",
+        "divide",
+    ]
+    .iter()
+    .any(|w| lower.contains(w));
+    !antecedent.trim().is_empty() && !numeric && !result
+}
+
+/// "there are N ...", "appears twice in the text": a count stated with its noun phrase after
+/// it (any length).
 fn counts_things(sent: &str, at: usize) -> bool {
     let head = sent[..at].to_ascii_lowercase();
-    head.ends_with("there are") || head.ends_with("there is")
+    [
+        "there are",
+        "there is",
+        "appears",
+        "appear",
+        "occurs",
+        "occur",
+    ]
+    .iter()
+    .any(|w| head.ends_with(w))
+}
+
+/// Whether the text after a count verb ("appears", "occurs"), up to a quote, hedges (a negation
+/// or hedge word) or names more than one number ("twice or three times", "twice, 3 times").
+pub(crate) fn hedged_count(t: &str) -> bool {
+    // quoted text is what is counted in, not what is said
+    let t = &t[..t.find(['"', '“']).unwrap_or(t.len())];
+    let numbers = t
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()) || number_word(w).is_some())
+        .count();
+    numbers > 1 || crate::restated::negated(t)
 }
 
 /// A math segment that closes the last sentence ("We find that $x < 3$.", "Answer: $9$",
@@ -515,10 +678,30 @@ pub(crate) fn value_and_end(
     }
     let clause = clause(rest);
     let split = first_word(clause).unwrap_or(clause.len());
+    if glued_letter(clause, split) {
+        // "3x", "2y": an algebraic term, not a value with a unit
+        return None;
+    }
     let value = unwrap_value(&clause[..split]);
     let tail = &clause[split..];
     let tail_ok = words(tail).len() <= tail_words && !tail.bytes().any(|c| c.is_ascii_digit());
     (tail_ok && is_value_text(value)).then(|| (value.to_string(), at + clause.len()))
+}
+
+/// Whether the prose letter at `split` of `t` is a variable letter (`x`, `y`, `z`, `n`) glued
+/// to a digit before it (`3x`; not `8in`, `3 x`, `5m` or `1,000.99m²`).
+fn glued_letter(t: &str, split: usize) -> bool {
+    let b = t.as_bytes();
+    let run = b[split.min(b.len())..]
+        .iter()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .count();
+    let variable = b.get(split).is_some_and(|c| b"xyzn".contains(c));
+    let power = t[split.min(t.len())..]
+        .chars()
+        .nth(1)
+        .is_some_and(|c| "²³^".contains(c));
+    split > 0 && b[split - 1].is_ascii_digit() && run == 1 && variable && !power
 }
 
 /// Marks around a written value: bold, code and quotes (`**16**`, `` `16` ``, `"58."`).
@@ -537,6 +720,11 @@ fn unwrap_value(t: &str) -> &str {
             .trim()
             .trim_matches(CURRENCY)
             .trim();
+        // a closing parenthesis without its opener belongs to the text around: "(8 + 3 = 11)"
+        let next = match next.strip_suffix(')') {
+            Some(inner) if next.matches('(').count() < next.matches(')').count() => inner,
+            _ => next,
+        };
         if next.len() == v.len() {
             return v;
         }
@@ -546,7 +734,7 @@ fn unwrap_value(t: &str) -> &str {
 
 /// Adverbs between a statement word and its value ("is indeed 0", "is actually 10").
 const ADVERBS: &[&str] = &[
-    "indeed", "actually", "simply", "just", "exactly", "really", "clearly", "still", "also",
+    "indeed", "actually", "simply", "just", "exactly", "really", "clearly", "still", "also", "only",
 ];
 
 /// `t` without one leading adverb from [`ADVERBS`].
@@ -585,15 +773,23 @@ const NUMBER_WORDS: &[&str] = &[
     "twenty",
 ];
 
-/// A number word (zero to twenty) at the start of `t`, as (value, byte length); not the start
-/// of a longer phrase such as "one-third" or "one/two".
+/// A number word (zero to twenty, or a count: "once", "twice", "thrice") at the start of `t`,
+/// as (value, byte length); not the start of a longer phrase such as "one-third" or "one/two".
 pub(crate) fn number_word(t: &str) -> Option<(usize, usize)> {
     let len = t.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
     if t[len..].starts_with(['-', '/', '\'']) {
         return None;
     }
     let w = t[..len].to_ascii_lowercase();
-    NUMBER_WORDS.iter().position(|x| *x == w).map(|n| (n, len))
+    let count = ["once", "twice", "thrice"]
+        .iter()
+        .position(|x| *x == w)
+        .map(|n| n + 1);
+    NUMBER_WORDS
+        .iter()
+        .position(|x| *x == w)
+        .or(count)
+        .map(|n| (n, len))
 }
 
 /// `t` up to its first clause break: `,`/`;` followed by a space or the end, `!`, `?`, `(` after
@@ -670,31 +866,43 @@ pub fn is_value_text(t: &str) -> bool {
 }
 
 /// Whether `t` ends in an operator: an expression cut off mid-way ("So, 12 +"), not a value.
-fn cut_at_operator(t: &str) -> bool {
+pub(crate) fn cut_at_operator(t: &str) -> bool {
     t.trim_end()
         .ends_with(['+', '-', '*', '×', '÷', '/', '·', '−', '='])
 }
 
-/// Whether `t` is plain arithmetic left unevaluated: only numbers, parentheses and operators,
-/// with a `+ - * × ÷ ·` (or `\times`, `\cdot`, `\div`) between two numbers, as in `7-3` or
-/// `3 * 9`. A leading sign, lists, powers, roots and anything with letters are left to the
+/// Whether `t` is plain arithmetic left unevaluated: only numbers, parentheses or brackets and
+/// operators, with a `+ - * × ÷ ·` (or `\times`, `\cdot`, `\div`) between two numbers, as in
+/// `7-3`, `3 * 9` or `8 * [2]`; or whole numbers side by side (`7 9`). A leading sign, lists, powers, roots and anything with letters are left to the
 /// comparison (`2 \times 10^{-10}` and `17 + 10\sqrt{6}` are values).
 pub fn unevaluated(t: &str) -> bool {
     let mut s = t.to_string();
     for (cmd, op) in [("\\times", "*"), ("\\cdot", "*"), ("\\div", "/")] {
         s = s.replace(cmd, op);
     }
+    if juxtaposed(&s) {
+        return true;
+    }
     let c: Vec<char> = s.chars().filter(|c| !c.is_whitespace()).collect();
     let plain = c
         .iter()
-        .all(|&x| x.is_ascii_digit() || ".()/+-*×÷·−".contains(x));
+        .all(|&x| x.is_ascii_digit() || ".()[]/+-*×÷·−–".contains(x));
     plain
         && (1..c.len().saturating_sub(1)).any(|i| {
-            let op = matches!(c[i], '+' | '-' | '*' | '×' | '÷' | '·' | '−');
-            let left = c[i - 1].is_ascii_digit() || c[i - 1] == ')';
-            let right = c[i + 1].is_ascii_digit() || c[i + 1] == '(';
+            let op = matches!(c[i], '+' | '-' | '*' | '×' | '÷' | '·' | '−' | '–');
+            let left = c[i - 1].is_ascii_digit() || matches!(c[i - 1], ')' | ']');
+            let right = c[i + 1].is_ascii_digit() || matches!(c[i + 1], '(' | '[');
             op && left && right
         })
+}
+
+/// Whether `t` is whole numbers side by side ("7 9", the question's factors repeated; read as
+/// a product by the parser), not one number with space grouping ("1 000 000").
+fn juxtaposed(t: &str) -> bool {
+    let parts: Vec<&str> = t.split_whitespace().collect();
+    let numbers = parts.len() > 1 && parts.iter().all(|p| p.bytes().all(|c| c.is_ascii_digit()));
+    let grouping = || parts.iter().skip(1).all(|p| p.len() == 3) && parts[0].len() <= 3;
+    numbers && !grouping()
 }
 
 #[cfg(test)]

@@ -323,15 +323,16 @@ fn blind_counts(name: &str, len: usize) -> (usize, usize, usize, usize) {
     (tp, pos, fp, neg)
 }
 
-/// Math-Verify 0.8.0's recall on the blind set as recorded in the fixtures' README (the line
-/// `Math-Verify 0.8.0 on this file: recall K/N`, measured by scripts/blind_rates.py).
-fn math_verify_blind_recall() -> (usize, usize) {
+/// Math-Verify 0.8.0's recall on a blind set as recorded in the fixtures' README: the line
+/// `Math-Verify 0.8.0 on <file>: recall K/N` (measured by scripts/blind_rates.py).
+fn math_verify_blind_recall(file: &str) -> (usize, usize) {
     let readme = std::fs::read_to_string(data_dir().join("README.md")).unwrap();
+    let marker = format!("Math-Verify 0.8.0 on {file}: recall ");
     let line = readme
         .lines()
-        .find(|l| l.contains("Math-Verify 0.8.0 on this file: recall "))
-        .expect("the README records Math-Verify's recall on smollm2-blind.jsonl");
-    let figure = line.split("recall ").nth(1).unwrap();
+        .find(|l| l.contains(&marker))
+        .unwrap_or_else(|| panic!("the README records Math-Verify's recall on {file}"));
+    let figure = line.split(&marker).nth(1).unwrap();
     let (k, n) = figure.split_once('/').unwrap();
     let n: String = n.chars().take_while(|c| c.is_ascii_digit()).collect();
     (k.trim().parse().unwrap(), n.parse().unwrap())
@@ -343,24 +344,90 @@ fn smollm2_blind_false_positive_rate_and_recall_floor() {
     // FPR <= 0.01 is met only after e745a9f, whose two rules were written after reading the
     // blind run's false positives (docs/verifier.md): the blind run itself gave 4/286.
     assert!(fp as f64 / neg as f64 <= 0.01, "blind FPR {fp}/{neg}");
-    // Floor at the level measured (26/34): a regression guard, not the acceptance bar.
-    assert!(tp >= 26, "blind recall {tp}/{pos}");
+    // Floors at the level measured after the issue-27 tuning rules (32/34, 1/286). Those rules
+    // were written while reading this set's misses, so it is a seen set now: a regression
+    // guard, not the acceptance bar (blind set 3 is).
+    assert!(fp <= 1, "blind false positives {fp}/{neg}");
+    assert!(tp >= 32, "blind recall {tp}/{pos}");
 }
 
 #[test]
-#[ignore = "issue 27 acceptance not met yet: blind recall 26/34 < Math-Verify's 29/34"]
-fn smollm2_blind_recall_at_least_math_verify() {
+fn smollm2_blind_recall_above_math_verify_on_the_seen_set() {
+    // Not the acceptance test any more: the rules of a30a0b0 were written while reading this
+    // set's misses. It keeps Math-Verify's recorded figure tied to the file.
     let (tp, pos, _, _) = blind_counts("smollm2-blind.jsonl", 320);
-    let (mk, mn) = math_verify_blind_recall();
+    let (mk, mn) = math_verify_blind_recall("smollm2-blind.jsonl");
     assert_eq!(mn, pos, "the README's figure is for this file");
-    assert!(tp >= mk, "blind recall {tp}/{pos} < Math-Verify {mk}/{mn}");
+    assert!(
+        tp >= mk,
+        "seen-set recall {tp}/{pos} < Math-Verify {mk}/{mn}"
+    );
 }
 
 #[test]
 fn smollm2_blind2_floors() {
-    // The second blind set, first run at e745a9f: recall 17/26, FPR 2/184 (0.011, above the
-    // issue's 0.01). Floors at those levels guard against regressions; they are not the bar.
+    // The second blind set, first run at e745a9f: recall 17/26, FPR 2/184. The tuning rules
+    // after it were written while reading its misses (a seen set now); floors at the level
+    // measured with them (23/26, 0/184) guard against regressions, they are not the bar.
     let (tp, pos, fp, neg) = blind_counts("smollm2-blind2.jsonl", 210);
-    assert!(fp <= 2, "blind2 false positives {fp}/{neg}");
-    assert!(tp >= 17, "blind2 recall {tp}/{pos}");
+    assert!(fp == 0, "blind2 false positives {fp}/{neg}");
+    assert!(tp >= 23, "blind2 recall {tp}/{pos}");
+}
+
+#[test]
+fn smollm2_blind3_floors() {
+    // The third blind set, run once at a30a0b0 (the rules frozen before it was sampled and
+    // labelled): recall 17/30, 5 false positives of 290. The follow-up rules written after
+    // reading that run (not blind) give 27/30 and 2/290; floors at that level guard against
+    // regressions, they are no unseen-data figure.
+    let (tp, pos, fp, neg) = blind_counts("smollm2-blind3.jsonl", 320);
+    assert!(fp <= 2, "blind3 false positives {fp}/{neg}");
+    assert!(tp >= 27, "blind3 recall {tp}/{pos}");
+}
+
+#[test]
+#[ignore = "issue 27 acceptance not met on the blind run of blind set 3 (a30a0b0: recall 17/30 < Math-Verify's 20/30, FPR 5/290 > 0.01); the later non-blind rules pass it on this now-seen set, which is no blind result: a fresh blind set is needed"]
+fn smollm2_blind3_acceptance() {
+    let (tp, pos, fp, neg) = blind_counts("smollm2-blind3.jsonl", 320);
+    let (mk, mn) = math_verify_blind_recall("smollm2-blind3.jsonl");
+    assert_eq!(mn, pos, "the README's figure is for this file");
+    assert!(tp >= mk, "blind3 recall {tp}/{pos} < Math-Verify {mk}/{mn}");
+    assert!(fp as f64 / neg as f64 <= 0.01, "blind3 FPR {fp}/{neg}");
+}
+
+#[test]
+fn smollm2_blind4_floors_and_recall_at_least_math_verify() {
+    // The fourth blind set, run once at c2c2d87 (sampled and labelled after it): recall 21/31,
+    // at least Math-Verify's recorded 20/31 (that half of issue 27's acceptance holds blind);
+    // 5 false positives of 289. The refusals of fe52b72, written after reading that run (not
+    // blind), give 2/289; the false-positive floor is at that level.
+    let (tp, pos, fp, neg) = blind_counts("smollm2-blind4.jsonl", 320);
+    let (mk, mn) = math_verify_blind_recall("smollm2-blind4.jsonl");
+    assert_eq!(mn, pos, "the README's figure is for this file");
+    assert!(tp >= mk, "blind4 recall {tp}/{pos} < Math-Verify {mk}/{mn}");
+    assert!(tp >= 21, "blind4 recall {tp}/{pos}");
+    assert!(fp <= 2, "blind4 false positives {fp}/{neg}");
+}
+
+#[test]
+#[ignore = "issue 27 acceptance: blind set 4's FPR on the blind run (c2c2d87) was 5/289 = 0.017 > 0.01; it passes since the non-blind fe52b72 (2/289), which is no blind result"]
+fn smollm2_blind4_false_positive_rate() {
+    let (_, _, fp, neg) = blind_counts("smollm2-blind4.jsonl", 320);
+    assert!(fp as f64 / neg as f64 <= 0.01, "blind4 FPR {fp}/{neg}");
+}
+
+#[test]
+fn smollm2_blind5_acceptance() {
+    // Issue 27's acceptance on the fifth blind set, run once at fe52b72 (sampled and labelled
+    // after it): recall 27/34 against Math-Verify's recorded 22/34, FPR 2/286 = 0.007.
+    let (tp, pos, fp, neg) = blind_counts("smollm2-blind5.jsonl", 320);
+    let (mk, mn) = math_verify_blind_recall("smollm2-blind5.jsonl");
+    assert_eq!(mn, pos, "the README's figure is for this file");
+    assert!(tp >= mk, "blind5 recall {tp}/{pos} < Math-Verify {mk}/{mn}");
+    assert!(fp as f64 / neg as f64 <= 0.01, "blind5 FPR {fp}/{neg}");
+    // floors at the level measured
+    assert!(
+        tp >= 27 && fp <= 2,
+        "blind5 {tp}/{pos} credited, {fp}/{neg} false positives"
+    );
 }
