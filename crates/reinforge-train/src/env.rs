@@ -38,7 +38,7 @@ pub struct Rollout {
     /// An environment-defined class of the completion (the arithmetic task: its solution
     /// pattern), for the environment's metrics.
     pub label: Option<&'static str>,
-    /// What the reward-hacking monitor reads of it ([`crate::integrity`]).
+    /// What the reward-hacking monitor reads of it ([`crate::rl::integrity`]).
     pub audit: Audit,
 }
 

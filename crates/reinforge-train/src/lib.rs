@@ -15,7 +15,6 @@ pub mod config;
 pub mod data;
 pub mod dp;
 pub mod env;
-pub mod integrity;
 pub mod interrupt;
 pub mod judge;
 pub mod loaded;

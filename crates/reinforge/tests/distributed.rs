@@ -87,7 +87,33 @@ fn metric_gap(a: &Path, b: &Path) -> f64 {
     ]
     .iter()
     .map(|k| common::max_abs_diff(&column(&ma, k), &column(&mb, k)))
-    .fold(0.0, f64::max)
+    .fold(integrity_gap(&ma, &mb), f64::max)
+}
+
+/// The largest difference of the reward-hacking monitor's `integrity/*` keys, which must be
+/// present on the same steps (its counts are summed over ranks, its canaries scored by rank 0).
+fn integrity_gap(ma: &[serde_json::Value], mb: &[serde_json::Value]) -> f64 {
+    let (mut gap, mut seen): (f64, usize) = (0.0, 0);
+    for (step, (a, b)) in ma.iter().zip(mb).enumerate() {
+        let keys = |l: &serde_json::Value| -> Vec<String> {
+            let mut k: Vec<String> = l
+                .as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| k.starts_with("integrity/"))
+                .cloned()
+                .collect();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(a), keys(b), "step {step}: integrity keys differ");
+        seen += keys(a).len();
+        for k in keys(a) {
+            gap = gap.max((a[&k].as_f64().unwrap() - b[&k].as_f64().unwrap()).abs());
+        }
+    }
+    assert!(seen > 0, "the runs logged no integrity key");
+    gap
 }
 
 #[test]

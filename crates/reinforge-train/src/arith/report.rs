@@ -151,7 +151,7 @@ pub fn write_report(
     let metrics: Vec<StepMetrics> = run.read_jsonl("metrics.jsonl")?;
     plot(run, &metrics, sft, rl)?;
     let mut md = markdown(cfg, &summary, sft, rl, &metrics);
-    if let Some(section) = crate::integrity::section(run) {
+    if let Some(section) = crate::rl::integrity::section(run) {
         md = format!("{md}\n{section}");
     }
     std::fs::write(run.path("report.md"), md)?;

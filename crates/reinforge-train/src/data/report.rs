@@ -101,7 +101,7 @@ pub fn write_report(
     };
     write_json(&run.path("summary.json"), &summary)?;
     let mut md = markdown(&summary);
-    if let Some(section) = crate::integrity::section(run) {
+    if let Some(section) = crate::rl::integrity::section(run) {
         md = format!("{md}\n{section}");
     }
     std::fs::write(run.path("report.md"), md)?;

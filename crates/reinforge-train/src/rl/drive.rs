@@ -15,13 +15,13 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
 
+use super::integrity::Monitor;
 use super::metrics::StepMetrics;
 use super::sample::{sample, Drawn};
 use super::settings::StepSettings;
 use super::step;
 use crate::config::{EngineKind, RolloutRng, TrainConfig};
 use crate::env::Environment;
-use crate::integrity::Monitor;
 use crate::rollout::local::{LocalEngine, RowDraw, Snapshots};
 use crate::rollout::openai::RemoteEngines;
 use crate::rollout::push::push;

@@ -89,7 +89,7 @@ pub struct StepMetrics {
     /// Completion tokens generated and trained on per second of the whole step.
     #[serde(rename = "timing/tokens_per_s")]
     pub tokens_per_second: f64,
-    /// The reward-hacking monitor's `integrity/*` keys ([`crate::integrity`]): this stage's
+    /// The reward-hacking monitor's `integrity/*` keys ([`super::integrity`]): this stage's
     /// shares of credited completions; the monitor adds the canaries, the reward–length
     /// correlation and the KL to the start.
     #[serde(flatten)]

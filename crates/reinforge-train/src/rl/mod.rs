@@ -5,6 +5,7 @@
 
 mod advantage;
 mod drive;
+pub mod integrity;
 pub mod metrics;
 pub mod sample;
 pub mod settings;

@@ -20,13 +20,16 @@ pub struct VerifyCommand {
     /// it) instead of the verifier alone. A canary counts as credited when a verifier
     /// component gives it its correct value, or, in a spec without one, when it scores above
     /// the row's empty completion.
-    #[arg(long, value_name = "SPEC", requires = "probe")]
+    #[arg(long, value_name = "SPEC")]
     pub reward: Option<PathBuf>,
 }
 
 /// Runs the command.
 pub fn run(c: &VerifyCommand) -> Result<()> {
     let (Some(spec), Some(set)) = (&c.reward, &c.args.probe) else {
+        if c.reward.is_some() {
+            anyhow::bail!("--reward scores the canaries of --probe FILE: add --probe with a labelled set (it replaces --input)");
+        }
         return reinforge_verify::cli::run(&c.args);
     };
     let cases = probe::cases(set)?;

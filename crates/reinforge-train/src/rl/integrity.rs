@@ -7,11 +7,13 @@
 //! `integrity.md` the section the reports include. The figures are reinforge-reward's
 //! `integrity` module; the per-step shares come from the metrics stage.
 
+use std::time::Instant;
+
 use anyhow::Result;
 use reinforge_reward::integrity::{CanaryHit, IntegrityLog, MonitorConfig};
 
+use super::metrics::StepMetrics;
 use crate::env::Environment;
-use crate::rl::metrics::StepMetrics;
 use crate::run_dir::{write_atomic, write_json, RunDir};
 use crate::trainer::Trainer;
 
@@ -57,6 +59,7 @@ impl Monitor {
         env: &dyn Environment,
         mut m: StepMetrics,
     ) -> Result<StepMetrics> {
+        let started = Instant::now();
         let pairs = std::mem::take(&mut m.pairs);
         let flagged = std::mem::take(&mut m.flagged);
         if !self.cfg.enabled {
@@ -88,6 +91,9 @@ impl Monitor {
             write_json(&self.run.path(LOG_FILE), &self.log)?;
             write_atomic(&self.run.path(SECTION_FILE), self.log.markdown().as_bytes())?;
         }
+        // The monitor's own cost (its overhead on the step), beside the step's timings.
+        let seconds = started.elapsed().as_secs_f64();
+        m.integrity.insert("timing/integrity_s".into(), seconds);
         Ok(m)
     }
 
