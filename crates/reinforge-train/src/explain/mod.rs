@@ -131,7 +131,7 @@ pub fn explain(cfg: &TrainConfig, world: usize, model: &ModelShape) -> Result<Ex
 fn key_lines(cfg: &TrainConfig) -> Result<(Vec<KeyLine>, Vec<String>)> {
     let value = toml::Value::try_from(cfg)?;
     let mut leaves = Vec::new();
-    flatten(&value, "", &mut leaves);
+    crate::overrides::flat_keys(&value, "", &mut leaves);
     let shown = |k: &str| {
         k.starts_with("grpo.")
             || k.starts_with("memory.")
@@ -154,19 +154,6 @@ fn key_lines(cfg: &TrainConfig) -> Result<(Vec<KeyLine>, Vec<String>)> {
         });
     }
     Ok((lines, none))
-}
-
-/// Every leaf of `v` as (`a.b.c`, its TOML text), in the table's order.
-pub fn flatten(v: &toml::Value, prefix: &str, out: &mut Vec<(String, String)>) {
-    match v {
-        toml::Value::Table(t) => {
-            for (k, v) in t {
-                flatten(v, &format!("{prefix}{k}."), out);
-            }
-        }
-        toml::Value::String(s) => out.push((prefix.trim_end_matches('.').into(), s.clone())),
-        other => out.push((prefix.trim_end_matches('.').into(), other.to_string())),
-    }
 }
 
 impl Explanation {

@@ -23,7 +23,7 @@ pub(super) fn open(run: &RunDir, phase: &str) -> Option<Tracker> {
         return None;
     }
     let mut params = Vec::new();
-    crate::explain::flatten(&config, "", &mut params);
+    crate::overrides::flat_keys(&config, "", &mut params);
     let run_name = run
         .root
         .file_name()
