@@ -325,3 +325,50 @@ fn a_non_http_mlflow_uri_is_refused_naming_the_key() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("logging.mlflow_uri"));
 }
+
+/// A run on a Hugging Face checkpoint (`train --model --data`) goes through the same loop,
+/// so MLflow gets every scalar of its `metrics.jsonl` too.
+#[test]
+fn a_dataset_run_is_tracked_too() {
+    let (url, calls) = recorder();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.jsonl");
+    let rows: String = (0..8)
+        .map(|i| format!("{{\"prompt\": \"{i}+1=\", \"answer\": \"{}\"}}\n", i + 1))
+        .collect();
+    std::fs::write(&data, rows).unwrap();
+    let model = root().join("fixtures/hf/models/qwen2");
+    let mut args: Vec<String> = ["train", "--model", model.to_str().unwrap(), "--data"]
+        .map(String::from)
+        .to_vec();
+    args.push(data.to_str().unwrap().into());
+    for kv in [
+        format!("runs_dir={}", dir.path().display()),
+        "name=data".into(),
+        "grpo.steps=2".into(),
+        "grpo.prompts_per_step=4".into(),
+        "grpo.num_generations=2".into(),
+        "grpo.max_completion_length=4".into(),
+        format!("logging.mlflow_uri={url}"),
+    ] {
+        args.push("--set".into());
+        args.push(kv);
+    }
+    check(&run(&args));
+    let calls = calls.lock().unwrap().clone();
+    let mut got: BTreeMap<String, Vec<(i64, f64)>> = BTreeMap::new();
+    for c in calls
+        .iter()
+        .filter(|c| c.1 == "/api/2.0/mlflow/runs/log-batch")
+    {
+        let b: Value = serde_json::from_slice(&c.2).unwrap();
+        for m in b["metrics"].as_array().cloned().unwrap_or_default() {
+            got.entry(m["key"].as_str().unwrap().into())
+                .or_default()
+                .push((m["step"].as_i64().unwrap(), m["value"].as_f64().unwrap()));
+        }
+    }
+    let expected = jsonl_scalars(&dir.path().join("data"), "metrics.jsonl");
+    assert!(!expected.is_empty());
+    assert_eq!(got, expected);
+}
