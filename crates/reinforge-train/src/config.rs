@@ -65,6 +65,34 @@ pub struct TrainConfig {
     /// canaries scored every `canary_every` steps, the shares of credited answers found in the
     /// prompt or cut off, the reward–length correlation over `window` steps.
     pub integrity: MonitorConfig,
+    /// Experiment tracking of every phase's metrics (`[logging]`): TensorBoard event files
+    /// and an MLflow server. Absent from older config files, hence the default (off).
+    pub logging: LoggingConfig,
+}
+
+/// Where a run's metrics go besides `metrics.jsonl` (reinforge-track). A sink that fails
+/// warns once and never stops the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoggingConfig {
+    /// Write `<run>/tensorboard/events.out.tfevents.*` (every scalar of each metrics line).
+    pub tensorboard: bool,
+    /// MLflow tracking server (`http://host:port`); empty: off. Logs the resolved config as
+    /// parameters, the metrics per step and, at a phase's end, the run's report files.
+    pub mlflow_uri: String,
+    /// MLflow experiment the runs go into (created when the server has none).
+    pub mlflow_experiment: String,
+}
+
+/// Tracking off; MLflow runs in the experiment `reinforge`.
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        Self {
+            tensorboard: false,
+            mlflow_uri: String::new(),
+            mlflow_experiment: "reinforge".into(),
+        }
+    }
 }
 
 /// The built-in arithmetic task and the SFT data mixture.
@@ -236,6 +264,7 @@ impl Default for TrainConfig {
             zero_stage: 0,
             memory: Memory::default(),
             integrity: MonitorConfig::default(),
+            logging: LoggingConfig::default(),
             task: TaskConfig::default(),
             model: ModelConfig {
                 model_type: "llama".into(),

@@ -15,6 +15,7 @@ pub mod config;
 pub mod data;
 pub mod dp;
 pub mod env;
+pub mod explain;
 pub mod interrupt;
 pub mod judge;
 pub mod loaded;

@@ -142,6 +142,20 @@ fn unknown(key: &str, part: &str, like: &toml::Value) -> anyhow::Error {
     anyhow!("--set {key}: unknown key `{part}`; known keys here: {known}")
 }
 
+/// Every leaf of `v` as (`a.b.c`, its value as text; strings without quotes), in the
+/// table's order: the keys as `--set` spells them (`reinforge explain`, MLflow parameters).
+pub fn flat_keys(v: &toml::Value, prefix: &str, out: &mut Vec<(String, String)>) {
+    match v {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                flat_keys(v, &format!("{prefix}{k}."), out);
+            }
+        }
+        toml::Value::String(s) => out.push((prefix.trim_end_matches('.').into(), s.clone())),
+        other => out.push((prefix.trim_end_matches('.').into(), other.to_string())),
+    }
+}
+
 /// One line per settable key, `key = default  (type)`, for `reinforge train --help`.
 pub fn keys_help() -> String {
     let (Ok(schema), Ok(defaults)) = (schema(), toml::Value::try_from(TrainConfig::default()))

@@ -35,6 +35,10 @@ impl TrainConfig {
         }
         self.validate_algorithm()?;
         self.validate_rollout()?;
+        let uri = &self.logging.mlflow_uri;
+        if !uri.is_empty() && !uri.starts_with("http://") && !uri.starts_with("https://") {
+            bail!("logging.mlflow_uri must be an http:// or https:// URL of an MLflow tracking server (or empty: off), got {uri:?}");
+        }
         let rollouts = self.grpo.prompts_per_step * self.grpo.num_generations;
         if self.grpo.mini_batches > rollouts {
             bail!(

@@ -82,6 +82,8 @@ enum Command {
     /// with --model, an OpenAI-compatible policy (/v1/completions, /v1/chat/completions) with
     /// SGLang/vLLM weight-update routes.
     Serve(crate::commands::serve::ServeCommand),
+    /// What a training config means before any compute: batch sizes per step and rank, optimizer steps, memory, TRL/verl keys.
+    Explain(crate::commands::explain::ExplainArgs),
 }
 
 #[derive(Args)]
@@ -314,6 +316,7 @@ pub fn main() -> Result<ExitCode> {
         }
         Command::Score(args) => crate::commands::score::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => crate::commands::serve::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Explain(args) => crate::commands::explain::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod critic;
 mod start;
 mod state;
+mod tracking;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -202,6 +203,12 @@ impl<'a> Trainer<'a> {
             indicatif::ProgressBar::hidden()
         };
         bar.set_position(self.state.step as u64);
+        let mut tracker = if self.writes() {
+            tracking::open(run, phase.label())
+        } else {
+            None
+        };
+        let prefix = plan.metrics_file.trim_end_matches(".jsonl");
         let start = Instant::now();
         let base = *self.state.seconds_mut(phase);
         let clock =
@@ -247,6 +254,9 @@ impl<'a> Trainer<'a> {
             if self.writes() {
                 run.append_jsonl(plan.metrics_file, &line)?;
             }
+            if let (Some(t), Ok(value)) = (&mut tracker, serde_json::to_value(&line)) {
+                t.log(prefix, self.state.step as i64, &value);
+            }
             self.state.step += 1;
             bar.inc(1);
             nonfinite_run = if line.nonfinite_grad_steps() > 0 {
@@ -276,6 +286,9 @@ impl<'a> Trainer<'a> {
         }
         bar.finish_and_clear();
         clock(self);
+        if let Some(t) = &mut tracker {
+            t.finish(&tracking::artifacts(run, plan.metrics_file));
+        }
         Ok(PhaseEnd::Finished)
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod dpo;
+pub mod explain;
 pub mod generate;
 pub mod judge;
 pub mod kto;

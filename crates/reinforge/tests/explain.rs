@@ -1,0 +1,202 @@
+//! `reinforge explain`: its figures computed independently here from the config it was given,
+//! the parameter count of every fixture checkpoint against its safetensors headers, and
+//! `--set` errors naming the key.
+
+mod common;
+
+use std::path::Path;
+
+use common::{reinforge, root};
+use serde_json::Value;
+
+/// `reinforge explain ARGS --json`, parsed; panics with stderr on failure.
+fn explain_json(args: &[&str]) -> Value {
+    let mut all = vec!["explain", "--json"];
+    all.extend_from_slice(args);
+    let out = reinforge(&all);
+    assert!(
+        out.status.success(),
+        "explain {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("explain --json prints JSON")
+}
+
+fn num(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+/// Optimizer steps as the update splits rows: chunks of ceil(rows / mini_batches), per epoch.
+fn steps(rows: u64, mini_batches: u64, epochs: u64) -> u64 {
+    let per = rows.div_ceil(mini_batches);
+    epochs * rows.div_ceil(per)
+}
+
+#[test]
+fn rows_and_optimizer_steps_follow_the_config() {
+    let v = explain_json(&[
+        "--set",
+        "grpo.prompts_per_step=6",
+        "--set",
+        "grpo.num_generations=4",
+        "--set",
+        "grpo.mini_batches=3",
+        "--set",
+        "grpo.ppo_epochs=2",
+        "--set",
+        "grpo.steps=5",
+    ]);
+    assert_eq!(num(&v, "rows_per_step"), 6 * 4);
+    assert_eq!(num(&v, "rows_per_rank"), 6 * 4);
+    assert_eq!(num(&v, "optimizer_steps_per_step"), steps(24, 3, 2));
+    assert_eq!(num(&v, "optimizer_steps_total"), 5 * steps(24, 3, 2));
+
+    // Two ranks halve the rows; 9 rows in 4 mini-batches are 3 chunks of 3.
+    let v = explain_json(&[
+        "--nproc",
+        "2",
+        "--set",
+        "grpo.prompts_per_step=10",
+        "--set",
+        "grpo.num_generations=3",
+        "--set",
+        "grpo.mini_batches=4",
+    ]);
+    assert_eq!(num(&v, "world"), 2);
+    assert_eq!(num(&v, "rows_per_rank"), 10 * 3 / 2);
+    assert_eq!(num(&v, "optimizer_steps_per_step"), steps(30, 4, 2));
+}
+
+#[test]
+fn the_default_experiment_matches_its_config() {
+    // The defaults as `reinforge train` resolves them, read from the config schema's own
+    // serialisation (config.toml of a run), not from explain.
+    let cfg: toml::Value = reinforge_train::config::TrainConfig::default()
+        .to_toml()
+        .parse()
+        .unwrap();
+    let g = |k: &str| cfg["grpo"][k].as_integer().unwrap() as u64;
+    let v = explain_json(&[]);
+    let rows = g("prompts_per_step") * g("num_generations");
+    assert_eq!(num(&v, "rows_per_step"), rows);
+    assert_eq!(
+        num(&v, "optimizer_steps_per_step"),
+        steps(rows, g("mini_batches"), g("ppo_epochs"))
+    );
+    // The arithmetic prompt: <bos>, two operands, `+`, `=`.
+    let digits = cfg["task"]["digits"].as_integer().unwrap() as u64;
+    assert_eq!(num(&v, "longest_prompt_tokens"), 1 + 2 * digits + 2);
+    assert_eq!(
+        num(&v, "longest_row_tokens"),
+        1 + 2 * digits + 2 + g("max_completion_length")
+    );
+}
+
+#[test]
+fn a_token_budget_sets_the_micro_batch() {
+    let v = explain_json(&["--set", "memory.max_tokens_per_microbatch=500"]);
+    let row = num(&v, "longest_row_tokens");
+    assert_eq!(num(&v, "rows_per_microbatch"), 500 / row);
+    assert_eq!(num(&v, "tokens_per_microbatch"), (500 / row) * row);
+    assert!(num(&v, "tokens_per_microbatch") <= 500);
+}
+
+#[test]
+fn ranks_that_do_not_divide_the_rows_fail_naming_the_keys() {
+    let out = reinforge(&["explain", "--nproc", "3"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("grpo.prompts_per_step"), "{err}");
+}
+
+#[test]
+fn an_unknown_key_fails_naming_it() {
+    let out = reinforge(&["explain", "--set", "grpo.no_such_key=1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("grpo.no_such_key"), "{err}");
+    let out = reinforge(&["explain", "--set", "grpo.steps=many"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("grpo.steps"));
+}
+
+/// Parameters stored in a safetensors file: the product of every tensor's shape in its
+/// header (8-byte little-endian length, then JSON).
+fn safetensors_parameters(path: &Path) -> u64 {
+    let bytes = std::fs::read(path).unwrap();
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
+    header
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k != "__metadata__")
+        .map(|(_, t)| {
+            t["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .product::<u64>()
+        })
+        .sum()
+}
+
+#[test]
+fn parameter_count_equals_the_fixture_checkpoints() {
+    let models = root().join("fixtures/hf/models");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&models).unwrap() {
+        let dir = entry.unwrap().path();
+        let stored: u64 = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|f| f.unwrap().path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                name.starts_with("model") && name.ends_with(".safetensors")
+            })
+            .map(|p| safetensors_parameters(&p))
+            .sum();
+        let v = explain_json(&["--model", dir.to_str().unwrap()]);
+        assert_eq!(
+            v["memory"]["parameters"].as_u64().unwrap(),
+            stored,
+            "{}",
+            dir.display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} fixture models");
+}
+
+#[test]
+fn the_report_names_trl_and_verl_keys() {
+    let out = reinforge(&["explain", "--nproc", "2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "rows per rank",
+        "num_generations",
+        "rollout.n",
+        "actor.clip_ratio_low",
+        "no TRL or verl equivalent:",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    // A key without either counterpart is listed as such.
+    let v = explain_json(&[]);
+    let none: Vec<&str> = v["no_equivalent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert!(none.contains(&"grpo.skip_zero_advantage"), "{none:?}");
+    assert!(!none.contains(&"grpo.num_generations"));
+}
