@@ -22,7 +22,8 @@
 #   LR (learning rate, 1e-6: small, so the policy stays near the base model and both sides
 #   sample completions of comparable length; speed does not depend on it), SEED (0),
 #   BENCH_NO_BUILD=1 (use target/release/reinforge as it is instead of `cargo build --release`),
-#   REINFORGE_EXTRA (more `--set k=v` words for reinforge).
+#   REINFORGE_EXTRA (more `--set k=v` words for reinforge), PROMPTS (prompts per step, 4; the
+#   completions per prompt stay 8).
 # Run it on an otherwise idle machine: with other CPU work the libtorch thread pools of both
 # sides slow down by large, erratic factors (the script warns when the load average is high).
 set -euo pipefail
@@ -37,7 +38,7 @@ lr="${LR:-1e-6}"
 seed="${SEED:-0}"
 budget="${BUDGET:-2048}"
 variants="${VARIANTS:-reinforge same-work trl}"
-prompts=4
+prompts="${PROMPTS:-4}"
 generations=8
 for v in "$steps" "$threads" "$rounds"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/bench_trl.sh [STEPS] [THREADS] [ROUNDS] (positive integers)" >&2; exit 2; }
