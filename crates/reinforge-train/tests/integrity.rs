@@ -5,22 +5,21 @@
 //! verifier it does not, because the repeated numbers are never credited. The canaries tell
 //! the two verifiers apart before any training.
 
+mod common;
+
+use common::{data_run, fixture};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use reinforge_reward::integrity::{CanaryKind, IntegrityLog, MonitorConfig, StepCounts};
 use reinforge_reward::{Reward, RewardSpec};
 use reinforge_tasks::Prompt;
 use reinforge_torch::{Completion, Device, LoadOptions, SamplingParams};
 use reinforge_train::config::RlConfig;
-use reinforge_train::data::env::{DataEnv, DataRun};
+use reinforge_train::data::env::DataEnv;
 use reinforge_train::env::Environment;
 use reinforge_train::loaded::{LoadedModel, PromptStyle};
 use reinforge_train::rollout::{Engine, Generated};
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama")
-}
 
 /// (a, b, hint numbers): rows 0 and 1 hint their sum, rows 2 and 3 do not.
 const ROWS: [(u32, u32, [u32; 2]); 4] = [
@@ -114,19 +113,7 @@ fn monitor(policy: &str, dir: &Path) -> (IntegrityLog, Vec<f64>, DataEnvHolder) 
     let model = Box::leak(Box::new(
         LoadedModel::load(&fixture(), &LoadOptions::for_device(Device::Cpu)).unwrap(),
     ));
-    let run = DataRun {
-        model: fixture(),
-        data: data.clone(),
-        reward: None,
-        prompt_column: "prompt".into(),
-        answer_column: "answer".into(),
-        raw: false,
-        system: None,
-        lora: None,
-        heldout: None,
-        tools: None,
-        max_turns: 3,
-    };
+    let run = data_run(data.clone(), None);
     let reward = Reward::new(spec(policy), None).unwrap();
     let env = DataEnv::new(model, &run, reward, 64).unwrap();
     let style = PromptStyle {
