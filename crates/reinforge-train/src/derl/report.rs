@@ -111,11 +111,16 @@ pub fn generation_line(g: &Generation) -> String {
 /// The report's markdown.
 pub fn markdown(state: &DerlState, c: &Comparison) -> String {
     let mut s = String::from("# DERL: evolved rewards on the arithmetic task\n\n");
-    s.push_str("## Outer loop\n\n| generation | best val pass@1 | mean val pass@1 | surviving primitives |\n|---|---|---|---|\n");
+    s.push_str("## Outer loop\n\n| generation | best val pass@1 | mean val pass@1 | surviving primitives | its best reward |\n|---|---|---|---|---|\n");
     for g in &state.generations {
+        let best = g
+            .candidates
+            .iter()
+            .find(|c| c.score == g.best)
+            .map_or_else(String::new, |c| c.reward.describe());
         let _ = writeln!(
             s,
-            "| {} | {:.3} | {:.3} | {} |",
+            "| {} | {:.3} | {:.3} | {} | `{best}` |",
             g.generation,
             g.best,
             g.mean,

@@ -28,7 +28,7 @@ OUTPUT (DIR): derl.json, base.toml, state.json, sft/, inner/gGGG-cCC-sS/, final/
   comparison.json, report.md (the outer loop's table and the final comparison)
 
 EXAMPLES:
-  reinforge derl                                        defaults, about an hour on 2 CPU cores
+  reinforge derl                                        defaults: 48 inner runs and 10 final runs, minutes on 2 CPU cores
   reinforge derl --population 2 --generations 1 --inner-steps 2 --set sft.steps=50   a smoke run
   reinforge derl --resume runs/derl")]
 pub struct DerlArgs {
@@ -45,10 +45,10 @@ pub struct DerlArgs {
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
     /// Candidate rewards sampled per generation (at least 2: the baseline is their mean).
-    #[arg(long, value_name = "N", default_value_t = 4, conflicts_with = "resume", value_parser = crate::tools::count)]
+    #[arg(long, value_name = "N", default_value_t = 6, conflicts_with = "resume", value_parser = crate::tools::count)]
     pub population: usize,
     /// Generations of the outer loop.
-    #[arg(long, value_name = "N", default_value_t = 3, conflicts_with = "resume", value_parser = crate::tools::count)]
+    #[arg(long, value_name = "N", default_value_t = 8, conflicts_with = "resume", value_parser = crate::tools::count)]
     pub generations: usize,
     /// GRPO steps of every inner run (and of each final-comparison run).
     #[arg(long, value_name = "N", default_value_t = 10, conflicts_with = "resume", value_parser = crate::tools::count)]
