@@ -28,7 +28,7 @@ impl Candidate {
                 .iter()
                 .zip(self.on.iter().zip(&self.weight))
                 .filter(|(_, (on, _))| **on)
-                .map(|(&p, (_, &w))| (p, WEIGHT_GRID[w]))
+                .filter_map(|(&p, (_, &w))| WEIGHT_GRID.get(w).map(|&w| (p, w)))
                 .collect(),
         }
     }
@@ -68,6 +68,15 @@ fn softmax(logits: &[f64]) -> Vec<f64> {
 }
 
 impl MetaPolicy {
+    /// Whether the parameters have one on-logit and one full weight row per primitive (a
+    /// state file could say otherwise).
+    pub fn has_shape(&self) -> bool {
+        let n = Primitive::ALL.len();
+        self.on.len() == n
+            && self.weight.len() == n
+            && self.weight.iter().all(|row| row.len() == WEIGHT_GRID.len())
+    }
+
     /// Probability that each primitive is on.
     pub fn on_probabilities(&self) -> Vec<f64> {
         self.on.iter().copied().map(sigmoid).collect()
@@ -133,7 +142,12 @@ impl MetaPolicy {
     /// the gradient of the candidate's log-probability. A weight's logits move only for
     /// candidates where its primitive was on (the weight is unused otherwise).
     pub fn update(&mut self, candidates: &[Candidate], scores: &[f64], lr: f64) {
-        if candidates.is_empty() || candidates.len() != scores.len() {
+        let fits = |c: &Candidate| c.on.len() == self.on.len() && c.weight.len() == self.on.len();
+        if candidates.is_empty()
+            || candidates.len() != scores.len()
+            || !self.has_shape()
+            || !candidates.iter().all(fits)
+        {
             return;
         }
         let n = candidates.len() as f64;
@@ -221,5 +235,15 @@ mod tests {
         // Mismatched inputs are ignored rather than panicking.
         m.update(&pop, &[1.0], 1.0);
         assert_eq!(m, MetaPolicy::default());
+        let short = Candidate {
+            on: vec![true],
+            weight: vec![9],
+        };
+        m.update(&[short.clone(), short.clone()], &[0.0, 1.0], 1.0);
+        assert_eq!(m, MetaPolicy::default());
+        assert!(short.composition().terms.is_empty());
+        assert!(m.has_shape());
+        m.weight[2].pop();
+        assert!(!m.has_shape());
     }
 }

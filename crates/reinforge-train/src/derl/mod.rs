@@ -139,8 +139,6 @@ impl DerlState {
 /// How a call to [`run`] ended.
 pub enum DerlOutcome {
     Finished(Box<report::Comparison>),
-    /// Stopped after the generations asked for (`stop_after`); resume to continue.
-    Paused,
     /// Ctrl-C: the inner run saved its checkpoint; resume to continue.
     Interrupted,
 }
@@ -192,11 +190,17 @@ impl DerlDir {
     /// The state after the last finished generation (the start if none).
     pub fn state(&self) -> Result<DerlState> {
         let path = self.root.join("state.json");
-        if path.exists() {
-            read_json(&path)
-        } else {
-            Ok(DerlState::default())
+        if !path.exists() {
+            return Ok(DerlState::default());
         }
+        let state: DerlState = read_json(&path)?;
+        if !state.policy.has_shape() {
+            bail!(
+                "{}: the meta-policy has the wrong number of primitives or weights",
+                path.display()
+            );
+        }
+        Ok(state)
     }
 }
 
@@ -212,18 +216,14 @@ fn check_base(base: &TrainConfig) -> Result<()> {
     Ok(())
 }
 
-/// Runs (or continues) the outer loop and the final comparison in `dir`. With `stop_after`,
-/// returns [`DerlOutcome::Paused`] once that many generations are finished in total.
-pub fn run(dir: &DerlDir, stop_after: Option<usize>) -> Result<DerlOutcome> {
+/// Runs (or continues) the outer loop and the final comparison in `dir`.
+pub fn run(dir: &DerlDir) -> Result<DerlOutcome> {
     let Some(sft) = base_sft(dir)? else {
         return Ok(DerlOutcome::Interrupted);
     };
     let opts = &dir.options;
     let mut state = dir.state()?;
     while state.generations.len() < opts.generations {
-        if stop_after.is_some_and(|n| state.generations.len() >= n) {
-            return Ok(DerlOutcome::Paused);
-        }
         let Some(generation) = run_generation(dir, &sft, &state)? else {
             return Ok(DerlOutcome::Interrupted);
         };
@@ -253,9 +253,6 @@ pub fn run(dir: &DerlDir, stop_after: Option<usize>) -> Result<DerlOutcome> {
         eprintln!("{}", report::generation_line(&generation));
         state.generations.push(generation);
         write_json(&dir.root.join("state.json"), &state)?;
-    }
-    if stop_after.is_some_and(|n| state.generations.len() >= n && n < opts.generations) {
-        return Ok(DerlOutcome::Paused);
     }
     let Some(comparison) = final_comparison(dir, &sft, &state)? else {
         return Ok(DerlOutcome::Interrupted);

@@ -112,7 +112,7 @@ pub fn run(args: &DerlArgs) -> Result<ExitCode> {
     };
     reinforge_train::interrupt::install()?;
     eprintln!("DERL directory: {}", dir.root.display());
-    match derl::run(&dir, None)? {
+    match derl::run(&dir)? {
         DerlOutcome::Finished(c) => {
             println!(
                 "best evolved reward `{}`: pass@1 {:.3} vs default {:.3}; {}; report: {}",
@@ -124,7 +124,7 @@ pub fn run(args: &DerlArgs) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        DerlOutcome::Paused | DerlOutcome::Interrupted => {
+        DerlOutcome::Interrupted => {
             eprintln!(
                 "stopped; continue with `reinforge derl --resume {}`",
                 dir.root.display()
