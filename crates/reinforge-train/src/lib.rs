@@ -13,6 +13,7 @@
 pub mod arith;
 pub mod config;
 pub mod data;
+pub mod derl;
 pub mod dp;
 pub mod env;
 pub mod explain;

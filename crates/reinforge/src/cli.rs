@@ -84,6 +84,9 @@ enum Command {
     Serve(crate::commands::serve::ServeCommand),
     /// What a training config means before any compute: batch sizes per step and rank, optimizer steps, memory, TRL/verl keys.
     Explain(crate::commands::explain::ExplainArgs),
+    /// DERL: evolve the default experiment's reward from atomic primitives with a meta-policy
+    /// trained on the held-out pass@1 of short GRPO runs; compare the best with the default.
+    Derl(crate::commands::derl::DerlArgs),
 }
 
 #[derive(Args)]
@@ -317,6 +320,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Score(args) => crate::commands::score::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => crate::commands::serve::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Explain(args) => crate::commands::explain::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Derl(args) => crate::commands::derl::run(&args),
     }
 }
 

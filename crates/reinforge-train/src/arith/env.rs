@@ -3,6 +3,7 @@
 //! metrics and the character tokenizer is saved with each checkpoint.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Result;
 use reinforge_tasks::tokenizer::{BOS, EOS, PAD};
@@ -31,6 +32,10 @@ pub struct Scored {
     pub rollout: Rollout,
 }
 
+/// A reward that replaces the exact verifier's in training draws: `(problem, completion text,
+/// truncated) -> reward`. Evaluation always uses the exact verifier.
+pub type CompletionReward = Arc<dyn Fn(&Problem, &str, bool) -> f64 + Send + Sync>;
+
 /// The arithmetic task as an [`Environment`].
 pub struct ArithEnv {
     pub task: ArithTask,
@@ -38,6 +43,8 @@ pub struct ArithEnv {
     /// Attempts per episode (1: single turn) and the tokens each may take.
     attempts: usize,
     turn_tokens: usize,
+    /// Set: single-turn training rollouts are scored by it instead of `verdict.reward()`.
+    reward: Option<CompletionReward>,
 }
 
 impl ArithEnv {
@@ -47,7 +54,15 @@ impl ArithEnv {
             digits,
             attempts: 1,
             turn_tokens: 0,
+            reward: None,
         }
+    }
+
+    /// Scores single-turn training rollouts with `reward` instead of the exact verifier
+    /// (DERL's evolved rewards); multi-turn episodes keep the retry game's reward.
+    pub fn with_reward(mut self, reward: CompletionReward) -> Self {
+        self.reward = Some(reward);
+        self
     }
 
     /// Episodes of up to `attempts` attempts ([`super::retry`]), each at most `turn_tokens`
@@ -228,9 +243,19 @@ impl Environment for ArithEnv {
         let jobs = jobs(&self.task, &problems, cfg.num_generations);
         let prompts: Vec<Vec<i64>> = jobs.iter().map(|(_, ids)| ids.clone()).collect();
         let generated = engine.generate(&prompts, &params, seed)?;
-        Ok(score(&self.task, &problems, &jobs, generated)
+        let scored = score(&self.task, &problems, &jobs, generated);
+        let Some(reward) = &self.reward else {
+            return Ok(scored.into_iter().map(|s| s.rollout).collect());
+        };
+        let tokenizer = ArithTask::tokenizer();
+        Ok(scored
             .into_iter()
-            .map(|s| s.rollout)
+            .map(|s| {
+                let mut rollout = s.rollout;
+                let text = tokenizer.decode(&rollout.tokens);
+                rollout.score = reward(&problems[s.problem], &text, rollout.truncated);
+                rollout
+            })
             .collect())
     }
 

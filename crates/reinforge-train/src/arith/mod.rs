@@ -58,11 +58,16 @@ fn check_model_fits(cfg: &TrainConfig, env: &ArithEnv) -> Result<()> {
 
 /// Runs (or continues) the whole pipeline in `run`.
 pub fn run(cfg: &TrainConfig, run: &RunDir) -> Result<Outcome> {
+    let env = ArithEnv::new(cfg.task.digits)
+        .with_attempts(cfg.task.attempts, cfg.grpo.max_completion_length);
+    run_with_env(cfg, run, env)
+}
+
+/// [`run`] with a prepared environment (e.g. one holding DERL's composed reward).
+pub fn run_with_env(cfg: &TrainConfig, run: &RunDir, env: ArithEnv) -> Result<Outcome> {
     let device = resolve_device(&cfg.device, "config key `device`")?;
     reinforge_torch::precision::set_bf16(cfg.bf16)?;
     set_threads(cfg.threads);
-    let env = ArithEnv::new(cfg.task.digits)
-        .with_attempts(cfg.task.attempts, cfg.grpo.max_completion_length);
     check_model_fits(cfg, &env)?;
     let start = Start::open(run, Phase::Sft)?;
     // A state saved at SFT step 0 holds the initial weights, which Policy::new makes again.

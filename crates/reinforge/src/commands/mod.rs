@@ -4,6 +4,7 @@
 //! What they run is reinforge-train's (`offline`, `judge`, `score`, `loaded`, `data`).
 
 pub mod args;
+pub mod derl;
 pub mod dpo;
 pub mod explain;
 pub mod generate;
