@@ -57,7 +57,7 @@ pub fn run(
         StepSettings::new(&cfg.grpo, &cfg.ppo, cfg.seed, env.pad_id()).with_memory(cfg.memory);
     let (step, writes) = (trainer.state.step, trainer.writes());
     let mut monitor = Monitor::open(cfg.integrity, run, step, writes, cfg.seed)?;
-    match (&remote, k) {
+    let end = match (&remote, k) {
         (None, 0) => trainer.run_phase(run, plan, |t| {
             let m = local_step(t, env, &settings, per_row)?;
             monitor.observe(t, env, m)
@@ -91,7 +91,9 @@ pub fn run(
             };
             ahead.run(trainer, run, plan, env, &mut monitor)
         }
-    }
+    };
+    monitor.finish()?;
+    end
 }
 
 /// One step sampled in lock step on the trainer's own weights (`per_row`: per-row sampling

@@ -3,8 +3,9 @@
 //! `integrity.window` steps, the KL to the start (with a reference model) and, every
 //! `integrity.canary_every` steps, the share of canaries (known-wrong completions of the run's
 //! own prompts) the run's reward credits; it keeps the highest-reward flagged completions and
-//! warns on stderr. `integrity.json` holds its state (a resumed run continues it) and
-//! `integrity.md` the section the reports include. The figures are reinforge-reward's
+//! warns on stderr. `integrity.json` holds its state, saved after every step (a resumed run
+//! continues it); the reports render their section from it, and `integrity.md` is that
+//! section written when the phase ends. The figures are reinforge-reward's
 //! `integrity` module; the per-step shares come from the metrics stage.
 
 use std::time::Instant;
@@ -19,7 +20,7 @@ use crate::trainer::Trainer;
 
 /// The monitor's state file in the run directory.
 pub const LOG_FILE: &str = "integrity.json";
-/// Its report section, rendered after every step.
+/// Its report section, rendered when the phase ends.
 pub const SECTION_FILE: &str = "integrity.md";
 
 /// The monitor of one RL phase.
@@ -89,7 +90,6 @@ impl Monitor {
         }
         if self.writes {
             write_json(&self.run.path(LOG_FILE), &self.log)?;
-            write_atomic(&self.run.path(SECTION_FILE), self.log.markdown().as_bytes())?;
         }
         // The monitor's own cost (its overhead on the step), beside the step's timings.
         let seconds = started.elapsed().as_secs_f64();
@@ -127,9 +127,24 @@ impl Monitor {
     }
 }
 
-/// The report section of run `run`, when its monitor wrote one.
+impl Monitor {
+    /// Writes the report section (`integrity.md`) of the phase, however it ended; it is
+    /// rendered from the log, which every step saves.
+    pub fn finish(&self) -> Result<()> {
+        if self.writes && self.cfg.enabled {
+            write_atomic(&self.run.path(SECTION_FILE), self.log.markdown().as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// The report section of run `run`, rendered from its monitor's log, when it has one.
 pub fn section(run: &RunDir) -> Option<String> {
-    std::fs::read_to_string(run.path(SECTION_FILE)).ok()
+    let path = run.path(LOG_FILE);
+    if !path.exists() {
+        return None;
+    }
+    IntegrityLog::load(&path).ok().map(|log| log.markdown())
 }
 
 /// A monitor warning on stderr (the run goes on).
