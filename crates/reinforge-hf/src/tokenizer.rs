@@ -129,6 +129,21 @@ impl HfTokenizer {
         Ok(enc.get_ids().to_vec())
     }
 
+    /// [`HfTokenizer::encode`] with each token's byte range in `text` (the `tokenizers`
+    /// crate's offsets; a token added by the post-processor has an empty range), so spans of
+    /// the text (an assistant turn) can be mapped to tokens.
+    pub fn encode_with_offsets(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<(Vec<u32>, Vec<(usize, usize)>)> {
+        let enc = self
+            .inner
+            .encode(text, add_special_tokens)
+            .map_err(|e| self.tok_err(e))?;
+        Ok((enc.get_ids().to_vec(), enc.get_offsets().to_vec()))
+    }
+
     /// The tokens (strings) of `text` without special tokens.
     pub fn tokenize(&self, text: &str) -> Result<Vec<String>> {
         let enc = self

@@ -83,3 +83,42 @@ pub fn sft_step(
         nonfinite_grad_steps: usize::from(!step.stepped),
     })
 }
+
+/// SFT rows as a [`SequenceBatch`]: `rows[i] = (ids, labels)`, `labels[k]` whether token `k`
+/// is a target (any pattern: the assistant turns of a conversation, a completion). The rows
+/// are split before their first target (the first token never is one) and the loss mask is
+/// then multiplied by the labels, so the batch's loss mask holds exactly the targets.
+pub fn sft_batch(rows: &[(&[i64], &[bool])], pad_id: i64, device: tch::Device) -> SequenceBatch {
+    let splits: Vec<usize> = rows
+        .iter()
+        .map(|(ids, labels)| {
+            let first = labels.iter().skip(1).position(|&b| b).map_or(ids.len(), |k| k + 1);
+            first.min(ids.len()).max(1.min(ids.len()))
+        })
+        .collect();
+    let prompts: Vec<&[i64]> = rows.iter().zip(&splits).map(|((ids, _), &s)| &ids[..s]).collect();
+    let completions: Vec<&[i64]> = rows.iter().zip(&splits).map(|((ids, _), &s)| &ids[s..]).collect();
+    let mut batch = SequenceBatch::new(&prompts, &completions, pad_id, device);
+    let labels: Vec<Vec<f32>> = rows
+        .iter()
+        .zip(&splits)
+        .map(|((_, labels), &s)| labels[s..].iter().map(|&b| f32::from(u8::from(b))).collect())
+        .collect();
+    batch.loss_mask = &batch.loss_mask * batch.completion_values(&labels);
+    batch
+}
+
+/// The summed negative log-likelihood of `batch`'s target tokens and their count, without
+/// gradient, in the micro-batches of `memory` (held-out loss: the sum over the count is the
+/// token-mean loss [`sft_step`] reports).
+pub fn nll_sum(policy: &Policy, batch: &SequenceBatch, memory: &Memory) -> (f64, f64) {
+    let _guard = tch::no_grad_guard();
+    let (logp, _) = crate::logprobs::token_logprobs_in_microbatches(
+        &policy.model,
+        batch,
+        (1.0, Entropy::Skip),
+        memory,
+    );
+    let nll = -(logp * &batch.loss_mask).sum(Kind::Double).double_value(&[]);
+    (nll, batch.loss_mask.sum(Kind::Double).double_value(&[]))
+}

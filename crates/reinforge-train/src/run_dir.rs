@@ -150,6 +150,16 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     )
 }
 
+/// Writes `rows` as JSON Lines atomically.
+pub fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
+    let mut text = String::new();
+    for r in rows {
+        text += &serde_json::to_string(r)?;
+        text.push('\n');
+    }
+    write_atomic(path, text.as_bytes())
+}
+
 /// Reads a JSON file, naming it in errors.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
     let text =

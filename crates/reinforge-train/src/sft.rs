@@ -73,3 +73,41 @@ pub fn run_step(
         nonfinite_grad_steps,
     })
 }
+
+/// transformers' learning-rate schedules (`lr_scheduler_type`), as `Trainer` steps them: the
+/// optimizer's step `s` (from 0) runs at `lr * factor(s)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LrSchedule {
+    /// `get_linear_schedule_with_warmup` (TRL's default): `s / warmup` during warm-up, then
+    /// down to 0 at `steps`.
+    Linear,
+    /// `get_cosine_schedule_with_warmup` with half a cycle: from 1 to 0 along a cosine.
+    Cosine,
+    /// `get_constant_schedule_with_warmup`.
+    Constant,
+}
+
+impl LrSchedule {
+    /// The names `--lr-scheduler-type` takes (transformers' names).
+    pub const ALL: &'static [LrSchedule] =
+        &[LrSchedule::Linear, LrSchedule::Cosine, LrSchedule::Constant];
+
+    /// The factor of the peak rate at optimizer step `s` of `steps`, after `warmup` warm-up
+    /// steps (transformers' lambdas, `optimization.py`).
+    pub fn factor(self, s: usize, warmup: usize, steps: usize) -> f64 {
+        if s < warmup {
+            return s as f64 / warmup.max(1) as f64;
+        }
+        let span = steps.saturating_sub(warmup).max(1) as f64;
+        let done = (s - warmup) as f64;
+        match self {
+            LrSchedule::Linear => ((steps as f64 - s as f64) / span).max(0.0),
+            LrSchedule::Cosine => {
+                let progress = done / span;
+                (0.5 * (1.0 + (std::f64::consts::PI * progress).cos())).max(0.0)
+            }
+            LrSchedule::Constant => 1.0,
+        }
+    }
+}

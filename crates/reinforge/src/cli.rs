@@ -55,6 +55,9 @@ enum Command {
     /// Reward-model evaluation from scores: PPE's correctness and preference metrics,
     /// RewardBench 2's scoring.
     RmEval(crate::tools::rm_eval::RmEvalArgs),
+    /// Supervised fine-tuning of a checkpoint on chat, prompt-completion or text rows (TRL's
+    /// SFTTrainer formats; loss on completions / assistant turns).
+    TrainSft(crate::commands::sft::TrainSftArgs),
     /// Preference optimisation of a checkpoint on chosen/rejected pairs (TRL's DPO loss types).
     TrainDpo(crate::commands::dpo::TrainDpoArgs),
     /// Reference-free preference optimisation on pairs: TRL's ORPO (odds ratio plus the chosen
@@ -271,6 +274,7 @@ pub fn main() -> Result<ExitCode> {
     if !matches!(
         cli.command,
         Command::Train(_)
+            | Command::TrainSft(_)
             | Command::TrainDpo(_)
             | Command::TrainOrpo(_)
             | Command::TrainKto(_)
@@ -306,6 +310,7 @@ pub fn main() -> Result<ExitCode> {
         }
         Command::Stats(args) => crate::tools::stats::run(&args).map(|()| ExitCode::SUCCESS),
         Command::RmEval(args) => crate::tools::rm_eval::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::TrainSft(args) => stopped_is_130(crate::commands::sft::train(&args)),
         Command::TrainDpo(args) => stopped_is_130(crate::commands::dpo::train(&args)),
         Command::TrainOrpo(args) => stopped_is_130(crate::commands::orpo::train(&args)),
         Command::TrainKto(args) => stopped_is_130(crate::commands::kto::train(&args)),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use reinforge_torch::dist::broadcast_parameters;
 use reinforge_torch::preference::{Ranks, Update};
-use reinforge_torch::{copy_aux_files, Policy};
+use reinforge_torch::{copy_aux_files, LoraConfig, Policy};
 
 use crate::dp::Dp;
 use crate::loaded::ModelSource;
@@ -30,6 +30,8 @@ pub mod kto;
 pub mod orpo;
 pub mod p2l;
 pub mod rm;
+pub mod sft;
+pub mod sft_rows;
 
 /// What every offline preference trainer takes.
 #[derive(Debug, Clone)]
@@ -135,6 +137,21 @@ impl OfflineOptions {
         &self,
         start: Policy,
         offline: &OfflineRun,
+        step: impl FnMut(&mut Trainer, &[usize]) -> Result<L>,
+        rows: impl Fn(usize) -> Vec<usize>,
+    ) -> Result<Policy> {
+        self.train_with(start, None, offline, step, rows)
+    }
+
+    /// [`OfflineOptions::train`], training LoRA adapters of `lora` instead of every weight
+    /// when given (seeded by the run's seed; checkpoints hold the merged weights and the PEFT
+    /// adapter in `adapter/`, a resumed run reloads the adapter onto `start`;
+    /// `checkpoints/final-adapter` is the adapter alone).
+    pub fn train_with<L: StepLog>(
+        &self,
+        start: Policy,
+        lora: Option<&LoraConfig>,
+        offline: &OfflineRun,
         mut step: impl FnMut(&mut Trainer, &[usize]) -> Result<L>,
         rows: impl Fn(usize) -> Vec<usize>,
     ) -> Result<Policy> {
@@ -144,13 +161,34 @@ impl OfflineOptions {
             state,
             resumed,
         } = Start::open(run, Phase::Preference)?;
-        let policy = if resumed {
-            Policy::load(&latest, start.device())?
-        } else {
-            start
+        let policy = match (lora, resumed) {
+            (None, false) => start,
+            (None, true) => Policy::load(&latest, start.device())?,
+            (Some(_), true) => {
+                let mut p = start;
+                p.load_adapter(&latest.join("adapter"))?;
+                p
+            }
+            (Some(l), false) => {
+                let mut p = start;
+                crate::seeds::seed_torch(crate::seeds::step_seed(
+                    self.seed,
+                    crate::seeds::PHASE_INIT,
+                    0,
+                ));
+                p.enable_lora(l)?;
+                p
+            }
         };
         let model_dir = self.model.dir.clone();
-        let files = move |dir: &Path| -> Result<()> { copy_aux_files(&model_dir, dir).map(drop) };
+        let with_adapter = lora.is_some();
+        let files = |dir: &Path| -> Result<()> {
+            copy_aux_files(&model_dir, dir)?;
+            if with_adapter {
+                policy.save_adapter(&dir.join("adapter"), &model_dir.to_string_lossy())?;
+            }
+            Ok(())
+        };
         let mut trainer = Trainer::new(
             &policy,
             optimizer(&policy, self.lr, 0.0),
@@ -180,6 +218,11 @@ impl OfflineOptions {
         trainer.save(run, "latest", true)?;
         trainer.save(run, "final", false)?;
         drop(trainer);
+        if with_adapter && offline.writes() {
+            let adapter = run.checkpoint("final-adapter");
+            policy.save_adapter(&adapter, &self.model.dir.to_string_lossy())?;
+            copy_aux_files(&self.model.dir, &adapter)?;
+        }
         Ok(policy)
     }
 }

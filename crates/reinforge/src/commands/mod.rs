@@ -1,6 +1,6 @@
 //! The commands on Hugging Face checkpoints: their clap arguments, turned into reinforge-train's
 //! `Options` at the boundary (`generate`, `score`, `judge`, `serve --model`, the offline
-//! trainers `train-dpo`, `train-orpo`, `train-kto`, `train-rm`, `score-rm`, `train-p2l`, `p2l`).
+//! trainers `train-sft`, `train-dpo`, `train-orpo`, `train-kto`, `train-rm`, `score-rm`, `train-p2l`, `p2l`).
 //! What they run is reinforge-train's (`offline`, `judge`, `score`, `loaded`, `data`).
 
 pub mod args;
@@ -17,6 +17,7 @@ pub mod p2l;
 pub mod rm;
 pub mod score;
 pub mod serve;
+pub mod sft;
 pub mod verify;
 
 pub use reinforge_train::loaded::{LoadedModel, PromptStyle};
