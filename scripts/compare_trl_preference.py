@@ -497,17 +497,26 @@ def trl_kto(model_dir, rows, args, steps, out_dir, diagnose=False, dtype="float3
 def reinforge_train(bin_, kind, model, data, out, n, lr, steps, args, env):
     """Runs `reinforge train-dpo|train-rm|train-orpo|train-kto`; returns its metrics lines, the
     seconds of each step and the phase seconds of checkpoints/final/trainer_state.json (ORPO and
-    KTO run in the trainer's `dpo` phase).
+    KTO run in the trainer's `dpo` phase)."""
+    cmd = [bin_, f"train-{kind}", "--model", model, "--data", data, "--steps", steps,
+           "--batch-size", n, "--lr", lr, "--raw", "--threads", args.threads]
+    if kind != "rm":
+        cmd += ["--beta", args.beta]
+    lines, seconds = reinforge_train_polled(cmd, out, env)
+    state = json.loads((out / "checkpoints/final/trainer_state.json").read_text())
+    return lines, seconds, state[f"{state['phase']}_seconds"]
+
+
+def reinforge_train_polled(cmd, out, env):
+    """Runs a reinforge training command `cmd` with `--output out` (emptied first); returns its
+    metrics lines and the seconds of each step.
 
     Step times: reinforge appends one metrics.jsonl line per optimizer step, so a poll of the
     file (every millisecond) timestamps each step's end; step i lasts from line i-1 to line i
     (step 0 from the start of the process, which includes loading: the warm-up drops it).
     """
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [bin_, f"train-{kind}", "--model", model, "--data", data, "--output", out, "--steps", steps,
-           "--batch-size", n, "--lr", lr, "--raw", "--threads", args.threads]
-    if kind != "rm":
-        cmd += ["--beta", args.beta]
+    cmd = [*cmd, "--output", out]
     metrics = out / "metrics.jsonl"
     marks = [time.perf_counter()]
     proc = subprocess.Popen([str(c) for c in cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -524,11 +533,10 @@ def reinforge_train(bin_, kind, model, data, out, n, lr, steps, args, env):
     log = proc.stdout.read()
     if proc.returncode != 0:
         sys.exit(f"error: {' '.join(map(str, cmd))} failed ({proc.returncode}):\n{log[-3000:]}")
-    state = json.loads((out / "checkpoints/final/trainer_state.json").read_text())
     lines = read_jsonl(metrics)
     if len(marks) != len(lines) + 1:
         sys.exit(f"error: saw {len(marks) - 1} of the {len(lines)} lines of {metrics} appear")
-    return lines, [b - a for a, b in zip(marks, marks[1:])], state[f"{state['phase']}_seconds"]
+    return lines, [b - a for a, b in zip(marks, marks[1:])]
 
 
 # ---------------------------------------------------------------------------------------------
