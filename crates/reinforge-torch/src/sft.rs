@@ -92,17 +92,34 @@ pub fn sft_batch(rows: &[(&[i64], &[bool])], pad_id: i64, device: tch::Device) -
     let splits: Vec<usize> = rows
         .iter()
         .map(|(ids, labels)| {
-            let first = labels.iter().skip(1).position(|&b| b).map_or(ids.len(), |k| k + 1);
+            let first = labels
+                .iter()
+                .skip(1)
+                .position(|&b| b)
+                .map_or(ids.len(), |k| k + 1);
             first.min(ids.len()).max(1.min(ids.len()))
         })
         .collect();
-    let prompts: Vec<&[i64]> = rows.iter().zip(&splits).map(|((ids, _), &s)| &ids[..s]).collect();
-    let completions: Vec<&[i64]> = rows.iter().zip(&splits).map(|((ids, _), &s)| &ids[s..]).collect();
+    let prompts: Vec<&[i64]> = rows
+        .iter()
+        .zip(&splits)
+        .map(|((ids, _), &s)| &ids[..s])
+        .collect();
+    let completions: Vec<&[i64]> = rows
+        .iter()
+        .zip(&splits)
+        .map(|((ids, _), &s)| &ids[s..])
+        .collect();
     let mut batch = SequenceBatch::new(&prompts, &completions, pad_id, device);
     let labels: Vec<Vec<f32>> = rows
         .iter()
         .zip(&splits)
-        .map(|((_, labels), &s)| labels[s..].iter().map(|&b| f32::from(u8::from(b))).collect())
+        .map(|((_, labels), &s)| {
+            labels[s..]
+                .iter()
+                .map(|&b| f32::from(u8::from(b)))
+                .collect()
+        })
         .collect();
     batch.loss_mask = &batch.loss_mask * batch.completion_values(&labels);
     batch
@@ -119,6 +136,8 @@ pub fn nll_sum(policy: &Policy, batch: &SequenceBatch, memory: &Memory) -> (f64,
         (1.0, Entropy::Skip),
         memory,
     );
-    let nll = -(logp * &batch.loss_mask).sum(Kind::Double).double_value(&[]);
+    let nll = -(logp * &batch.loss_mask)
+        .sum(Kind::Double)
+        .double_value(&[]);
     (nll, batch.loss_mask.sum(Kind::Double).double_value(&[]))
 }

@@ -61,7 +61,11 @@ pub fn heldout_loss(
 }
 
 /// `rows` as one padded batch on `policy`'s device.
-fn batch_of<'a>(rows: impl Iterator<Item = &'a SftRow>, pad: i64, policy: &Policy) -> SequenceBatch {
+fn batch_of<'a>(
+    rows: impl Iterator<Item = &'a SftRow>,
+    pad: i64,
+    policy: &Policy,
+) -> SequenceBatch {
     let rows: Vec<(&[i64], &[bool])> = rows.map(|r| (&r.ids[..], &r.labels[..])).collect();
     sft_batch(&rows, pad, policy.device())
 }
@@ -197,7 +201,9 @@ mod tests {
                 for w in parts.windows(2) {
                     assert_eq!(w[0].end, w[1].start);
                 }
-                assert!(parts.iter().all(|p| p.len() >= n / world && p.len() <= n / world + 1));
+                assert!(parts
+                    .iter()
+                    .all(|p| p.len() >= n / world && p.len() <= n / world + 1));
             }
         }
     }

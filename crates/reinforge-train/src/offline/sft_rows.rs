@@ -251,8 +251,10 @@ fn assistant_spans(
         }
         let before = render(tok, &messages[..i], true)?;
         let through = render(tok, &messages[..=i], false)?;
-        if !text.starts_with(&before) || !text.starts_with(&through) || through.len() < before.len()
-        {
+        // A template may end the last turn otherwise than an inner one (an EOS instead of its
+        // end-of-turn token): the turn ends where the two renderings part.
+        let end = common_prefix(&through, text);
+        if !text.starts_with(&before) || end <= before.len() {
             bail!(
                 "column `messages`: the chat template renders the conversation up to assistant \
                  turn {} differently from the whole conversation (it rewrites earlier turns), so \
@@ -260,9 +262,17 @@ fn assistant_spans(
                 i + 1
             );
         }
-        spans.push(before.len()..through.len());
+        spans.push(before.len()..end);
     }
     Ok(spans)
+}
+
+/// Length in bytes of the longest common prefix of `a` and `b` (at a character boundary).
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map_or(a.len().min(b.len()), |((i, _), _)| i)
 }
 
 /// A prompt-completion row: TRL's `common_prefix_length` split of prompt and
@@ -284,7 +294,11 @@ fn prompt_completion_row(tok: &HfTokenizer, r: &PromptRecord, loss: LossTokens) 
             (tok.encode(prompt, true)?, tok.encode(&text, true)?)
         }
     };
-    let split = prompt.iter().zip(&whole).take_while(|(a, b)| a == b).count();
+    let split = prompt
+        .iter()
+        .zip(&whole)
+        .take_while(|(a, b)| a == b)
+        .count();
     let labels = (0..whole.len())
         .map(|k| loss == LossTokens::All || k >= split)
         .collect();
@@ -340,4 +354,218 @@ fn render(tok: &HfTokenizer, messages: &[Message], add_generation_prompt: bool) 
         ..Default::default()
     };
     Ok(tok.apply_chat_template(messages, &opts)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama")
+    }
+
+    fn tokenizer() -> HfTokenizer {
+        HfTokenizer::from_dir(fixture()).unwrap()
+    }
+
+    fn read(rows: &str, format: SftFormat, loss_tokens: LossTokens, max: usize) -> Result<SftRows> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.jsonl");
+        std::fs::write(&path, rows).unwrap();
+        let t = Tokenization {
+            format,
+            loss_tokens,
+            max_length: max,
+        };
+        read_sft_rows(&path, &tokenizer(), &t)
+    }
+
+    /// The decoded text of each run of consecutive target tokens.
+    fn target_runs(tok: &HfTokenizer, row: &SftRow) -> Vec<String> {
+        let mut runs: Vec<Vec<u32>> = vec![];
+        let mut inside = false;
+        for (&id, &l) in row.ids.iter().zip(&row.labels) {
+            if l && !inside {
+                runs.push(vec![]);
+            }
+            if l {
+                runs.last_mut().unwrap().push(id as u32);
+            }
+            inside = l;
+        }
+        runs.iter().map(|r| tok.decode(r, false).unwrap()).collect()
+    }
+
+    const TWO_TURNS: &str = r#"{"messages": [{"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": "2 + 3 = 5."}, {"role": "user", "content": "Double it."}, {"role": "assistant", "content": "It is 10."}]}"#;
+
+    #[test]
+    fn the_assistant_turns_of_a_conversation_are_the_targets() {
+        let tok = tokenizer();
+        let rows = read(TWO_TURNS, SftFormat::Auto, LossTokens::Completion, 1024).unwrap();
+        assert_eq!(rows.format, SftFormat::Messages);
+        let runs = target_runs(&tok, &rows.rows[0]);
+        let eos = tok.id_to_token(tok.eos_token_id().unwrap()).unwrap();
+        // Each turn's content and its end token; no user text, no role header.
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert!(runs[0].starts_with("2 + 3 = 5."), "{runs:?}");
+        assert!(runs[1].starts_with("It is 10."), "{runs:?}");
+        assert!(runs[1].ends_with(&eos), "{runs:?}");
+        assert!(runs
+            .iter()
+            .all(|r| !r.contains("Double") && !r.contains("assistant")));
+        let all = read(TWO_TURNS, SftFormat::Messages, LossTokens::All, 1024).unwrap();
+        assert!(all.rows[0].labels.iter().all(|&b| b));
+        assert_eq!(all.rows[0].ids, rows.rows[0].ids);
+    }
+
+    #[test]
+    fn a_prompt_completion_row_trains_on_the_completion_only() {
+        let tok = tokenizer();
+        let row = r#"{"prompt": [{"role": "user", "content": "Say hi."}], "completion": [{"role": "assistant", "content": "Hi there."}]}"#;
+        let rows = read(row, SftFormat::Auto, LossTokens::Completion, 1024).unwrap();
+        assert_eq!(rows.format, SftFormat::PromptCompletion);
+        let r = &rows.rows[0];
+        let prompt = render(
+            &tok,
+            &[Message {
+                role: "user".into(),
+                content: "Say hi.".into(),
+            }],
+            true,
+        )
+        .unwrap();
+        let prompt_ids = tok.encode(&prompt, false).unwrap();
+        let first = r.labels.iter().position(|&b| b).unwrap();
+        assert_eq!(first, prompt_ids.len());
+        assert!(r.labels[first..].iter().all(|&b| b));
+        assert!(target_runs(&tok, r)[0].starts_with("Hi there."));
+        // Text prompt and completion: the EOS is appended.
+        let text = read(
+            r#"{"prompt": "Q: 1+1?", "completion": " 2"}"#,
+            SftFormat::Auto,
+            LossTokens::Completion,
+            1024,
+        )
+        .unwrap();
+        let ids = &text.rows[0].ids;
+        assert_eq!(*ids.last().unwrap(), i64::from(tok.eos_token_id().unwrap()));
+    }
+
+    #[test]
+    fn text_rows_train_on_every_token_and_end_with_eos() {
+        let tok = tokenizer();
+        let rows = read(
+            r#"{"text": "one two three"}"#,
+            SftFormat::Auto,
+            LossTokens::Completion,
+            1024,
+        )
+        .unwrap();
+        assert_eq!(rows.format, SftFormat::Text);
+        let r = &rows.rows[0];
+        assert!(r.labels.iter().all(|&b| b));
+        assert_eq!(
+            *r.ids.last().unwrap(),
+            i64::from(tok.eos_token_id().unwrap())
+        );
+        assert_eq!(r.targets(), r.ids.len() - 1);
+    }
+
+    #[test]
+    fn long_rows_are_cut_and_rows_without_targets_dropped() {
+        let two = format!("{TWO_TURNS}\n{TWO_TURNS}\n");
+        let whole = read(&two, SftFormat::Messages, LossTokens::Completion, 1024).unwrap();
+        let prompt_len = whole.rows[0].labels.iter().position(|&b| b).unwrap();
+        let cut = read(
+            &two,
+            SftFormat::Messages,
+            LossTokens::Completion,
+            prompt_len,
+        )
+        .unwrap_err();
+        assert!(
+            format!("{cut:#}").contains("no row has a token to train on"),
+            "{cut:#}"
+        );
+        let some = read(
+            &two,
+            SftFormat::Messages,
+            LossTokens::Completion,
+            prompt_len + 3,
+        )
+        .unwrap();
+        assert_eq!((some.truncated, some.dropped), (2, 0));
+        assert_eq!(some.rows[0].ids.len(), prompt_len + 3);
+    }
+
+    #[test]
+    fn rows_of_no_known_format_are_refused_naming_the_formats() {
+        let e = read(
+            r#"{"question": "x"}"#,
+            SftFormat::Auto,
+            LossTokens::Completion,
+            1024,
+        )
+        .unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains("`messages`") && msg.contains("`text`"),
+            "{msg}"
+        );
+        let e = read(
+            r#"{"prompt": "x"}"#,
+            SftFormat::Auto,
+            LossTokens::Completion,
+            1024,
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("row 1") && format!("{e:#}").contains("completion"),
+            "{e:#}"
+        );
+        let e = read(
+            r#"{"messages": [{"role": "assistant", "content": "hi"}]}"#,
+            SftFormat::Auto,
+            LossTokens::Completion,
+            1024,
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("starts with an assistant turn"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
+    fn a_template_that_rewrites_earlier_turns_is_refused() {
+        // A template rendering only the last two messages: the conversation before a turn is
+        // not a prefix of the whole.
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["tokenizer.json", "tokenizer_config.json"] {
+            std::fs::copy(fixture().join(f), dir.path().join(f)).unwrap();
+        }
+        let cfg_path = dir.path().join("tokenizer_config.json");
+        let mut cfg: Value =
+            serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+        cfg["chat_template"] = Value::String(
+            "{% for m in messages[-2:] %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}".into(),
+        );
+        std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+        let tok = HfTokenizer::from_dir(dir.path()).unwrap();
+        let path = dir.path().join("rows.jsonl");
+        std::fs::write(&path, TWO_TURNS).unwrap();
+        let t = Tokenization {
+            format: SftFormat::Auto,
+            loss_tokens: LossTokens::Completion,
+            max_length: 1024,
+        };
+        let e = read_sft_rows(&path, &tok, &t).unwrap_err();
+        assert!(format!("{e:#}").contains("--loss-tokens all"), "{e:#}");
+        let all = Tokenization {
+            loss_tokens: LossTokens::All,
+            ..t
+        };
+        assert_eq!(read_sft_rows(&path, &tok, &all).unwrap().len(), 1);
+    }
 }
