@@ -28,7 +28,8 @@ import statistics
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from compare_trl_preference import compare, read_jsonl, reinforge_train_polled, step_timer, write_jsonl  # noqa: E402
+from compare_trl_preference import (  # noqa: E402
+    compare, read_jsonl, record_f64_grad_norm, reinforge_train_polled, step_timer, write_jsonl)
 
 
 def parse_args():
@@ -39,7 +40,7 @@ def parse_args():
     p.add_argument("--rows", type=int, default=8)
     p.add_argument("--lr", default="1e-4")
     p.add_argument("--steps", type=int, default=6, help="steps per timing round")
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=2, help="timing rounds (0: no timing)")
     p.add_argument("--threads", default="2")
     p.add_argument("--work", default="runs/compare_trl_sft")
     return p.parse_args()
@@ -75,8 +76,9 @@ def trl_tokenised(model_dir, rows, work):
     return [(r["input_ids"], [int(l != -100) for l in r["labels"]]) for r in trainer.train_dataset]
 
 
-def trl_train(model_dir, ids_rows, lr, steps, work):
-    """TRL's SFTTrainer on reinforge's ids; returns (logs by global step, step seconds)."""
+def trl_train(model_dir, ids_rows, lr, steps, work, f64_norm=False):
+    """TRL's SFTTrainer on reinforge's ids; returns (logs by global step, step seconds, the
+    pre-clip gradient norms computed in float64 when `f64_norm`)."""
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -89,8 +91,10 @@ def trl_train(model_dir, ids_rows, lr, steps, work):
     trainer = SFTTrainer(model=load_model(model_dir), args=sft_config(work, len(ids_rows), lr, steps,
                                                                       completion_only_loss=True),
                          train_dataset=data, processing_class=tok, callbacks=[rec])
+    if f64_norm:
+        record_f64_grad_norm(trainer, rec)
     trainer.train()
-    return rec.logs, rec.step_seconds()
+    return rec.logs, rec.step_seconds(), getattr(rec, "grad_norm_f64", None)
 
 
 def main():
@@ -121,23 +125,28 @@ def main():
     same_ids = [r["input_ids"] == t[0] for r, t in zip(ids_rows, theirs)]
     same_mask = [r["completion_mask"] == t[1] for r, t in zip(ids_rows, theirs)]
     # 2. the first two steps on the same ids
-    logs, _ = trl_train(args.model, ids_rows, args.lr, 2, work / "trl-first")
+    logs, _, norms64 = trl_train(args.model, ids_rows, args.lr, 2, work / "trl-first", f64_norm=True)
     metrics = compare(first, logs, ["loss", "grad_norm"])
+    # TRL logs the norm torch computes in float32 (clip_grad_norm_); its float64 value on the
+    # same gradients says which side's rounding a grad_norm difference is.
+    metrics["grad_norm_trl_float64"] = [
+        {"trl_float64": n, "abs_diff_reinforge": abs(n - first[s]["grad_norm"]),
+         "abs_diff_trl_logged": abs(n - logs[s + 1]["grad_norm"])} for s, n in enumerate(norms64)]
     # 3. step time, alternating
     rounds = []
     for r in range(args.rounds):
         _, our_s = ours(f"reinforge-time{r}", args.steps)
-        _, trl_s = trl_train(args.model, ids_rows, args.lr, args.steps, work / f"trl-time{r}")
+        _, trl_s, _ = trl_train(args.model, ids_rows, args.lr, args.steps, work / f"trl-time{r}")
         rounds.append({"reinforge_s": statistics.median(our_s[1:]), "trl_s": statistics.median(trl_s[1:])})
-    ours_s = statistics.median(x["reinforge_s"] for x in rounds)
-    trl_s = statistics.median(x["trl_s"] for x in rounds)
+    ours_s = statistics.median(x["reinforge_s"] for x in rounds) if rounds else None
+    trl_s = statistics.median(x["trl_s"] for x in rounds) if rounds else None
     summary = {
         "model": args.model, "rows": len(rows), "threads": args.threads, "lr": args.lr,
         "tokens_per_row": [len(r["input_ids"]) for r in ids_rows],
         "input_ids_equal": f"{sum(same_ids)}/{len(same_ids)}",
         "trained_positions_equal": f"{sum(same_mask)}/{len(same_mask)}",
         "first_two_steps": metrics,
-        "step_seconds": {"rounds": rounds, "reinforge": ours_s, "trl": trl_s, "ratio": ours_s / trl_s},
+        "step_seconds": {"rounds": rounds, "reinforge": ours_s, "trl": trl_s, "ratio": ours_s / trl_s if rounds else None},
     }
     (work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))

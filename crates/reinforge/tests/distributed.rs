@@ -421,6 +421,49 @@ fn ranks_reproduce_one_process_on_offline_preference_runs() {
     }
 }
 
+/// `train-sft` on 2 ranks (a step's 6 rows split 3 + 3; the fixture's conversations have
+/// different lengths, so each rank's token count differs and only the global token-mean
+/// denominator makes the ranks' gradients sum to one process's) trains like one process.
+#[test]
+fn ranks_reproduce_one_process_on_train_sft() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let r = root();
+    let args = |out: &str| -> Vec<String> {
+        [
+            "train-sft",
+            "--model",
+            r.join("fixtures/hf/models/llama").to_str().unwrap(),
+            "--data",
+            r.join("fixtures/data/sft/chat_train.jsonl").to_str().unwrap(),
+            "--output",
+            d.join(out).to_str().unwrap(),
+            "--steps",
+            "4",
+            "--batch-size",
+            "6",
+            "--lr",
+            "1e-3",
+            "--threads",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    run_ok(&args("one"));
+    run_ranks(&args("two"), 2);
+    let gap = param_gap(
+        &d.join("one/checkpoints/final"),
+        &d.join("two/checkpoints/final"),
+    );
+    let (ma, mb) = (metrics(&d.join("one")), metrics(&d.join("two")));
+    let loss_gap = common::max_abs_diff(&column(&ma, "loss"), &column(&mb, "loss"));
+    eprintln!("train-sft, 2 ranks: max |Δparam| {gap:.2e}, max |Δloss| {loss_gap:.2e}");
+    assert_eq!(column(&ma, "tokens"), column(&mb, "tokens"), "global token counts");
+    assert!(gap < 1e-5, "{gap}");
+    assert!(loss_gap < 1e-6, "{loss_gap}");
+}
+
 /// Ctrl-C on one rank stops every rank at the same step (they agree before each step), with
 /// `checkpoints/latest` saved and exit code 130.
 #[test]
