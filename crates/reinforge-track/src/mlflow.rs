@@ -200,7 +200,10 @@ mod tests {
 
     #[test]
     fn keys_mlflow_refuses_get_underscores() {
-        assert_eq!(key("metrics/rewards/accuracies"), "metrics/rewards/accuracies");
+        assert_eq!(
+            key("metrics/rewards/accuracies"),
+            "metrics/rewards/accuracies"
+        );
         assert_eq!(key("eval.pass_at_k: 1-2"), "eval.pass_at_k: 1-2");
         assert_eq!(key("metrics/pass@1"), "metrics/pass_1");
         assert_eq!(key("a+b (%)"), "a_b ___");

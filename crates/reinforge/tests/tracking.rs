@@ -88,7 +88,10 @@ fn venv_tool(tool: &str, test: &str) -> Option<PathBuf> {
         "CI is set but {} is missing: run scripts/tracking_env.sh",
         path.display()
     );
-    skip(test, &format!("no {}: run scripts/tracking_env.sh", path.display()));
+    skip(
+        test,
+        &format!("no {}: run scripts/tracking_env.sh", path.display()),
+    );
     None
 }
 
@@ -372,7 +375,12 @@ impl MlflowServer {
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| (r["info"]["run_name"].as_str().unwrap().to_string(), r.clone()))
+            .map(|r| {
+                (
+                    r["info"]["run_name"].as_str().unwrap().to_string(),
+                    r.clone(),
+                )
+            })
             .collect()
     }
 
@@ -387,7 +395,11 @@ impl MlflowServer {
             .map(|key| {
                 let history = self.get(
                     "metrics/get-history",
-                    &[("run_id", id), ("metric_key", key), ("max_results", "25000")],
+                    &[
+                        ("run_id", id),
+                        ("metric_key", key),
+                        ("max_results", "25000"),
+                    ],
                 );
                 let mut points: Vec<(i64, f64)> = history["metrics"]
                     .as_array()
@@ -518,7 +530,10 @@ fn a_real_mlflow_server_gets_params_every_metric_and_the_report_files() {
         "one MLflow run per phase"
     );
     let mut worst: f64 = 0.0;
-    for (name, file) in [("ml/sft", "sft_metrics.jsonl"), ("ml/grpo", "metrics.jsonl")] {
+    for (name, file) in [
+        ("ml/sft", "sft_metrics.jsonl"),
+        ("ml/grpo", "metrics.jsonl"),
+    ] {
         let r = &runs[name];
         assert_eq!(r["info"]["status"], "FINISHED", "{name}");
         let params = MlflowServer::params(r);
@@ -527,11 +542,19 @@ fn a_real_mlflow_server_gets_params_every_metric_and_the_report_files() {
         assert_eq!(params["logging.mlflow_uri"], server.url);
         let expected = jsonl_scalars(&run_dir, file);
         assert!(expected.len() > 3, "{expected:?}");
-        worst = worst.max(assert_same_scalars(&server.metrics(r), &expected, MLFLOW_TOL));
+        worst = worst.max(assert_same_scalars(
+            &server.metrics(r),
+            &expected,
+            MLFLOW_TOL,
+        ));
         let (files, bytes) = server.artifacts(r, file);
         assert!(files.contains("config.toml"), "{name}: {files:?}");
         assert!(files.contains(file), "{name}: {files:?}");
-        assert_eq!(bytes, std::fs::read(run_dir.join(file)).unwrap(), "{name}: {file}");
+        assert_eq!(
+            bytes,
+            std::fs::read(run_dir.join(file)).unwrap(),
+            "{name}: {file}"
+        );
     }
     // The report, written after the last step, goes to the last phase's run.
     let (files, report) = server.artifacts(&runs["ml/grpo"], "report.md");
@@ -546,7 +569,14 @@ fn a_real_mlflow_server_gets_params_every_metric_and_the_report_files() {
         dir.path(),
         "dpo",
         "3",
-        &["--mlflow-uri", &uri, "--mlflow-experiment", "offline", "--beta", "0.25"],
+        &[
+            "--mlflow-uri",
+            &uri,
+            "--mlflow-experiment",
+            "offline",
+            "--beta",
+            "0.25",
+        ],
     );
     check(&out);
     let runs = server.runs("offline");
@@ -562,11 +592,19 @@ fn a_real_mlflow_server_gets_params_every_metric_and_the_report_files() {
         ("mlflow-experiment", "offline"),
         ("tensorboard", "false"),
     ] {
-        assert_eq!(params.get(k).map(String::as_str), Some(v), "{k}: {params:?}");
+        assert_eq!(
+            params.get(k).map(String::as_str),
+            Some(v),
+            "{k}: {params:?}"
+        );
     }
     let dpo_dir = dir.path().join("dpo");
     let expected = jsonl_scalars(&dpo_dir, "metrics.jsonl");
-    worst = worst.max(assert_same_scalars(&server.metrics(r), &expected, MLFLOW_TOL));
+    worst = worst.max(assert_same_scalars(
+        &server.metrics(r),
+        &expected,
+        MLFLOW_TOL,
+    ));
     let (files, bytes) = server.artifacts(r, "metrics.jsonl");
     assert!(files.contains("metrics.jsonl"), "{files:?}");
     assert_eq!(bytes, std::fs::read(dpo_dir.join("metrics.jsonl")).unwrap());

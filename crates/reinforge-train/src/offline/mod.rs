@@ -23,7 +23,7 @@ use crate::dp::Dp;
 use crate::loaded::ModelSource;
 use crate::run_dir::{write_json, RunDir};
 use crate::trainer::checkpoint::OPTIMIZER_FILE;
-use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer, Tracking};
+use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer};
 
 pub mod dpo;
 pub mod kto;

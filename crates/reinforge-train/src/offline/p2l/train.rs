@@ -20,7 +20,7 @@ use super::battles::{encode, models_of, read_battles, Encoded};
 use super::{P2lConfig, P2L_CONFIG};
 use crate::loaded::{LoadedModel, ModelSource, PromptStyle};
 use crate::run_dir::{write_json, RunDir};
-use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer, Tracking};
+use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer};
 
 /// What `train-p2l` is asked.
 #[derive(Debug, Clone)]
