@@ -16,9 +16,9 @@ cd "$root"
 # The real model of the real-model tests (skipped only when the registry is unreachable; any
 # other failure to get it fails here).
 "$root/scripts/real_model.sh" >/dev/null
-# The `tensorboard` package whose reader checks the event files (crates/reinforge/tests/tracking.rs
-# skips without it, and fails under CI).
-"$root/scripts/tracking_env.sh" >/dev/null || echo "warning: scripts/tracking_env.sh failed: the TensorBoard test will skip" >&2
+# The `tensorboard` package whose reader checks the event files, and `mlflow`, whose server the
+# MLflow test logs to (crates/reinforge/tests/tracking.rs skips without them, and fails under CI).
+"$root/scripts/tracking_env.sh" >/dev/null || echo "warning: scripts/tracking_env.sh failed: the TensorBoard and MLflow tests will skip" >&2
 skips="$(mktemp -d)"
 trap 'rm -rf "$skips"' EXIT
 status=0

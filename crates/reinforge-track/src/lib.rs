@@ -58,6 +58,8 @@ pub struct Settings {
 pub struct Tracker {
     tensorboard: Option<tensorboard::EventWriter>,
     mlflow: Option<mlflow::Run>,
+    /// The MLflow run after [`Tracker::finish`], kept for [`Tracker::upload`].
+    ended: Option<mlflow::Run>,
 }
 
 /// Prints the warning of a failed sink, once per sink and process (a run's later phases
@@ -93,6 +95,7 @@ impl Tracker {
         Self {
             tensorboard: tensorboard.flatten(),
             mlflow: mlflow.flatten(),
+            ended: None,
         }
     }
 
@@ -134,11 +137,23 @@ impl Tracker {
             }
         }
         if let Some(r) = self.mlflow.take() {
-            if let Err(e) = r.finish(artifacts) {
-                warn("MLflow", &e);
+            match r.finish(artifacts) {
+                Ok(()) => self.ended = Some(r),
+                Err(e) => warn("MLflow", &e),
             }
         }
         self.tensorboard = None;
+    }
+
+    /// Uploads `artifacts` (files that exist) to the finished phase's MLflow run: the files a
+    /// run writes after its last step (its report).
+    pub fn upload(&mut self, artifacts: &[PathBuf]) {
+        if let Some(r) = &self.ended {
+            if let Err(e) = r.upload(artifacts) {
+                warn("MLflow", &e);
+                self.ended = None;
+            }
+        }
     }
 }
 

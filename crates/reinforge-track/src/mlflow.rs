@@ -69,7 +69,7 @@ impl Run {
         for chunk in params.chunks(MAX_PARAMS) {
             let params: Vec<Value> = chunk
                 .iter()
-                .map(|(k, v)| json!({"key": k, "value": v.chars().take(MAX_PARAM_VALUE).collect::<String>()}))
+                .map(|(k, v)| json!({"key": key(k), "value": v.chars().take(MAX_PARAM_VALUE).collect::<String>()}))
                 .collect();
             run.post(
                 "runs/log-batch",
@@ -101,7 +101,7 @@ impl Run {
         let metrics: Vec<Value> = values
             .iter()
             .filter(|(_, v)| v.is_finite())
-            .map(|(k, v)| json!({"key": k, "value": v, "timestamp": t, "step": step}))
+            .map(|(k, v)| json!({"key": key(k), "value": v, "timestamp": t, "step": step}))
             .collect();
         for chunk in metrics.chunks(MAX_METRICS) {
             self.post(
@@ -113,19 +113,22 @@ impl Run {
     }
 
     /// Uploads each existing file of `artifacts` (by its file name) and ends the run.
-    pub fn finish(self, artifacts: &[PathBuf]) -> Result<()> {
-        let mut upload = Ok(());
-        for path in artifacts.iter().filter(|p| p.is_file()) {
-            if let Err(e) = self.artifact(path) {
-                upload = Err(e);
-                break;
-            }
-        }
+    pub fn finish(&self, artifacts: &[PathBuf]) -> Result<()> {
+        let upload = self.upload(artifacts);
         self.post(
             "runs/update",
             json!({"run_id": self.run_id, "status": "FINISHED", "end_time": now_ms()}),
         )?;
         upload
+    }
+
+    /// Uploads each existing file of `artifacts` (by its file name); an ended run takes them
+    /// too (files written after the run's last step, such as its report).
+    pub fn upload(&self, artifacts: &[PathBuf]) -> Result<()> {
+        artifacts
+            .iter()
+            .filter(|p| p.is_file())
+            .try_for_each(|p| self.artifact(p))
     }
 
     /// `PUT /api/2.0/mlflow-artifacts/artifacts/<experiment>/<run>/artifacts/<file>`.
@@ -167,11 +170,42 @@ impl Run {
     }
 }
 
+/// `name` as MLflow accepts a metric or parameter key: letters, digits, `_ - . / :` and spaces
+/// (`mlflow/utils/validation.py`, `validate_param_and_metric_name`); any other character
+/// becomes `_`, since one refused key fails its whole `log-batch` call.
+pub fn key(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_alphanumeric() || "_-./: ".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// An id the server sent as a string (MLflow's) or a number.
 fn id(v: &Value) -> Result<String> {
     match v {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
         _ => bail!("no experiment_id in the server's answer"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key;
+
+    #[test]
+    fn keys_mlflow_refuses_get_underscores() {
+        assert_eq!(
+            key("metrics/rewards/accuracies"),
+            "metrics/rewards/accuracies"
+        );
+        assert_eq!(key("eval.pass_at_k: 1-2"), "eval.pass_at_k: 1-2");
+        assert_eq!(key("metrics/pass@1"), "metrics/pass_1");
+        assert_eq!(key("a+b (%)"), "a_b ___");
     }
 }

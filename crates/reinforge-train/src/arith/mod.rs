@@ -227,6 +227,7 @@ pub fn run_with_env(cfg: &TrainConfig, run: &RunDir, env: ArithEnv) -> Result<Ou
         evaluate::pattern_line(&eval_rl)
     );
     let summary = write_report(run, cfg, &trainer.state, &eval_sft, &eval_rl)?;
+    trainer.track_report(run);
     Ok(Outcome::Finished(Box::new(summary)))
 }
 

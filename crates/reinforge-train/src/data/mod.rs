@@ -160,6 +160,7 @@ pub fn run(
     );
     if let Some(h) = &heldout {
         evaluate_trained(h, &model.policy, cfg, run)?;
+        trainer.track_report(run);
     }
     Ok(DataOutcome::Finished(out))
 }

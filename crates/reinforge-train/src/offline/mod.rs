@@ -23,7 +23,7 @@ use crate::dp::Dp;
 use crate::loaded::ModelSource;
 use crate::run_dir::{write_json, RunDir};
 use crate::trainer::checkpoint::OPTIMIZER_FILE;
-use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer};
+use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer};
 
 pub mod dpo;
 pub mod kto;
@@ -57,6 +57,9 @@ pub struct OfflineOptions {
     pub raw: bool,
     /// Micro-batches of a step's rows under a token budget (the gradient is unchanged).
     pub memory: reinforge_torch::Memory,
+    /// TensorBoard and MLflow (`--tensorboard`, `--mlflow-uri`), with the command's options
+    /// as parameters: a run without a `config.toml` is tracked by what it is given.
+    pub tracking: Tracking,
 }
 
 /// A started offline run: its directory and, when data-parallel, this process's rank.
@@ -194,7 +197,8 @@ impl OfflineOptions {
             optimizer(&policy, self.lr, 0.0),
             state,
             Box::new(files),
-        );
+        )
+        .with_tracking(self.tracking.clone());
         if resumed {
             trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
         }

@@ -227,7 +227,8 @@ pub fn train(o: &RmOptions) -> Result<()> {
         state,
         Box::new(files),
     )
-    .with_model_writer(Box::new(|dir: &Path| rm.save(dir)));
+    .with_model_writer(Box::new(|dir: &Path| rm.save(dir)))
+    .with_tracking(o.common.tracking.clone());
     if resumed {
         trainer.resume_optimizer(run, &latest)?;
     }

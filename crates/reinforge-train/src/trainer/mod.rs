@@ -25,6 +25,7 @@ use crate::run_dir::RunDir;
 use critic::CriticState;
 pub use start::Start;
 pub use state::{Phase, TrainerState, STATE_VERSION};
+pub use tracking::Tracking;
 
 /// An AdamW over `policy`'s trainable parameters.
 pub fn optimizer(policy: &Policy, lr: f64, weight_decay: f64) -> AdamW {
@@ -89,6 +90,10 @@ pub struct Trainer<'a> {
     /// Writes the model files instead of `policy.save` (a reward model's own layout).
     model_writer: Option<Files<'a>>,
     max_nonfinite_steps: usize,
+    /// What the phases track; `None`: the run directory's `config.toml` says.
+    tracking: Option<Tracking>,
+    /// The last finished phase's sinks, which take the report written after it.
+    tracked: Option<reinforge_track::Tracker>,
 }
 
 impl<'a> Trainer<'a> {
@@ -106,6 +111,8 @@ impl<'a> Trainer<'a> {
             files,
             model_writer: None,
             max_nonfinite_steps: DEFAULT_MAX_NONFINITE_STEPS,
+            tracking: None,
+            tracked: None,
         }
     }
 
@@ -114,6 +121,21 @@ impl<'a> Trainer<'a> {
     pub fn with_model_writer(mut self, writer: Files<'a>) -> Self {
         self.model_writer = Some(writer);
         self
+    }
+
+    /// The phases track what `tracking` asks for (a run without a `config.toml`: the offline
+    /// commands) instead of what the run directory's `config.toml` says.
+    pub fn with_tracking(mut self, tracking: Tracking) -> Self {
+        self.tracking = Some(tracking);
+        self
+    }
+
+    /// Uploads the report files (`report.md`, `summary.json`, the charts) written after the
+    /// last phase ended to that phase's MLflow run.
+    pub fn track_report(&mut self, run: &RunDir) {
+        if let Some(t) = &mut self.tracked {
+            t.upload(&tracking::report_files(run));
+        }
     }
 
     /// Stops a phase after this many consecutive steps with non-finite gradients (0: never).
@@ -204,7 +226,7 @@ impl<'a> Trainer<'a> {
         };
         bar.set_position(self.state.step as u64);
         let mut tracker = if self.writes() {
-            tracking::open(run, phase.label())
+            tracking::open(run, phase.label(), self.tracking.as_ref())
         } else {
             None
         };
@@ -289,6 +311,7 @@ impl<'a> Trainer<'a> {
         if let Some(t) = &mut tracker {
             t.finish(&tracking::artifacts(run, plan.metrics_file));
         }
+        self.tracked = tracker;
         Ok(PhaseEnd::Finished)
     }
 }

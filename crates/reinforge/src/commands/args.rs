@@ -15,7 +15,7 @@ use reinforge_train::loaded::ModelSource;
 use super::{LoadedModel, PromptStyle};
 
 /// `--model`, `--device`, `--dtype`.
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, serde::Serialize)]
 pub struct ModelArgs {
     /// Hugging Face checkpoint directory: config.json, model.safetensors (or a sharded
     /// index), tokenizer.json, tokenizer_config.json.

@@ -9,7 +9,7 @@ use super::offline::OfflineArgs;
 use crate::tools::ByName;
 
 /// Train a checkpoint on preference pairs with a DPO-family loss (TRL's loss types).
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize)]
 #[command(after_help = "\
 DATA (jsonl or parquet): {\"prompt\": TEXT or [messages], \"chosen\": TEXT, \"rejected\": TEXT}
 Losses (TRL DPOConfig.loss_type): sigmoid (DPO), hinge, ipo, exo_pair, nca_pair, robust,
@@ -23,6 +23,7 @@ EXAMPLES:
   (run it again with the same --output to continue after Ctrl-C)")]
 pub struct TrainDpoArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: OfflineArgs,
     #[arg(long, value_parser = ByName(DpoLoss::ALL), default_value = "sigmoid")]
     pub loss_type: DpoLoss,
@@ -41,7 +42,7 @@ pub struct TrainDpoArgs {
 /// Runs `train-dpo`.
 pub fn train(args: &TrainDpoArgs) -> Result<()> {
     reinforge_train::offline::dpo::train(&DpoOptions {
-        common: args.common.options()?,
+        common: args.common.options_of(args)?,
         loss: DpoConfig {
             losses: vec![(args.loss_type, 1.0)],
             beta: args.beta,

@@ -9,7 +9,7 @@ use super::offline::OfflineArgs;
 use crate::tools::ByName;
 
 /// Train a checkpoint on completions labelled desirable or undesirable with KTO.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize)]
 #[command(after_help = "\
 DATA (jsonl or parquet), either unpaired rows
   {\"prompt\": TEXT or [messages], \"completion\": TEXT, \"label\": true|false}
@@ -26,6 +26,7 @@ EXAMPLES:
   (run it again with the same --output to continue after Ctrl-C)")]
 pub struct TrainKtoArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: OfflineArgs,
     #[arg(long, value_parser = ByName(KtoLoss::ALL), default_value = "kto")]
     pub loss_type: KtoLoss,
@@ -42,7 +43,7 @@ pub struct TrainKtoArgs {
 /// Runs `train-kto`.
 pub fn train(args: &TrainKtoArgs) -> Result<()> {
     reinforge_train::offline::kto::train(&KtoOptions {
-        common: args.common.options()?,
+        common: args.common.options_of(args)?,
         loss: KtoConfig {
             loss_type: args.loss_type,
             beta: args.beta,

@@ -1,18 +1,24 @@
 //! The arguments every offline preference command shares (`train-dpo`, `train-orpo`,
-//! `train-kto`); the run itself is reinforge-train's `offline`.
+//! `train-kto`), and the tracking ones every offline trainer takes (those and `train-rm`,
+//! `train-p2l`); the run itself is reinforge-train's `offline`.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use reinforge_train::config::LoggingConfig;
 use reinforge_train::offline::OfflineOptions;
+use reinforge_train::trainer::Tracking;
+use serde::Serialize;
+use serde_json::Value;
 
 use super::args::{count, ModelArgs};
 
 /// Arguments every offline preference command takes.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Serialize)]
 pub struct OfflineArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub model: ModelArgs,
     /// Training rows (jsonl or parquet).
     #[arg(long, value_name = "FILE")]
@@ -47,10 +53,14 @@ pub struct OfflineArgs {
     /// more forward pass, the same gradient (0: the whole step at once).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_tokens_per_microbatch: usize,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tracking: TrackingArgs,
 }
 
 impl OfflineArgs {
-    /// The library's settings (the device resolved and checked).
+    /// The library's settings (the device resolved and checked); MLflow records these
+    /// arguments as the run's parameters.
     pub fn options(&self) -> Result<OfflineOptions> {
         Ok(OfflineOptions {
             model: self.model.source()?,
@@ -68,6 +78,76 @@ impl OfflineArgs {
                 max_tokens_per_microbatch: self.max_tokens_per_microbatch,
                 ..Default::default()
             },
+            tracking: self.tracking.tracking(self),
         })
     }
+
+    /// [`Self::options`] with `command`'s arguments (these and the command's own) as the
+    /// MLflow parameters.
+    pub fn options_of(&self, command: &impl Serialize) -> Result<OfflineOptions> {
+        let mut options = self.options()?;
+        options.tracking.params = params(command);
+        Ok(options)
+    }
+}
+
+/// `--tensorboard`, `--mlflow-uri`, `--mlflow-experiment`: `reinforge train`'s `[logging]`
+/// for the offline trainers, which have no config file.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct TrackingArgs {
+    /// Write <output>/tensorboard/events.out.tfevents.* with every scalar of metrics.jsonl.
+    #[arg(long)]
+    pub tensorboard: bool,
+    /// MLflow tracking server (http://host:port): the command's options as parameters, every
+    /// scalar of metrics.jsonl at its step, metrics.jsonl as an artifact at the end. An
+    /// unreachable server warns once and the run goes on.
+    #[arg(long, value_name = "URL", value_parser = http_url)]
+    pub mlflow_uri: Option<String>,
+    /// MLflow experiment the run goes into (created when the server has none).
+    #[arg(long, value_name = "NAME", default_value = "reinforge")]
+    pub mlflow_experiment: String,
+}
+
+impl TrackingArgs {
+    /// The library's tracking settings, `command`'s arguments as the parameters.
+    pub fn tracking(&self, command: &impl Serialize) -> Tracking {
+        Tracking {
+            logging: LoggingConfig {
+                tensorboard: self.tensorboard,
+                mlflow_uri: self.mlflow_uri.clone().unwrap_or_default(),
+                mlflow_experiment: self.mlflow_experiment.clone(),
+            },
+            params: params(command),
+        }
+    }
+}
+
+/// `--mlflow-uri`: an http:// or https:// URL (the check `logging.mlflow_uri` gets).
+fn http_url(s: &str) -> Result<String, String> {
+    if s.starts_with("http://") || s.starts_with("https://") {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "an http:// or https:// URL of an MLflow tracking server, got {s:?}"
+        ))
+    }
+}
+
+/// A command's arguments as MLflow parameters: each option by its flag name (`batch-size`),
+/// its value as text; options not given and without a default are left out.
+pub fn params(command: &impl Serialize) -> Vec<(String, String)> {
+    let Ok(Value::Object(fields)) = serde_json::to_value(command) else {
+        return Vec::new();
+    };
+    fields
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let value = match v {
+                Value::Null => return None,
+                Value::String(s) => s,
+                v => v.to_string(),
+            };
+            Some((k.replace('_', "-"), value))
+        })
+        .collect()
 }

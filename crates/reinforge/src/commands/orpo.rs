@@ -8,7 +8,7 @@ use super::offline::OfflineArgs;
 use crate::tools::ByName;
 
 /// Train a checkpoint on preference pairs with ORPO (no reference model).
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize)]
 #[command(after_help = "\
 DATA (jsonl or parquet): {\"prompt\": TEXT or [messages], \"chosen\": TEXT, \"rejected\": TEXT}
 Loss (TRL ORPOTrainer): mean NLL of the chosen sequences (prompt included, as TRL counts it)
@@ -21,6 +21,7 @@ EXAMPLES:
   (run it again with the same --output to continue after Ctrl-C)")]
 pub struct TrainOrpoArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: OfflineArgs,
     /// Weight of the odds-ratio term (TRL's ORPOConfig.beta, the paper's lambda).
     #[arg(long, default_value_t = 0.1, value_parser = crate::tools::positive)]
@@ -35,7 +36,7 @@ pub struct TrainOrpoArgs {
 /// Runs `train-orpo`.
 pub fn train(args: &TrainOrpoArgs) -> Result<()> {
     reinforge_train::offline::orpo::train(&OrpoOptions {
-        common: args.common.options()?,
+        common: args.common.options_of(args)?,
         beta: args.beta,
         prompt_bos: args.prompt_bos,
     })

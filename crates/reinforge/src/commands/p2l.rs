@@ -9,10 +9,11 @@ use reinforge_torch::loss::p2l::P2lLoss;
 use reinforge_train::offline::p2l::{self, LeaderboardOptions, TrainOptions};
 
 use super::args::{count, ModelArgs};
+use super::offline::TrackingArgs;
 use crate::tools::ByName;
 
 /// Train a Prompt-to-Leaderboard model on battles with prompts.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize)]
 #[command(after_help = "\
 BATTLES (jsonl): {\"prompt\": TEXT or [messages], \"model_a\": A, \"model_b\": B,
                   \"winner\": \"model_a\" | \"model_b\" | \"tie\" | \"tie (bothbad)\"}
@@ -27,6 +28,7 @@ EXAMPLES:
   reinforge p2l --model p2l-model --prompt 'Write a haiku about rain'")]
 pub struct TrainP2lArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub model: ModelArgs,
     /// Battles to train on (jsonl).
     #[arg(long, value_name = "FILE")]
@@ -61,6 +63,9 @@ pub struct TrainP2lArgs {
     /// Use prompt text as is, without the chat template.
     #[arg(long)]
     pub raw: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tracking: TrackingArgs,
 }
 
 /// Runs `train-p2l`.
@@ -78,6 +83,7 @@ pub fn train(args: &TrainP2lArgs) -> Result<()> {
         checkpoint_every: args.checkpoint_every,
         seed: args.seed,
         raw: args.raw,
+        tracking: args.tracking.tracking(args),
     })
 }
 

@@ -10,9 +10,10 @@ use reinforge_train::offline::rm::{lora_config, RmOptions, ScoreRmOptions};
 use reinforge_train::offline::OfflineOptions;
 
 use super::args::{count, ModelArgs};
+use super::offline::TrackingArgs;
 
 /// Train a reward model on preference pairs (TRL RewardTrainer's loss).
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize)]
 #[command(after_help = "\
 DATA (jsonl or parquet): {\"prompt\": TEXT or [messages], \"chosen\": TEXT or [assistant messages],
                           \"rejected\": ..., \"margin\": NUMBER (optional, every row or none)}
@@ -28,6 +29,7 @@ EXAMPLES:
   reinforge score-rm --model runs/rm/checkpoints/final --data rows.jsonl --output scored.jsonl")]
 pub struct TrainRmArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub model: ModelArgs,
     /// Preference pairs.
     #[arg(long, value_name = "FILE")]
@@ -74,6 +76,9 @@ pub struct TrainRmArgs {
     /// more forward pass, the same gradient (0: the whole step at once).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_tokens_per_microbatch: usize,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tracking: TrackingArgs,
 }
 
 /// Runs `train-rm` (the device is checked before the output directory exists).
@@ -95,6 +100,7 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
                 max_tokens_per_microbatch: args.max_tokens_per_microbatch,
                 ..Default::default()
             },
+            tracking: args.tracking.tracking(args),
         },
         weight_decay: args.weight_decay,
         center_rewards_coefficient: args.center_rewards_coefficient,

@@ -20,7 +20,7 @@ use super::battles::{encode, models_of, read_battles, Encoded};
 use super::{P2lConfig, P2L_CONFIG};
 use crate::loaded::{LoadedModel, ModelSource, PromptStyle};
 use crate::run_dir::{write_json, RunDir};
-use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer};
+use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer};
 
 /// What `train-p2l` is asked.
 #[derive(Debug, Clone)]
@@ -43,6 +43,8 @@ pub struct TrainOptions {
     pub seed: u64,
     /// Prompt text as is, without the chat template.
     pub raw: bool,
+    /// TensorBoard and MLflow, with the command's options as parameters.
+    pub tracking: Tracking,
 }
 
 /// One line of `metrics.jsonl`.
@@ -234,7 +236,8 @@ fn trainer<'a>(
         start.state.clone(),
         Box::new(files),
     )
-    .with_model_writer(Box::new(writer));
+    .with_model_writer(Box::new(writer))
+    .with_tracking(opts.tracking.clone());
     if start.resumed {
         trainer.resume_optimizer(run, &start.latest)?;
     }
