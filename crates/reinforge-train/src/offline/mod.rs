@@ -25,6 +25,7 @@ use crate::run_dir::{write_json, RunDir};
 use crate::trainer::checkpoint::OPTIMIZER_FILE;
 use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Trainer};
 
+pub mod distill;
 pub mod dpo;
 pub mod kto;
 pub mod orpo;
