@@ -135,8 +135,11 @@ fn sums(student: &Policy, teacher: &Policy, rows: &Rows, jsd: &Jsd) -> Result<Su
     })
 }
 
+/// A micro-batch's prompts and completions.
+type Part = (Vec<Vec<i64>>, Vec<Vec<i64>>);
+
 /// `rows` split into micro-batches under `memory`'s token budget (all at once without one).
-fn microbatches<'a>(rows: &Rows<'a>, memory: &Memory) -> Vec<(Vec<Vec<i64>>, Vec<Vec<i64>>)> {
+fn microbatches(rows: &Rows, memory: &Memory) -> Vec<Part> {
     let ids: Vec<i64> = (0..rows.prompts.len() as i64).collect();
     let lens: Vec<usize> = rows
         .prompts

@@ -5,9 +5,7 @@
 //! loss, and the top-k teacher of `ServerDistillationTrainer`, through `loss::distill`, the
 //! functions `train-distill` calls.
 
-use reinforge_torch::loss::distill::{
-    jsd_elements, reduce, topk_elements, Jsd, Reduction, TopK,
-};
+use reinforge_torch::loss::distill::{jsd_elements, reduce, topk_elements, Jsd, Reduction, TopK};
 use reinforge_torch::tch::{Kind, Tensor};
 use serde_json::Value;
 
@@ -183,7 +181,10 @@ fn every_trl_distillation_golden_case_passes_and_a_nudged_one_fails() {
 fn beta_zero_is_forward_kl_and_beta_one_is_reverse_kl() {
     let s = Tensor::from_slice(&[0.3f64, -1.0, 2.0, 0.1]).view([1, 4]);
     let t = Tensor::from_slice(&[1.0f64, 0.5, -0.5, 0.0]).view([1, 4]);
-    let (ls, lt) = (s.log_softmax(-1, Kind::Double), t.log_softmax(-1, Kind::Double));
+    let (ls, lt) = (
+        s.log_softmax(-1, Kind::Double),
+        t.log_softmax(-1, Kind::Double),
+    );
     let kl = |p: &Tensor, q: &Tensor| (p.exp() * (p - q)).sum(Kind::Double).double_value(&[]);
     let per_token = |beta: f64| {
         jsd_elements(&s, &t, &Jsd::new(beta, 1.0).unwrap())
@@ -192,6 +193,9 @@ fn beta_zero_is_forward_kl_and_beta_one_is_reverse_kl() {
     };
     assert!((per_token(0.0) - kl(&lt, &ls)).abs() < 1e-12);
     assert!((per_token(1.0) - kl(&ls, &lt)).abs() < 1e-12);
-    assert!((kl(&lt, &ls) - kl(&ls, &lt)).abs() > 1e-3, "the two directions differ here");
+    assert!(
+        (kl(&lt, &ls) - kl(&ls, &lt)).abs() > 1e-3,
+        "the two directions differ here"
+    );
     assert!(Jsd::new(1.5, 1.0).is_err() && Jsd::new(0.5, 0.0).is_err());
 }

@@ -110,7 +110,10 @@ fn the_student_moves_towards_the_teacher_and_a_resumed_run_matches() {
     }
     // beta = 1: the trained loss is the reverse KL.
     for line in &m {
-        let (loss, r) = (line["loss"].as_f64().unwrap(), line["reverse_kl"].as_f64().unwrap());
+        let (loss, r) = (
+            line["loss"].as_f64().unwrap(),
+            line["reverse_kl"].as_f64().unwrap(),
+        );
         assert!((loss - r).abs() <= 1e-5 * r.abs().max(1e-3), "{line}");
         assert_eq!(line["on_policy"], 1.0);
     }
@@ -119,8 +122,54 @@ fn the_student_moves_towards_the_teacher_and_a_resumed_run_matches() {
     run_ok(&command(d, "llama_tied", &split, "5"));
     run_ok(&command(d, "llama_tied", &split, "12"));
     assert_eq!(metrics(&split).len(), 12);
-    let weights = |run: &Path| std::fs::read(run.join("checkpoints/final/model.safetensors")).unwrap();
-    assert!(weights(&whole) == weights(&split), "the resumed run's weights differ");
+    let weights =
+        |run: &Path| std::fs::read(run.join("checkpoints/final/model.safetensors")).unwrap();
+    assert!(
+        weights(&whole) == weights(&split),
+        "the resumed run's weights differ"
+    );
+}
+
+/// Prompts with a `completion` column.
+fn with_completions(n: usize, offset: usize) -> String {
+    (0..n)
+        .map(|i| {
+            let k = i + offset;
+            json!({"prompt": format!("Tell me about {k}."), "completion": format!("It is {}.", k % 5)})
+                .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+#[test]
+fn off_policy_steps_train_on_the_data_or_the_teachers_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("train.jsonl"), with_completions(16, 0)).unwrap();
+    std::fs::write(d.join("test.jsonl"), with_completions(4, 100)).unwrap();
+    for (extra, name) in [(vec![], "mixed"), (vec!["--seq-kd"], "seq_kd")] {
+        let out = d.join(name);
+        let mut args = command(d, "llama_tied", &out, "8");
+        args.extend(["--lmbda", "0.5", "--beta", "0.5"].map(String::from));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        run_ok(&args);
+        let report = read_json(&out.join("report.json"));
+        // Held-out rows with completions are scored on those fixed tokens.
+        assert_eq!(report["heldout_on"], "data completions", "{report}");
+        let kl = |k: &str| report[k]["reverse_kl"].as_f64().unwrap();
+        assert!(kl("heldout_after") < kl("heldout_before"), "{report}");
+        let m = metrics(&out);
+        let on: Vec<f64> = m.iter().map(|l| l["on_policy"].as_f64().unwrap()).collect();
+        assert!(on.contains(&0.0) && on.contains(&1.0), "{name}: {on:?}");
+        // beta = 0.5: the trained loss is the JSD, not either KL.
+        let l = &m[0];
+        let f = |k: &str| l[k].as_f64().unwrap();
+        assert!(
+            (f("loss") - f("reverse_kl")).abs() > 1e-6 && f("loss") < f("reverse_kl"),
+            "{l}"
+        );
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The commands on Hugging Face checkpoints: their clap arguments, turned into reinforge-train's
 //! `Options` at the boundary (`generate`, `score`, `judge`, `serve --model`, the offline
-//! trainers `train-dpo`, `train-orpo`, `train-kto`, `train-distill`, `train-rm`, `score-rm`, `train-p2l`, `p2l`).
+//! trainers `train-dpo`, `train-orpo`, `train-kto`, `train-distill`, `train-rm`, `score-rm`,
+//! `train-p2l`, `p2l`).
 //! What they run is reinforge-train's (`offline`, `judge`, `score`, `loaded`, `data`).
 
 pub mod args;
