@@ -173,7 +173,7 @@ fn off_policy_steps_train_on_the_data_or_the_teachers_samples() {
 }
 
 #[test]
-fn a_teacher_with_another_tokenizer_and_missing_completions_are_refused() {
+fn a_teacher_with_another_tokenizer_and_bad_rows_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("train.jsonl"), prompts(4, 0)).unwrap();
@@ -187,4 +187,22 @@ fn a_teacher_with_another_tokenizer_and_missing_completions_are_refused() {
     let o = reinforge(&args);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("completion"), "{err}");
+    // `completion` on some rows only names the count.
+    let rows = format!("{}{}", with_completions(2, 0), prompts(1, 5));
+    std::fs::write(d.join("train.jsonl"), rows).unwrap();
+    let o = reinforge(&command(d, "llama_tied", &d.join("bad3"), "1"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("set on 2 of 3 rows"),
+        "{err}"
+    );
+    // A prompt too long for the model's 128 positions names its row.
+    let long = json!({"prompt": "word ".repeat(200)}).to_string() + "\n";
+    std::fs::write(d.join("train.jsonl"), format!("{}{long}", prompts(1, 0))).unwrap();
+    let o = reinforge(&command(d, "llama_tied", &d.join("bad4"), "1"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("row 2") && err.contains("positions"),
+        "{err}"
+    );
 }
