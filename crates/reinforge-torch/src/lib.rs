@@ -13,6 +13,7 @@ pub mod cache;
 pub mod checkpoint;
 pub mod config;
 pub mod dist;
+pub mod distill;
 pub mod logprobs;
 pub mod lora;
 pub mod loss;

@@ -65,6 +65,9 @@ enum Command {
     TrainOrpo(crate::commands::orpo::TrainOrpoArgs),
     /// Preference optimisation on unpaired good/bad completions: TRL's KTO.
     TrainKto(crate::commands::kto::TrainKtoArgs),
+    /// On-policy distillation of a checkpoint towards a teacher with the same tokenizer (TRL's
+    /// GKD / DistillationTrainer losses).
+    TrainDistill(crate::commands::distill::TrainDistillArgs),
     /// Train a reward model on preference pairs (TRL's RewardTrainer loss), saved in
     /// transformers' *ForSequenceClassification layout.
     TrainRm(crate::commands::rm::TrainRmArgs),
@@ -315,6 +318,7 @@ pub fn main() -> Result<ExitCode> {
         Command::TrainOrpo(args) => stopped_is_130(crate::commands::orpo::train(&args)),
         Command::TrainKto(args) => stopped_is_130(crate::commands::kto::train(&args)),
         Command::TrainRm(args) => stopped_is_130(crate::commands::rm::train(&args)),
+        Command::TrainDistill(args) => stopped_is_130(crate::commands::distill::train(&args)),
         Command::ScoreRm(args) => crate::commands::rm::score(&args).map(|()| ExitCode::SUCCESS),
         Command::Judge(args) => crate::commands::judge::run(&args).map(|()| ExitCode::SUCCESS),
         Command::TrainP2l(args) => stopped_is_130(crate::commands::p2l::train(&args)),

@@ -10,6 +10,8 @@
 //! - [`clip_family`]: vanilla PPO (clip-higher, dual-clip), GSPO, CISPO, SAPO, DPPO-TV/KL, GMPO;
 //! - [`pg_family`]: GPG, DRO, KL-Cov, Clip-Cov, REINFORCE, the value loss;
 //! - [`tis`]: truncated importance sampling between sampler and trainer ([`Tis`]);
+//! - [`distill`]: TRL's distillation losses (GKD's generalised JSD with β, temperature and
+//!   reduction; the top-k teacher of its server distillation, [`distill::Jsd`]);
 //! - [`dpo`]: TRL's DPO family (every `loss_type`, f-divergences, the logged metrics,
 //!   [`dpo::DpoLoss`]);
 //! - [`orpo`]: TRL's ORPO (odds-ratio term plus the chosen NLL, reference-free);
@@ -23,6 +25,7 @@
 
 pub mod agg;
 pub mod clip_family;
+pub mod distill;
 pub mod dpo;
 pub mod kl;
 pub mod kto;

@@ -1,8 +1,9 @@
-//! The offline trainers: preference optimisation (`dpo`, `orpo`, `kto`), reward models (`rm`)
-//! and Prompt-to-Leaderboard (`p2l`), each a library `Options` struct and a `train` function
-//! running through the one trainer (`Trainer::run_phase`: resume from `checkpoints/latest`,
-//! Ctrl-C, `metrics.jsonl`, the final checkpoints). Their tensor work is reinforge-torch's
-//! (`preference::{dpo, orpo, kto, rm}`, `p2l`).
+//! The offline trainers: preference optimisation (`dpo`, `orpo`, `kto`), distillation towards
+//! a teacher (`distill`), reward models (`rm`) and Prompt-to-Leaderboard (`p2l`), each a
+//! library `Options` struct and a `train` function running through the one trainer
+//! (`Trainer::run_phase`: resume from `checkpoints/latest`, Ctrl-C, `metrics.jsonl`, the final
+//! checkpoints). Their tensor work is reinforge-torch's (`preference::{dpo, orpo, kto, rm}`,
+//! `distill`, `p2l`).
 //!
 //! Data-parallel (started by torchrun or any launcher that sets its variables): each rank
 //! reads its contiguous share of a step's rows through the model, the per-row values (summed
@@ -25,6 +26,7 @@ use crate::run_dir::{write_json, RunDir};
 use crate::trainer::checkpoint::OPTIMIZER_FILE;
 use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer};
 
+pub mod distill;
 pub mod dpo;
 pub mod kto;
 pub mod orpo;

@@ -1,10 +1,12 @@
 //! The commands on Hugging Face checkpoints: their clap arguments, turned into reinforge-train's
 //! `Options` at the boundary (`generate`, `score`, `judge`, `serve --model`, the offline
-//! trainers `train-sft`, `train-dpo`, `train-orpo`, `train-kto`, `train-rm`, `score-rm`, `train-p2l`, `p2l`).
+//! trainers `train-sft`, `train-dpo`, `train-orpo`, `train-kto`, `train-distill`, `train-rm`,
+//! `score-rm`, `train-p2l`, `p2l`).
 //! What they run is reinforge-train's (`offline`, `judge`, `score`, `loaded`, `data`).
 
 pub mod args;
 pub mod derl;
+pub mod distill;
 pub mod dpo;
 pub mod explain;
 pub mod generate;
