@@ -435,7 +435,9 @@ fn ranks_reproduce_one_process_on_train_sft() {
             "--model",
             r.join("fixtures/hf/models/llama").to_str().unwrap(),
             "--data",
-            r.join("fixtures/data/sft/chat_train.jsonl").to_str().unwrap(),
+            r.join("fixtures/data/sft/chat_train.jsonl")
+                .to_str()
+                .unwrap(),
             "--output",
             d.join(out).to_str().unwrap(),
             "--steps",
@@ -459,7 +461,11 @@ fn ranks_reproduce_one_process_on_train_sft() {
     let (ma, mb) = (metrics(&d.join("one")), metrics(&d.join("two")));
     let loss_gap = common::max_abs_diff(&column(&ma, "loss"), &column(&mb, "loss"));
     eprintln!("train-sft, 2 ranks: max |Δparam| {gap:.2e}, max |Δloss| {loss_gap:.2e}");
-    assert_eq!(column(&ma, "tokens"), column(&mb, "tokens"), "global token counts");
+    assert_eq!(
+        column(&ma, "tokens"),
+        column(&mb, "tokens"),
+        "global token counts"
+    );
     assert!(gap < 1e-5, "{gap}");
     assert!(loss_gap < 1e-6, "{loss_gap}");
 }

@@ -1,6 +1,7 @@
-//! `reinforge explain`: its figures computed independently here from the config it was given,
-//! the parameter count of every fixture checkpoint against its safetensors headers, and
-//! `--set` errors naming the key.
+//! `reinforge explain`: its figures computed independently here from the config it was given
+//! and checked against what the runs then do (rows per rank and optimizer steps per step of
+//! the default experiment, a data-parallel run and a dataset run), the parameter count of every
+//! fixture checkpoint against its safetensors headers, and `--set` errors naming the key.
 
 mod common;
 
@@ -199,4 +200,121 @@ fn the_report_names_trl_and_verl_keys() {
         .collect();
     assert!(none.contains(&"grpo.skip_zero_advantage"), "{none:?}");
     assert!(!none.contains(&"grpo.num_generations"));
+}
+
+/// Runs `args` (a `train` command) and returns its metrics lines from `run`.
+fn run_metrics(args: &[String], run: &Path) -> Vec<Value> {
+    let out = common::tiny::run(args);
+    assert!(
+        out.status.success(),
+        "{args:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    common::tiny::metrics(run)
+}
+
+/// Every step of `m` did what `explain` said: this rank's rows and the optimizer steps.
+fn assert_run_matches(what: &str, v: &Value, m: &[Value]) {
+    assert!(!m.is_empty(), "{what}: no metrics");
+    for line in m {
+        assert_eq!(
+            line["update/rows_per_rank"].as_u64(),
+            Some(num(v, "rows_per_rank")),
+            "{what}: {line}"
+        );
+        assert_eq!(
+            line["update/optimizer_steps"].as_u64(),
+            Some(num(v, "optimizer_steps_per_step")),
+            "{what}: {line}"
+        );
+    }
+    eprintln!(
+        "{what}: {} rows per rank, {} optimizer steps per step, as explained",
+        num(v, "rows_per_rank"),
+        num(v, "optimizer_steps_per_step")
+    );
+}
+
+/// `explain`'s figures against what the runs then do: the default experiment (tiny), the same
+/// on 2 data-parallel ranks, and a dataset run on a fixture checkpoint.
+#[test]
+fn explain_predicts_what_the_runs_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let sets = [
+        "sft.steps=5",
+        "grpo.steps=2",
+        "grpo.prompts_per_step=6",
+        "grpo.num_generations=4",
+        "grpo.mini_batches=4",
+        "grpo.ppo_epochs=2",
+        "grpo.skip_zero_advantage=false",
+        "eval.problems=4",
+        "eval.samples=2",
+        "threads=1",
+        "rollout.rng=\"per_row\"",
+    ];
+    let set_args: Vec<&str> = common::tiny::TINY
+        .iter()
+        .chain(&sets)
+        .flat_map(|kv| ["--set", kv])
+        .collect();
+    let with = |extra: &[&'static str]| -> Vec<&str> { [&set_args[..], extra].concat() };
+
+    let v = explain_json(&with(&[]));
+    let m = run_metrics(
+        &common::tiny::train_args(&runs, "one", &sets),
+        &runs.join("one"),
+    );
+    assert_run_matches("default experiment", &v, &m);
+
+    let v = explain_json(&with(&["--nproc", "2"]));
+    let mut args = common::tiny::train_args(&runs, "two", &sets);
+    args.extend(["--nproc", "2"].map(String::from));
+    let m = run_metrics(&args, &runs.join("two"));
+    assert_eq!(num(&v, "rows_per_rank"), 6 * 4 / 2);
+    assert_run_matches("2 ranks", &v, &m);
+
+    // A dataset run on a fixture checkpoint (TRL's defaults for pretrained models, then these).
+    let model = root().join("fixtures/hf/models/qwen2");
+    let data = dir.path().join("prompts.jsonl");
+    let rows: String = (0..12)
+        .map(|i| {
+            format!(
+                "{{\"prompt\": \"What is {i}+1?\", \"answer\": \"{}\"}}\n",
+                i + 1
+            )
+        })
+        .collect();
+    std::fs::write(&data, rows).unwrap();
+    let data_sets = [
+        "grpo.steps=2",
+        "grpo.prompts_per_step=3",
+        "grpo.num_generations=4",
+        "grpo.mini_batches=2",
+        "grpo.max_completion_length=4",
+        "threads=1",
+    ];
+    let mut explain_args = vec!["--model", model.to_str().unwrap()];
+    explain_args.extend(data_sets.iter().flat_map(|kv| ["--set", *kv]));
+    let v = explain_json(&explain_args);
+    let mut args: Vec<String> = [
+        "train",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    for kv in data_sets
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("runs_dir={}", runs.display()), "name=data".into()])
+    {
+        args.push("--set".into());
+        args.push(kv);
+    }
+    let m = run_metrics(&args, &runs.join("data"));
+    assert_run_matches("dataset run", &v, &m);
 }

@@ -19,9 +19,13 @@ fn args(out: &Path, steps: usize, extra: &[&str]) -> Vec<String> {
         "--model",
         r.join("fixtures/hf/models/llama").to_str().unwrap(),
         "--data",
-        r.join("fixtures/data/sft/chat_train.jsonl").to_str().unwrap(),
+        r.join("fixtures/data/sft/chat_train.jsonl")
+            .to_str()
+            .unwrap(),
         "--heldout",
-        r.join("fixtures/data/sft/chat_heldout.jsonl").to_str().unwrap(),
+        r.join("fixtures/data/sft/chat_heldout.jsonl")
+            .to_str()
+            .unwrap(),
         "--output",
         out.to_str().unwrap(),
         "--batch-size",
@@ -87,7 +91,11 @@ fn heldout_loss_falls_and_a_continued_run_equals_an_uninterrupted_one() {
     let gap = param_gap(&whole, &parts);
     eprintln!("continued vs uninterrupted: max |Δparam| {gap:.2e}");
     assert!(gap < 1e-6, "{gap}");
-    assert_eq!(metrics(&parts).len(), 6, "the second command continued the run");
+    assert_eq!(
+        metrics(&parts).len(),
+        6,
+        "the second command continued the run"
+    );
     assert!(max_abs_diff(&column(&m, "loss"), &column(&metrics(&parts), "loss")) < 1e-6);
 }
 
@@ -162,5 +170,8 @@ fn bad_input_is_refused_with_its_reason() {
         err.contains("rows.jsonl") && err.contains("`messages`") && err.contains("`text`"),
         "{err}"
     );
-    assert!(!out.join("checkpoints").exists(), "nothing is created for bad data");
+    assert!(
+        !out.join("checkpoints").exists(),
+        "nothing is created for bad data"
+    );
 }

@@ -48,6 +48,13 @@ pub struct StepMetrics {
     /// add nothing to the loss or its gradient.
     #[serde(rename = "update/rows_skipped_frac")]
     pub rows_skipped_frac: f64,
+    /// Optimizer steps the policy update took (epochs x mini-batches; `reinforge explain`'s
+    /// `optimizer_steps_per_step`).
+    #[serde(rename = "update/optimizer_steps")]
+    pub optimizer_steps: usize,
+    /// Rollout rows this rank trained on (the writing rank's; `explain`'s `rows_per_rank`).
+    #[serde(rename = "update/rows_per_rank")]
+    pub rows_per_rank: usize,
     #[serde(rename = "response_length/mean")]
     pub response_length: f64,
     #[serde(rename = "response/truncated_frac")]
@@ -275,6 +282,8 @@ pub fn record(
         ppo_kl: u.ppo_kl,
         grad_norm: u.grad_norm,
         rows_skipped_frac: u.rows_skipped as f64 / (n * s.rl.ppo_epochs as f64),
+        optimizer_steps: u.optimizer_steps,
+        rows_per_rank: r.shard.local.len(),
         response_length: tokens as f64 / n,
         truncated_frac: truncated / n,
         env: env_metrics,
