@@ -259,3 +259,138 @@ impl Accumulated {
         }
     }
 }
+
+/// A teacher known only by its top-k log-probs at each completion token (a remote engine's
+/// vLLM-style `prompt_logprobs`): per row, per completion token, `(id, log-prob)` pairs.
+pub type TopKRows<'a> = &'a [Vec<Vec<(i64, f32)>>];
+
+/// The top-k teacher of `rows` as `[n, K]` log-probs (`-inf` padding) and ids, in the order of
+/// `completion_logits`' positions.
+fn topk_tensors(teacher: TopKRows, rows: &Rows, device: tch::Device) -> Result<(Tensor, Tensor)> {
+    let k = teacher
+        .iter()
+        .flatten()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let (mut lps, mut ids) = (vec![], vec![]);
+    for (i, (p, c)) in rows.prompts.iter().zip(rows.completions).enumerate() {
+        let skip = usize::from(p.is_empty() && !c.is_empty());
+        let row = teacher.get(i).map(Vec::as_slice).unwrap_or(&[]);
+        if row.len() != c.len() {
+            bail!(
+                "row {i}: the teacher scored {} completion tokens, the completion has {}",
+                row.len(),
+                c.len()
+            );
+        }
+        for pos in &row[skip..] {
+            for j in 0..k {
+                let (id, lp) = pos.get(j).copied().unwrap_or((0, f32::NEG_INFINITY));
+                ids.push(id);
+                lps.push(lp);
+            }
+        }
+    }
+    let n = (lps.len() / k) as i64;
+    Ok((
+        Tensor::from_slice(&lps)
+            .view([n, k as i64])
+            .to_device(device),
+        Tensor::from_slice(&ids)
+            .view([n, k as i64])
+            .to_device(device),
+    ))
+}
+
+/// The divergence sums of `student` against a top-k `teacher` on `rows` (over the teacher's
+/// support plus the bucket of its missing mass with `add_tail`, else renormalised); the
+/// reverse and forward KL are taken over the same support.
+fn topk_sums(
+    student: &Policy,
+    teacher: TopKRows,
+    rows: &Rows,
+    jsd: &Jsd,
+    add_tail: bool,
+) -> Result<Sums> {
+    use crate::loss::distill::{topk_elements, TopK};
+    let device = student.device();
+    let p: Vec<&[i64]> = rows.prompts.iter().map(Vec::as_slice).collect();
+    let c: Vec<&[i64]> = rows.completions.iter().map(Vec::as_slice).collect();
+    let batch = SequenceBatch::new(&p, &c, rows.pad, device);
+    let s = completion_logits(&student.model, &batch);
+    let (logprobs, ids) = topk_tensors(teacher, rows, device)?;
+    let t = TopK {
+        logprobs: &logprobs,
+        ids: &ids,
+    };
+    let per_token = |logits: &Tensor, j: &Jsd| {
+        topk_elements(logits, &t, j, add_tail).sum_dim_intlist(-1, false, Kind::Float)
+    };
+    let divergence = per_token(&s, jsd).sum(Kind::Float);
+    let (reverse_kl, forward_kl, entropy) = tch::no_grad(|| {
+        let s = s.detach();
+        let total = |x: Tensor| x.sum(Kind::Double).double_value(&[]);
+        let ls = s.log_softmax(-1, Kind::Float);
+        let entropy = -(ls.exp() * &ls).sum_dim_intlist(-1, false, Kind::Float);
+        (
+            total(per_token(&s, &Jsd::reverse_kl())),
+            total(per_token(&s, &Jsd::new(0.0, 1.0).expect("valid"))),
+            total(entropy),
+        )
+    });
+    Ok(Sums {
+        divergence,
+        reverse_kl,
+        forward_kl,
+        entropy,
+        tokens: s.size()[0] as usize,
+    })
+}
+
+/// [`step`] against a top-k teacher (a remote engine's scores, [`TopKRows`]): the rows run
+/// in one pass.
+pub fn step_topk(
+    u: Update,
+    teacher: TopKRows,
+    rows: Rows,
+    jsd: &Jsd,
+    add_tail: bool,
+) -> Result<(Figures<Divergences>, GradStep)> {
+    if u.dp.is_some() {
+        bail!("distillation runs in one process; start it without torchrun");
+    }
+    let total = target_tokens(&rows).max(1) as f64;
+    let s = topk_sums(u.policy, teacher, &rows, jsd, add_tail)?;
+    let loss = &s.divergence / total;
+    if loss.requires_grad() {
+        loss.backward();
+    }
+    let mut acc = Accumulated::default();
+    acc.add(&s);
+    let g = u.opt.clip_and_step(u.max_grad_norm, u.lr);
+    let d = acc.figures();
+    Ok((
+        Figures {
+            loss: d.divergence,
+            metrics: d,
+        },
+        g,
+    ))
+}
+
+/// [`evaluate`] against a top-k teacher, without gradient, in one pass.
+pub fn evaluate_topk(
+    student: &Policy,
+    teacher: TopKRows,
+    rows: Rows,
+    jsd: &Jsd,
+    add_tail: bool,
+) -> Result<Divergences> {
+    tch::no_grad(|| {
+        let mut acc = Accumulated::default();
+        acc.add(&topk_sums(student, teacher, &rows, jsd, add_tail)?);
+        Ok(acc.figures())
+    })
+}

@@ -284,3 +284,58 @@ pub fn completion_token_logprobs(
         })
         .collect()
 }
+
+/// One token of a sequence scored given the tokens before it (vLLM's `prompt_logprobs`
+/// entry): the `k` most likely ids with their log-probs and ranks (1 = most likely), and the
+/// actual token's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredPosition {
+    pub top: Vec<(i64, f32, usize)>,
+    pub actual: (i64, f32, usize),
+}
+
+/// Every token of `seq` after the first scored by `model` at `temperature` (the
+/// distribution `softmax(logits / temperature)`), one forward pass without gradients: what a
+/// teacher serves for distillation (vLLM's `prompt_logprobs = k`). `seq[j]` is scored from
+/// `seq[..j]`; the result has `seq.len() - 1` entries.
+pub fn scored_positions(
+    model: &Transformer,
+    device: tch::Device,
+    seq: &[i64],
+    k: usize,
+    temperature: f64,
+) -> anyhow::Result<Vec<ScoredPosition>> {
+    let _guard = tch::no_grad_guard();
+    if seq.len() < 2 {
+        return Ok(vec![]);
+    }
+    let batch = SequenceBatch::new(&[seq], &[&[][..]], 0, device);
+    let hidden = model.hidden(&batch.input(), None).get(0);
+    let n = seq.len() as i64 - 1;
+    let logits = model.logits(&hidden.narrow(0, 0, n)).to_kind(Kind::Float);
+    let logp = (logits / temperature).log_softmax(-1, Kind::Float);
+    let targets = Tensor::from_slice(&seq[1..])
+        .to_device(device)
+        .view([-1, 1]);
+    let actual = logp.gather(1, &targets, false);
+    let ranks = logp
+        .gt_tensor(&actual)
+        .sum_dim_intlist(1, false, Kind::Int64)
+        + 1;
+    let (values, ids) = logp.topk(k.max(1) as i64, -1, true, true);
+    // host: the scores are sent to a client.
+    let host = |t: &Tensor| t.to_device(tch::Device::Cpu);
+    let values = Vec::<f32>::try_from(&host(&values).flatten(0, -1))?;
+    let ids = Vec::<i64>::try_from(&host(&ids).flatten(0, -1))?;
+    let actual = Vec::<f32>::try_from(&host(&actual).flatten(0, -1))?;
+    let ranks = Vec::<i64>::try_from(&host(&ranks))?;
+    let kk = k.max(1);
+    Ok((0..n as usize)
+        .map(|j| ScoredPosition {
+            top: (0..k)
+                .map(|r| (ids[j * kk + r], values[j * kk + r], r + 1))
+                .collect(),
+            actual: (seq[j + 1], actual[j], ranks[j] as usize),
+        })
+        .collect())
+}

@@ -1,7 +1,11 @@
 //! `train-distill` end to end: a student (the tiny `llama` fixture) distilled from a teacher
 //! with the same tokenizer but other weights (the `llama_tied` fixture) moves towards it (the
 //! held-out KL falls), a run continued from its checkpoint ends with the weights of an
-//! uninterrupted one, and a teacher with another tokenizer is refused.
+//! uninterrupted one, and a teacher with another tokenizer is refused. A teacher behind
+//! `reinforge serve --model` (`--teacher-url`, its vLLM-style `prompt_logprobs`) scores tokens
+//! as `reinforge score` does and the student moves towards it too.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -205,4 +209,104 @@ fn a_teacher_with_another_tokenizer_and_bad_rows_are_refused() {
         !o.status.success() && err.contains("row 2") && err.contains("positions"),
         "{err}"
     );
+}
+
+/// The server's `prompt_logprobs` of a token-id sequence equal `reinforge score`'s log-probs of
+/// the same tokens (the actual token's entry), with ranks and the top alternatives sorted.
+#[test]
+fn a_served_teacher_scores_tokens_as_score_does_and_distils_the_student() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let teacher = fixture("llama_tied");
+    let server = common::server::Server::model(&teacher);
+    // `reinforge score` on a text row (--raw: the prompt with the tokenizer's special tokens,
+    // the completion without), then the server on the same ids.
+    let rows = d.join("rows.jsonl");
+    let row = json!({"prompt": "The teacher says", "completion": " hello to the student"});
+    std::fs::write(&rows, row.to_string() + "\n").unwrap();
+    let out = reinforge(&[
+        "score".into(),
+        "--model".into(),
+        teacher.display().to_string(),
+        "--input".into(),
+        rows.display().to_string(),
+        "--raw".into(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scored: Value =
+        serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    let tok = reinforge_hf::HfTokenizer::from_dir(&teacher).unwrap();
+    let prompt: Vec<i64> = tok
+        .encode("The teacher says", true)
+        .unwrap()
+        .into_iter()
+        .map(i64::from)
+        .collect();
+    assert_eq!(scored["prompt_tokens"].as_u64(), Some(prompt.len() as u64));
+    let completion: Vec<i64> = scored["token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    let score_lps: Vec<f64> = scored["token_logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let seq: Vec<i64> = prompt.iter().chain(&completion).copied().collect();
+    let body = json!({"model": "llama_tied", "prompt": [seq], "max_tokens": 1,
+                      "temperature": 1.0, "prompt_logprobs": 5});
+    let resp = common::server::post(&format!("{}/v1/completions", server.url), &body);
+    let entries = resp["choices"][0]["prompt_logprobs"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(entries.len(), seq.len());
+    assert!(entries[0].is_null());
+    assert_eq!(score_lps.len(), completion.len());
+    for (j, &id) in completion.iter().enumerate() {
+        let e = &entries[prompt.len() + j];
+        let actual = &e[id.to_string()];
+        let gap = (actual["logprob"].as_f64().unwrap() - score_lps[j]).abs();
+        assert!(gap < 1e-5, "position {j}: {e} vs score {}", score_lps[j]);
+        let mut ranked: Vec<(u64, f64)> = e
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| (v["rank"].as_u64().unwrap(), v["logprob"].as_f64().unwrap()))
+            .collect();
+        ranked.sort_by_key(|r| r.0);
+        assert_eq!(ranked[0].0, 1);
+        assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1), "{e}");
+    }
+    // Chat does not serve prompt scores; asking there is a 400 naming the field.
+    let err = ureq::post(&format!("{}/v1/chat/completions", server.url))
+        .send_json(
+            json!({"model": "llama_tied", "messages": [{"role": "user", "content": "hi"}],
+                          "prompt_logprobs": 2}),
+        )
+        .unwrap_err();
+    assert!(matches!(err, ureq::Error::Status(400, _)), "{err:?}");
+
+    // Distillation from the served teacher: the held-out top-k divergence falls.
+    std::fs::write(d.join("train.jsonl"), prompts(32, 0)).unwrap();
+    std::fs::write(d.join("test.jsonl"), prompts(8, 100)).unwrap();
+    let out_dir = d.join("remote");
+    let mut args = command(d, "llama_tied", &out_dir, "12");
+    let i = args.iter().position(|a| a == "--teacher").unwrap();
+    args[i] = "--teacher-url".into();
+    args[i + 1] = server.url.clone();
+    args.extend(["--teacher-top-k".into(), "8".into()]);
+    run_ok(&args);
+    let report = read_json(&out_dir.join("report.json"));
+    let kl = |k: &str| report[k]["reverse_kl"].as_f64().unwrap();
+    let (before, after) = (kl("heldout_before"), kl("heldout_after"));
+    eprintln!("served teacher, top-8: held-out reverse KL over the top-k support {before:.4} -> {after:.4}");
+    assert!(before > 1e-3 && after < 0.5 * before, "{report}");
 }

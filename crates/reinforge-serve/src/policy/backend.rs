@@ -25,6 +25,19 @@ pub struct Sampling {
     pub stop_token_ids: Vec<i64>,
     /// Alternatives reported per position (OpenAI `logprobs: k` / `top_logprobs: k`); 0 = none.
     pub top_logprobs: usize,
+    /// Score every prompt token with its `k` most likely alternatives (vLLM's
+    /// `prompt_logprobs: k`, what a distillation teacher serves); 0 = none.
+    pub prompt_logprobs: usize,
+}
+
+/// One prompt token scored given the tokens before it (vLLM's `prompt_logprobs` entry): the
+/// most likely `(id, log-prob, rank)` alternatives, most likely first, and the actual token's
+/// (rank 1 = most likely). Log-probs are under the temperature-scaled distribution, like the
+/// sampled tokens' (temperature 0 scores at temperature 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptScore {
+    pub top: Vec<(i64, f32, usize)>,
+    pub actual: (i64, f32, usize),
 }
 
 /// One decoding batch. A request with `n > 1` contributes `n` consecutive rows of the same
@@ -50,6 +63,8 @@ pub struct Sequence {
     /// Per position, the `top_logprobs` most likely `(id, log-prob)` pairs, most likely first
     /// (empty when not asked for).
     pub top: Vec<Vec<(i64, f32)>>,
+    /// With `prompt_logprobs`, the prompt's tokens after the first, scored (empty otherwise).
+    pub prompt: Vec<PromptScore>,
     /// Why the row ended.
     pub finish: Finish,
 }

@@ -303,6 +303,7 @@ fn abort_all(shared: &Shared, st: &mut State) -> usize {
                 tokens: vec![],
                 logprobs: vec![],
                 top: vec![],
+                prompt: vec![],
                 finish: Finish::Abort,
             })
             .collect();
@@ -432,7 +433,7 @@ fn joinable(job: &Job, sampling: &Sampling) -> bool {
         max_tokens: sampling.max_tokens,
         ..job.sub.sampling.clone()
     } == *sampling;
-    job.sub.seed.is_none() && same && sampling.top_logprobs == 0
+    job.sub.seed.is_none() && same && sampling.top_logprobs == 0 && sampling.prompt_logprobs == 0
 }
 
 /// The jobs of one running batch: who owns each row, what each row decoded so far, which jobs
@@ -476,6 +477,7 @@ impl Running {
                     tokens: vec![],
                     logprobs: vec![],
                     top: vec![],
+                    prompt: vec![],
                     finish: Finish::Length,
                 })
                 .collect(),
@@ -514,7 +516,9 @@ impl Running {
             }
         }
         for j in 0..self.jobs.len() {
-            let alternatives = self.jobs[j].sub.sampling.top_logprobs > 0;
+            // Alternatives and prompt scores come with the batch's end.
+            let s = &self.jobs[j].sub.sampling;
+            let alternatives = s.top_logprobs > 0 || s.prompt_logprobs > 0;
             if !self.done[j] && self.rows_left[j] == 0 && !alternatives {
                 self.done[j] = true;
                 let rows = std::mem::take(&mut self.partial[j]);

@@ -235,6 +235,7 @@ async fn whole(
                 c.push(id, lp, top.next(), d, &req.output, incremental);
             }
             c.finish(s.finish, d, &req.output, incremental);
+            c.prompt = s.prompt;
             c
         })
         .collect();

@@ -35,7 +35,8 @@
 //! match are dropped ([`text`]); `echo`, penalties, `logit_bias`, `min_tokens`, `best_of != n`,
 //! beam search and structured output are a 400 naming the field; streaming with alternatives
 //! per position (`logprobs: k > 0`, `top_logprobs > 0`) is a 400 (the sampler returns them when
-//! the batch ends); tool definitions are passed to the chat template but tool calls are not
+//! the batch ends); `prompt_logprobs: k` (vLLM's prompt scores, what a distillation teacher
+//! serves) is answered on `/v1/completions` only, not streamed; tool definitions are passed to the chat template but tool calls are not
 //! parsed out of the reply; log-prob token strings are each token decoded on its own.
 //! Without a tokenizer (`--model` without tokenizer.json) only token-id prompts are accepted,
 //! text fields are empty and log-prob tokens are `"token_id:N"`.

@@ -136,6 +136,8 @@ struct CompletionOnly {
     logprobs: Option<usize>,
     #[serde(default)]
     echo: Option<bool>,
+    #[serde(default)]
+    prompt_logprobs: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -175,7 +177,6 @@ const UNSUPPORTED: &[(&str, IsNeutral)] = &[
     ("response_format", |v| {
         v.get("type").and_then(Value::as_str) == Some("text")
     }),
-    ("prompt_logprobs", |v| v.as_u64() == Some(0)),
 ];
 
 fn reject_unsupported(body: &Value) -> Result<(), OpenAiError> {
@@ -226,7 +227,7 @@ pub fn completion(bytes: &[u8], served: &Served) -> Result<GenRequest, OpenAiErr
         check_logprobs("logprobs", k)?;
     }
     let max_tokens = only.max_tokens.unwrap_or(COMPLETIONS_MAX_TOKENS);
-    build(
+    let mut req = build(
         Endpoint::Completions,
         common,
         prompts,
@@ -234,7 +235,17 @@ pub fn completion(bytes: &[u8], served: &Served) -> Result<GenRequest, OpenAiErr
         "max_tokens",
         logprobs,
         served,
-    )
+    )?;
+    let k = only.prompt_logprobs.unwrap_or(0);
+    check_logprobs("prompt_logprobs", k)?;
+    if k > 0 && req.stream {
+        return Err(OpenAiError::bad(
+            "prompt_logprobs",
+            "prompt scores are not streamed: do not stream, or ask for 0",
+        ));
+    }
+    req.sampling.prompt_logprobs = k;
+    Ok(req)
 }
 
 /// Parses and checks a `/v1/chat/completions` body.
@@ -251,6 +262,15 @@ pub fn chat(bytes: &[u8], served: &Served) -> Result<GenRequest, OpenAiError> {
              without tokenizer.json): use /v1/completions with token-id prompts",
         ));
     };
+    if body
+        .get("prompt_logprobs")
+        .is_some_and(|v| !v.is_null() && v.as_u64() != Some(0))
+    {
+        return Err(OpenAiError::bad(
+            "prompt_logprobs",
+            "`prompt_logprobs` is served on /v1/completions (send the conversation's token ids)",
+        ));
+    }
     let messages = chat_messages(&only.messages)?;
     let opts = reinforge_hf::ChatOptions {
         add_generation_prompt: only.add_generation_prompt.unwrap_or(true),
@@ -613,6 +633,7 @@ fn build(
             max_tokens,
             stop_token_ids: stop_ids,
             top_logprobs: logprobs.unwrap_or(0),
+            prompt_logprobs: 0,
         },
         seed: c.seed.map(|s| s as u64),
         stream,

@@ -142,6 +142,23 @@ fn json_f32(x: f32) -> Value {
     }
 }
 
+/// vLLM's `prompt_logprobs` of a choice: `null` for the first prompt token, then per token an
+/// object keyed by token id (as a string) of `{"logprob", "rank", "decoded_token"}`, holding
+/// the top alternatives and the actual token.
+fn prompt_logprobs(c: &Choice, detok: Detok) -> Value {
+    let mut out = vec![Value::Null];
+    for p in &c.prompt {
+        let mut m = Map::new();
+        for &(id, lp, rank) in p.top.iter().chain(std::iter::once(&p.actual)) {
+            m.entry(id.to_string()).or_insert_with(|| {
+                json!({"logprob": json_f32(lp), "rank": rank, "decoded_token": detok.token(id, false)})
+            });
+        }
+        out.push(Value::Object(m));
+    }
+    Value::Array(out)
+}
+
 /// The non-streamed response.
 pub fn full(req: &GenRequest, h: &Header, choices: &[Choice], detok: Detok) -> Value {
     let mut body = match req.endpoint {
@@ -179,6 +196,9 @@ pub fn full(req: &GenRequest, h: &Header, choices: &[Choice], detok: Detok) -> V
                 "stop_reason".into(),
                 ending.stop_reason.clone().unwrap_or(Value::Null),
             );
+            if req.sampling.prompt_logprobs > 0 {
+                m.insert("prompt_logprobs".into(), prompt_logprobs(c, detok));
+            }
             if req.output.return_token_ids {
                 if req.endpoint == Endpoint::Completions {
                     m.insert("prompt_token_ids".into(), json!(req.prompts[index / req.n]));

@@ -74,6 +74,8 @@ pub struct Choice {
     pub ids: Vec<i64>,
     pub logprobs: Vec<f32>,
     pub top: Vec<Vec<(i64, f32)>>,
+    /// The prompt's tokens scored (`prompt_logprobs`), empty unless asked for.
+    pub prompt: Vec<super::backend::PromptScore>,
     /// Tokens received, kept or not.
     pub seen: usize,
     /// The text of the kept tokens (cut at a stop string); filled as tokens come when

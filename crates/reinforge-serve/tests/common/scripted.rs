@@ -115,6 +115,7 @@ impl Generator for Scripted {
             tokens: vec![],
             logprobs: vec![],
             top: vec![],
+            prompt: vec![],
             finish: Finish::Length,
         };
         // Rows admitted mid-batch are appended (continuous batching); each row counts its own

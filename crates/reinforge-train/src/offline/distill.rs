@@ -21,6 +21,7 @@ use reinforge_torch::loss::distill::Jsd;
 use reinforge_torch::{Policy, SamplingParams};
 use serde::Serialize;
 
+use super::distill_remote::RemoteTeacher;
 use super::{start_run, update, OfflineOptions};
 use crate::loaded::{encode_prompt, LoadedModel, ModelSource, PromptStyle};
 use crate::pairs::{completion_field, prompt_columns, step_rows};
@@ -37,8 +38,8 @@ const HELDOUT_SEEDS: u64 = 63;
 #[derive(Debug, Clone)]
 pub struct DistillOptions {
     pub common: OfflineOptions,
-    /// The teacher checkpoint (frozen).
-    pub teacher: ModelSource,
+    /// The teacher: a checkpoint (frozen) or an engine's top-k scores.
+    pub teacher: Teacher,
     /// The divergence: β and temperature.
     pub jsd: Jsd,
     /// Probability that a step trains on the student's own samples.
@@ -47,6 +48,23 @@ pub struct DistillOptions {
     pub seq_kd: bool,
     /// Sampling temperature and maximum new tokens (the stop ids are the student's).
     pub sampling: SamplingParams,
+}
+
+/// Where the teacher's scores come from.
+#[derive(Debug, Clone)]
+pub enum Teacher {
+    /// A checkpoint loaded here: full-vocabulary logits.
+    Local(ModelSource),
+    /// An OpenAI-compatible engine's `prompt_logprobs` ([`super::distill_remote`]): the
+    /// top-k loss (`loss::distill::topk_elements`), with the missing mass as one tail entry
+    /// (`add_tail`, TRL's default) or renormalised.
+    Remote {
+        url: String,
+        /// Served model name (empty: the engine's first).
+        model: String,
+        top_k: usize,
+        add_tail: bool,
+    },
 }
 
 /// Prompts (token ids) and, when the data has them, their completions.
@@ -183,11 +201,49 @@ impl StepLog for DistillLine {
     }
 }
 
+/// The teacher as a run reads it.
+enum TeacherRef<'a> {
+    Local(&'a Policy),
+    Remote(&'a RemoteTeacher, bool),
+}
+
 /// The models and data a run reads.
 struct Models<'a> {
     student_sampling: &'a SamplingParams,
-    teacher: &'a Policy,
+    teacher: TeacherRef<'a>,
     pad: i64,
+    /// The student's vocabulary: a remote teacher's ids must be below it.
+    vocab: usize,
+}
+
+impl Models<'_> {
+    /// A remote teacher's top-k scores of `rows`, checked against the student's vocabulary.
+    fn remote_scores(&self, t: &RemoteTeacher, rows: &Rows) -> Result<Vec<Vec<Vec<(i64, f32)>>>> {
+        let scores = t.score(rows.prompts, rows.completions)?;
+        if let Some(&(id, _)) = scores
+            .iter()
+            .flatten()
+            .flatten()
+            .find(|(id, _)| *id < 0 || *id as usize >= self.vocab)
+        {
+            bail!(
+                "the teacher engine scored token id {id}, outside the student's vocabulary of {}:                  student and teacher must share the tokenizer",
+                self.vocab
+            );
+        }
+        Ok(scores)
+    }
+
+    /// The held-out divergences of `student` on `rows`.
+    fn evaluate(&self, student: &Policy, rows: Rows, o: &DistillOptions) -> Result<Divergences> {
+        match &self.teacher {
+            TeacherRef::Local(t) => tensor::evaluate(student, t, rows, &o.jsd, &o.common.memory),
+            TeacherRef::Remote(t, tail) => {
+                let scores = self.remote_scores(t, &rows)?;
+                tensor::evaluate_topk(student, &scores, rows, &o.jsd, *tail)
+            }
+        }
+    }
 }
 
 impl Models<'_> {
@@ -239,7 +295,7 @@ fn evaluate(
         completions,
         pad: m.pad,
     };
-    tensor::evaluate(student, m.teacher, rows, &o.jsd, &o.common.memory)
+    m.evaluate(student, rows, o)
 }
 
 /// Runs `train-distill`.
@@ -249,8 +305,27 @@ pub fn train(o: &DistillOptions) -> Result<()> {
         bail!("lmbda must be in [0, 1], got {}", o.lmbda);
     }
     let student = common.model.load()?;
-    let teacher = o.teacher.load()?;
-    check_same_vocabulary(&student, &teacher)?;
+    let (local, remote) = match &o.teacher {
+        Teacher::Local(source) => {
+            let teacher = source.load()?;
+            check_same_vocabulary(&student, &teacher)?;
+            (Some(teacher), None)
+        }
+        Teacher::Remote {
+            url,
+            model,
+            top_k,
+            add_tail,
+        } => {
+            if o.seq_kd {
+                bail!(
+                    "--seq-kd samples from the teacher, which needs a local --teacher checkpoint"
+                );
+            }
+            let t = RemoteTeacher::connect(url, model, *top_k, o.jsd.temperature)?;
+            (None, Some((t, *add_tail)))
+        }
+    };
     let pad = student.pad_id();
     let sampling = SamplingParams {
         stop_tokens: student.stop_ids(),
@@ -269,8 +344,13 @@ pub fn train(o: &DistillOptions) -> Result<()> {
     let offline = start_run(&common.output, student.policy.device())?;
     let models = Models {
         student_sampling: &sampling,
-        teacher: &teacher.policy,
+        teacher: match (&local, &remote) {
+            (Some(t), _) => TeacherRef::Local(&t.policy),
+            (None, Some((t, tail))) => TeacherRef::Remote(t, *tail),
+            (None, None) => unreachable!("one teacher is set"),
+        },
         pad,
+        vocab: student.policy.model.config().vocab_size,
     };
     let eval = |policy: &Policy| -> Result<Option<Divergences>> {
         heldout
@@ -286,7 +366,10 @@ pub fn train(o: &DistillOptions) -> Result<()> {
         let src = source(o, k);
         let completions = match src {
             Source::Student => models.sample(t.policy, &prompts, seed),
-            Source::Teacher => models.sample(models.teacher, &prompts, seed),
+            Source::Teacher => match models.teacher {
+                TeacherRef::Local(t) => models.sample(t, &prompts, seed),
+                TeacherRef::Remote(..) => unreachable!("refused before training"),
+            },
             Source::Data => {
                 let data = train.completions.as_ref().expect("checked before training");
                 rows.iter().map(|&r| data[r].clone()).collect()
@@ -298,7 +381,13 @@ pub fn train(o: &DistillOptions) -> Result<()> {
             completions: &completions,
             pad,
         };
-        let (f, g) = tensor::step(update(t, common), models.teacher, batch, &o.jsd)?;
+        let (f, g) = match &models.teacher {
+            TeacherRef::Local(teacher) => tensor::step(update(t, common), teacher, batch, &o.jsd)?,
+            TeacherRef::Remote(teacher, tail) => {
+                let scores = models.remote_scores(teacher, &batch)?;
+                tensor::step_topk(update(t, common), &scores, batch, &o.jsd, *tail)?
+            }
+        };
         Ok(DistillLine {
             step: k,
             loss: f.loss,

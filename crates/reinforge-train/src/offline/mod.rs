@@ -27,6 +27,7 @@ use crate::trainer::checkpoint::OPTIMIZER_FILE;
 use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer};
 
 pub mod distill;
+pub mod distill_remote;
 pub mod dpo;
 pub mod kto;
 pub mod orpo;

@@ -7,7 +7,7 @@ use clap::Args;
 use reinforge_torch::loss::distill::Jsd;
 use reinforge_torch::SamplingParams;
 use reinforge_train::loaded::ModelSource;
-use reinforge_train::offline::distill::DistillOptions;
+use reinforge_train::offline::distill::{DistillOptions, Teacher};
 
 use super::args::{count, temperature};
 use super::offline::OfflineArgs;
@@ -31,14 +31,42 @@ EXAMPLES:
       --heldout test.jsonl --output runs/distill
   reinforge train-distill --model student --teacher teacher --data sft.jsonl --lmbda 0.5 \\
       --beta 0.5 --output runs/gkd
+  reinforge serve --model teacher --port 8001 &   (or vLLM serving the teacher)
+  reinforge train-distill --model student --teacher-url http://127.0.0.1:8001 --teacher-top-k 20 \
+      --data prompts.jsonl --output runs/distill-remote
   (run it again with the same --output to continue after Ctrl-C)")]
 pub struct TrainDistillArgs {
     #[command(flatten)]
     pub common: OfflineArgs,
     /// The teacher: a Hugging Face checkpoint directory with the student's tokenizer (loaded
     /// on the student's device and dtype, frozen).
-    #[arg(long, value_name = "DIR")]
-    pub teacher: PathBuf,
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "teacher_url",
+        conflicts_with = "teacher_url"
+    )]
+    pub teacher: Option<PathBuf>,
+    /// A teacher behind an OpenAI-compatible engine (`reinforge serve --model`, vLLM) with the
+    /// student's tokenizer: its top-k log-probs of each completion token (vLLM's
+    /// `prompt_logprobs`; the key from REINFORGE_API_KEY) and TRL's top-k loss.
+    #[arg(long, value_name = "URL")]
+    pub teacher_url: Option<String>,
+    /// The engine's model name (default: the first it serves).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "",
+        requires = "teacher_url"
+    )]
+    pub teacher_model: String,
+    /// Alternatives per position asked of the engine (vLLM caps it at 20 by default).
+    #[arg(long, default_value_t = 20, value_parser = count, requires = "teacher_url")]
+    pub teacher_top_k: usize,
+    /// Renormalise the student and teacher over the teacher's top-k instead of keeping the
+    /// missing mass as one tail entry (TRL's default).
+    #[arg(long, requires = "teacher_url")]
+    pub no_tail: bool,
     /// TRL's beta: 0 forward KL, 1 reverse KL (DistillationTrainer's default), between: JSD.
     #[arg(long, default_value_t = 1.0, value_parser = unit)]
     pub beta: f64,
@@ -70,9 +98,18 @@ fn unit(s: &str) -> Result<f64, String> {
 /// Runs `train-distill`.
 pub fn train(args: &TrainDistillArgs) -> Result<()> {
     let common = args.common.options()?;
-    let teacher = ModelSource {
-        dir: args.teacher.clone(),
-        ..common.model.clone()
+    let teacher = match (&args.teacher, &args.teacher_url) {
+        (Some(dir), _) => Teacher::Local(ModelSource {
+            dir: dir.clone(),
+            ..common.model.clone()
+        }),
+        (None, Some(url)) => Teacher::Remote {
+            url: url.clone(),
+            model: args.teacher_model.clone(),
+            top_k: args.teacher_top_k,
+            add_tail: !args.no_tail,
+        },
+        (None, None) => unreachable!("clap requires one"),
     };
     // Temperature 0 (greedy sampling) leaves the loss at temperature 1.
     let loss_temperature = if args.temperature > 0.0 {

@@ -9,9 +9,10 @@ use anyhow::{ensure, Context, Result};
 use clap::Args;
 use reinforge_hf::HfTokenizer;
 use reinforge_serve::policy::backend::{
-    Batch, Finish, Generator, Sequence, StepControl, StepToken, StepTokens,
+    Batch, Finish, Generator, PromptScore, Sequence, StepControl, StepToken, StepTokens,
 };
 use reinforge_torch::checkpoint::LoadOptions;
+use reinforge_torch::logprobs::scored_positions;
 use reinforge_torch::{generate_with, GenerateHooks, Policy, RowEnd, SamplingParams};
 
 use super::args::parse_dtype;
@@ -108,6 +109,42 @@ impl TorchGenerator {
     }
 }
 
+impl TorchGenerator {
+    /// With `prompt_logprobs`, every prompt token of the batch scored from the tokens before it
+    /// (at the request's temperature; 1 for greedy requests), else nothing.
+    fn prompt_scores(&self, batch: &Batch) -> Result<Vec<Vec<PromptScore>>> {
+        let s = &batch.sampling;
+        if s.prompt_logprobs == 0 {
+            return Ok(vec![]);
+        }
+        let temperature = if s.temperature > 0.0 {
+            s.temperature
+        } else {
+            1.0
+        };
+        batch
+            .prompts
+            .iter()
+            .map(|p| {
+                let scored = scored_positions(
+                    &self.policy.model,
+                    self.policy.device(),
+                    p,
+                    s.prompt_logprobs,
+                    temperature,
+                )?;
+                Ok(scored
+                    .into_iter()
+                    .map(|x| PromptScore {
+                        top: x.top,
+                        actual: x.actual,
+                    })
+                    .collect())
+            })
+            .collect()
+    }
+}
+
 impl Generator for TorchGenerator {
     fn generate(
         &mut self,
@@ -160,9 +197,12 @@ impl Generator for TorchGenerator {
             self.policy.device(),
             &mut hooks,
         );
+        let scores = self.prompt_scores(batch)?;
         Ok(completions
             .into_iter()
-            .map(|c| Sequence {
+            .enumerate()
+            .map(|(i, c)| Sequence {
+                prompt: scores.get(i).cloned().unwrap_or_default(),
                 finish: if c.aborted {
                     Finish::Abort
                 } else if c.truncated {
