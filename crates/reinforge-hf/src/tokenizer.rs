@@ -13,6 +13,9 @@ use crate::error::{parse_json, read_text, HfError, Result};
 use crate::generation::GenerationConfig;
 use crate::template::{ChatOptions, ChatTemplate, ChatTemplates};
 
+/// A token's byte range `(start, end)` in the encoded text.
+pub type Offsets = (usize, usize);
+
 /// A checkpoint's tokenizer with its special tokens and chat templates.
 pub struct HfTokenizer {
     inner: Tokenizer,
@@ -136,7 +139,7 @@ impl HfTokenizer {
         &self,
         text: &str,
         add_special_tokens: bool,
-    ) -> Result<(Vec<u32>, Vec<(usize, usize)>)> {
+    ) -> Result<(Vec<u32>, Vec<Offsets>)> {
         let enc = self
             .inner
             .encode(text, add_special_tokens)

@@ -264,6 +264,9 @@ impl Accumulated {
 /// vLLM-style `prompt_logprobs`): per row, per completion token, `(id, log-prob)` pairs.
 pub type TopKRows<'a> = &'a [Vec<Vec<(i64, f32)>>];
 
+/// The owned form of [`TopKRows`]: per row, per completion token, `(id, log-prob)` pairs.
+pub type TopKScores = Vec<Vec<Vec<(i64, f32)>>>;
+
 /// The top-k teacher of `rows` as `[n, K]` log-probs (`-inf` padding) and ids, in the order of
 /// `completion_logits`' positions.
 fn topk_tensors(teacher: TopKRows, rows: &Rows, device: tch::Device) -> Result<(Tensor, Tensor)> {

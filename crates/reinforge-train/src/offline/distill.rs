@@ -16,7 +16,7 @@ use anyhow::{bail, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reinforge_tasks::read_records;
-use reinforge_torch::distill::{self as tensor, Divergences, Rows};
+use reinforge_torch::distill::{self as tensor, Divergences, Rows, TopKScores};
 use reinforge_torch::loss::distill::Jsd;
 use reinforge_torch::{Policy, SamplingParams};
 use serde::Serialize;
@@ -218,7 +218,7 @@ struct Models<'a> {
 
 impl Models<'_> {
     /// A remote teacher's top-k scores of `rows`, checked against the student's vocabulary.
-    fn remote_scores(&self, t: &RemoteTeacher, rows: &Rows) -> Result<Vec<Vec<Vec<(i64, f32)>>>> {
+    fn remote_scores(&self, t: &RemoteTeacher, rows: &Rows) -> Result<TopKScores> {
         let scores = t.score(rows.prompts, rows.completions)?;
         if let Some(&(id, _)) = scores
             .iter()

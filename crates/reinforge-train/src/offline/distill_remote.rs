@@ -6,6 +6,7 @@
 //! `reinforge serve --model` and vLLM answer it.
 
 use anyhow::{bail, Context, Result};
+use reinforge_torch::distill::TopKScores;
 use serde_json::{json, Value};
 
 use crate::config::RolloutConfig;
@@ -39,11 +40,7 @@ impl RemoteTeacher {
     }
 
     /// The teacher's top-k `(id, log-prob)` pairs at every completion token of each row.
-    pub fn score(
-        &self,
-        prompts: &[Vec<i64>],
-        completions: &[Vec<i64>],
-    ) -> Result<Vec<Vec<Vec<(i64, f32)>>>> {
+    pub fn score(&self, prompts: &[Vec<i64>], completions: &[Vec<i64>]) -> Result<TopKScores> {
         let rows: Vec<Vec<i64>> = prompts
             .iter()
             .zip(completions)
