@@ -99,11 +99,19 @@ impl Keys {
     }
 }
 
-/// The token of `Authorization: Bearer TOKEN` (scheme case-insensitive, as RFC 6750 allows).
+/// The token of `Authorization: Bearer TOKEN` (scheme case-insensitive, as RFC 6750 allows),
+/// or else of `X-API-Key: TOKEN` (the header the Tinker SDK sends its key in,
+/// `tinker/lib/_auth_token_provider.py`).
 fn bearer(req: &Request) -> Option<&str> {
-    let v = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    let from_authorization = || {
+        let v = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+        let (scheme, token) = v.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    };
+    from_authorization().or_else(|| {
+        let v = req.headers().get("x-api-key")?.to_str().ok()?;
+        Some(v.trim())
+    })
 }
 
 /// Middleware on the whole router: 401 unless the request carries the key its route needs.

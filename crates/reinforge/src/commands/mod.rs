@@ -17,6 +17,7 @@ pub mod p2l;
 pub mod rm;
 pub mod score;
 pub mod serve;
+pub mod tinker;
 pub mod verify;
 
 pub use reinforge_train::loaded::{LoadedModel, PromptStyle};
