@@ -101,6 +101,8 @@ def main():
     out["is_lora"] = info.is_lora
     out["lora_rank"] = info.lora_rank
     datum = sft_datum(prompt, completion)
+    # The untrained adapter, for a reference that replays the steps elsewhere.
+    out["init_checkpoint"] = tc.save_state("init").result().path
 
     # Forward only: the base model's NLL of the completion (LoRA's B starts at zero).
     fwd = tc.forward([datum], "cross_entropy").result()
@@ -108,6 +110,7 @@ def main():
     out["logprobs0"] = fwd.loss_fn_outputs[0]["logprobs"].tolist()
 
     adam = types.AdamParams(learning_rate=args.lr, beta1=0.9, beta2=0.95, eps=1e-8)
+    out["adam"] = adam.model_dump()
     rounds = []
     for _ in range(2):
         fb = tc.forward_backward([datum], "cross_entropy")

@@ -192,9 +192,9 @@ impl TinkerModel {
             };
             out.loss_sum += term.double_value(&[]);
             // host: the numbers go back to the client.
-            out.logprobs.push(
-                Vec::<f32>::try_from(logp.detach().to_device(tch::Device::Cpu)).unwrap_or_default(),
-            );
+            let host = logp.detach().to_device(tch::Device::Cpu);
+            out.logprobs
+                .push(Vec::<f32>::try_from(host).unwrap_or_default());
         }
         out
     }

@@ -4,9 +4,11 @@
 //! save_state, checkpoint list, importance_sampling and ppo, seeded sampling) and bad requests.
 //!
 //! Checked against the rest of the project: the cross-entropy loss and per-token log-probs of
-//! `forward` against `reinforge score` on the same tokens, and the loss after the two
-//! optimizer steps against `reinforge score` of the checkpoint those steps saved (merged LoRA
-//! weights, read back from disk by another code path).
+//! `forward` against `reinforge score` on the same tokens; the loss after the two optimizer
+//! steps against `reinforge score` of the checkpoint those steps saved (merged LoRA weights,
+//! read back from disk by another code path); and the two steps themselves against
+//! transformers + PEFT + `torch.optim.AdamW` replaying them from the untrained adapter the
+//! server saved (scripts/tinker_reference_steps.py in the project's .venv).
 
 mod common;
 
@@ -196,6 +198,39 @@ fn sdk_basic_loop() {
         f(&r["loss_after_errors"]),
         loss2,
         "loss after the bad requests",
+    );
+
+    // The same two steps in PyTorch (transformers + PEFT + torch.optim.AdamW) from the
+    // untrained adapter the server saved.
+    let init = ckpts.join(model_id).join("weights/init");
+    let adam = &r["adam"];
+    let out = Command::new(root().join(".venv/bin/python"))
+        .arg(root().join("scripts/tinker_reference_steps.py"))
+        .args([&model, &init, &tokens])
+        .args(["--steps", "2"])
+        .args(["--lr", &adam["learning_rate"].to_string()])
+        .args(["--beta1", &adam["beta1"].to_string()])
+        .args(["--beta2", &adam["beta2"].to_string()])
+        .args(["--eps", &adam["eps"].to_string()])
+        .output()
+        .expect("runs the PyTorch reference (scripts/setup.sh installs .venv)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let torch: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (i, round) in rounds.iter().enumerate() {
+        close(
+            f(&round["loss"]),
+            f(&torch["losses"][i]),
+            &format!("forward_backward {i} vs PyTorch"),
+        );
+    }
+    close(
+        loss2,
+        f(&torch["after"]),
+        "loss after two optim_steps vs PyTorch",
     );
 
     // Every ratio is 1: importance_sampling and ppo give -sum(advantages).

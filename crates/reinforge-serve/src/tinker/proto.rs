@@ -136,7 +136,7 @@ pub struct SampleResponse {
 
 /// Little-endian int32 bytes as ids; `None` when the length is not a multiple of 4.
 pub fn int32s(bytes: &[u8]) -> Option<Vec<i64>> {
-    (bytes.len() % 4 == 0).then(|| {
+    bytes.len().is_multiple_of(4).then(|| {
         bytes
             .chunks_exact(4)
             .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
@@ -158,7 +158,7 @@ pub fn tensor_values(t: &Tensor) -> Result<Vec<f64>, String> {
         }),
         d => return Err(format!("unsupported dtype {d} (float32, int64 or int32)")),
     };
-    if bytes.len() % width != 0 {
+    if !bytes.len().is_multiple_of(width) {
         return Err(format!(
             "{} bytes is not a whole number of {width}-byte values",
             bytes.len()

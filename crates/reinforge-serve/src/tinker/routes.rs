@@ -397,7 +397,7 @@ fn loss_fn(
         _ => {
             let low = config.get("clip_low_threshold").copied().unwrap_or(0.8);
             let high = config.get("clip_high_threshold").copied().unwrap_or(1.2);
-            if !(low.is_finite() && high.is_finite() && 0.0 <= low && low <= 1.0 && 1.0 <= high) {
+            if !(low.is_finite() && high.is_finite() && (0.0..=1.0).contains(&low) && 1.0 <= high) {
                 return Err(bad(
                     "loss_fn_config",
                     format!("ppo needs 0 <= clip_low_threshold <= 1 <= clip_high_threshold, got {low} and {high}"),
@@ -1114,7 +1114,7 @@ fn sampling(p: &SamplingParams, t: &Tinker, prompt: &[i64]) -> Result<Sampling, 
             format!("token id {x} is outside the vocabulary 0..{}", t.vocab_size),
         ));
     }
-    if !(p.temperature.is_finite() && p.temperature >= 0.0) || !(p.top_p > 0.0 && p.top_p <= 1.0) {
+    if !(p.temperature.is_finite() && p.temperature >= 0.0 && p.top_p > 0.0 && p.top_p <= 1.0) {
         return Err(bad(
             "sampling_params",
             "temperature must be >= 0 and top_p in (0, 1]",
