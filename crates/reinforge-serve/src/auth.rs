@@ -156,6 +156,25 @@ mod tests {
     }
 
     #[test]
+    fn key_from_either_header() {
+        let req = |name: &str, value: &str| {
+            Request::builder()
+                .header(name, value)
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        assert_eq!(bearer(&req("authorization", "Bearer k1")), Some("k1"));
+        assert_eq!(bearer(&req("x-api-key", "tml-k2")), Some("tml-k2"));
+        assert_eq!(bearer(&req("authorization", "Basic k1")), None);
+        let both = Request::builder()
+            .header("authorization", "Bearer k1")
+            .header("x-api-key", "k2")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(bearer(&both), Some("k1"), "Authorization wins");
+    }
+
+    #[test]
     fn who_gets_in() {
         let open = keys(None, None);
         assert!(open.allows(Need::Api, None) && open.allows(Need::Admin, None));

@@ -1213,7 +1213,7 @@ mod tests {
     fn dates_and_names() {
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
-        assert_eq!(rfc3339(t), "2026-11-18T07:06:40Z");
+        assert_eq!(rfc3339(t), "2026-11-18T11:06:40Z");
         assert!(checkpoint_name("step-2.final", "p").is_ok());
         for bad_name in ["", "..", "a/b", "x y"] {
             assert!(checkpoint_name(bad_name, "p").is_err(), "{bad_name}");
