@@ -113,16 +113,23 @@ def main():
     out["adam"] = adam.model_dump()
     rounds = []
     for _ in range(2):
+        start = time.time()
         fb = tc.forward_backward([datum], "cross_entropy")
         step = tc.optim_step(adam)
         fb, step = fb.result(), step.result()
-        rounds.append({"loss": fb.metrics["loss:sum"], "optim_metrics": step.metrics})
+        rounds.append(
+            {
+                "loss": fb.metrics["loss:sum"],
+                "optim_metrics": step.metrics,
+                "seconds": time.time() - start,
+            }
+        )
     out["rounds"] = rounds
     out["loss2"] = tc.forward([datum], "cross_entropy").result().metrics["loss:sum"]
 
     saved = tc.save_state("two-steps").result()
     out["checkpoint"] = saved.path
-    rc = sc.create_rest_client()
+    rc = tinker.RestClient(base_url=args.base_url, api_key=args.api_key)
     listing = rc.list_checkpoints(tc.model_id).result()
     out["checkpoints"] = [c.tinker_path for c in listing.checkpoints]
 
@@ -138,7 +145,9 @@ def main():
     sampler = tc.save_weights_and_get_sampling_client().result()
     params = types.SamplingParams(max_tokens=8, seed=1234, temperature=1.0)
     p = types.ModelInput.from_ints(prompt)
+    start = time.time()
     a = sampler.sample(p, num_samples=2, sampling_params=params).result()
+    out["sample_seconds"] = time.time() - start
     b = sampler.sample(p, num_samples=2, sampling_params=params).result()
     out["sample_a"] = [s.tokens for s in a.sequences]
     out["sample_b"] = [s.tokens for s in b.sequences]
@@ -148,7 +157,7 @@ def main():
         p, num_samples=2, sampling_params=types.SamplingParams(max_tokens=8, seed=99)
     ).result()
     out["sample_other_seed"] = [s.tokens for s in other.sequences]
-    base = sc.create_sampling_client(base_model=args.model)
+    base = sc.create_sampling_client(base_model=args.model).result()
     c = base.sample(p, num_samples=1, sampling_params=params).result()
     d = base.sample(p, num_samples=1, sampling_params=params).result()
     out["base_sample"] = [c.sequences[0].tokens, d.sequences[0].tokens]
@@ -187,7 +196,10 @@ def main():
     out["seconds"] = time.time() - t0
     sc.close("success").result()
     json.dump(out, open(args.out, "w"), indent=1)
-    print(json.dumps({k: out[k] for k in ("loss0", "loss2", "is_loss", "ppo_loss", "seconds")}))
+    keys = ("loss0", "loss2", "is_loss", "ppo_loss", "sample_seconds", "seconds")
+    summary = {k: out[k] for k in keys}
+    summary["round_seconds"] = [r["seconds"] for r in rounds]
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -241,6 +241,10 @@ fn sdk_basic_loop() {
     // Seeded sampling is reproducible; another seed draws other tokens.
     assert_eq!(r["sample_a"], r["sample_b"]);
     assert_ne!(r["sample_a"], r["sample_other_seed"]);
+    assert_ne!(
+        r["sample_a"][0], r["sample_a"][1],
+        "the samples of one request are independent draws"
+    );
     for (seq, lps) in r["sample_a"]
         .as_array()
         .unwrap()
