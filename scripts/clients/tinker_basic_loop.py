@@ -129,6 +129,10 @@ def main():
 
     saved = tc.save_state("two-steps").result()
     out["checkpoint"] = saved.path
+    # Resuming from the checkpoint: a new training client with the trained weights.
+    resumed = sc.create_training_client_from_state(saved.path).result()
+    out["resumed_model_id"] = resumed.model_id
+    out["loss_resumed"] = resumed.forward([datum], "cross_entropy").result().metrics["loss:sum"]
     rc = tinker.RestClient(base_url=args.base_url, api_key=args.api_key)
     listing = rc.list_checkpoints(tc.model_id).result()
     out["checkpoints"] = [c.tinker_path for c in listing.checkpoints]
@@ -157,6 +161,12 @@ def main():
         p, num_samples=2, sampling_params=types.SamplingParams(max_tokens=8, seed=99)
     ).result()
     out["sample_other_seed"] = [s.tokens for s in other.sequences]
+    # A named sampler checkpoint of the same weights, sampled through its tinker:// path.
+    named = tc.save_weights_for_sampler("sampler-two-steps").result()
+    out["sampler_path"] = named.path
+    by_path = sc.create_sampling_client(model_path=named.path).result()
+    e = by_path.sample(p, num_samples=2, sampling_params=params).result()
+    out["sample_named"] = [s.tokens for s in e.sequences]
     base = sc.create_sampling_client(base_model=args.model).result()
     c = base.sample(p, num_samples=1, sampling_params=params).result()
     d = base.sample(p, num_samples=1, sampling_params=params).result()

@@ -112,6 +112,8 @@ fn sdk_basic_loop() {
         "--tinker",
         "--tinker-dir",
         ckpts.to_str().unwrap(),
+        "--tinker-max-models",
+        "6",
         "--api-key",
         API_KEY,
     ]);
@@ -233,6 +235,14 @@ fn sdk_basic_loop() {
         "loss after two optim_steps vs PyTorch",
     );
 
+    // create_training_client_from_state: a new model with the checkpoint's weights.
+    assert_ne!(r["resumed_model_id"], r["model_id"]);
+    close(
+        f(&r["loss_resumed"]),
+        loss2,
+        "loss of the model resumed from the checkpoint",
+    );
+
     // Every ratio is 1: importance_sampling and ppo give -sum(advantages).
     let n = f(&r["policy_tokens"]);
     close(f(&r["is_loss"]), -0.5 * n, "importance_sampling loss");
@@ -255,6 +265,14 @@ fn sdk_basic_loop() {
         assert!(lps.as_array().unwrap().iter().all(|x| f(x) <= 0.0));
     }
     assert_eq!(r["base_sample"][0], r["base_sample"][1]);
+    assert_eq!(
+        r["sampler_path"],
+        format!("tinker://{model_id}/sampler_weights/sampler-two-steps")
+    );
+    assert_eq!(
+        r["sample_named"], r["sample_a"],
+        "the named sampler checkpoint holds the same weights"
+    );
 
     // Bad requests raise the SDK's error types.
     for (case, kind) in [

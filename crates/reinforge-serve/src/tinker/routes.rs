@@ -217,38 +217,7 @@ pub async fn create_model(
         }),
         None => None,
     };
-    let model_id = {
-        let mut s = t.store();
-        let held = s
-            .sessions
-            .get(&req.session_id)
-            .ok_or_else(|| not_found(format!("no session `{}`", req.session_id)))?
-            .models
-            .len();
-        if held >= t.config.max_models_per_session {
-            return Err(bad(
-                "session_id",
-                format!(
-                    "session `{}` already holds {held} models, the server's limit per session",
-                    req.session_id
-                ),
-            ));
-        }
-        let id = s.fresh("model");
-        s.models.insert(
-            id.clone(),
-            Model {
-                session: req.session_id.clone(),
-                lora_rank: lora.as_ref().map(|l| l.rank),
-                checkpoints: vec![],
-                snapshots: vec![],
-            },
-        );
-        if let Some(sess) = s.sessions.get_mut(&req.session_id) {
-            sess.models.push(id.clone());
-        }
-        id
-    };
+    let model_id = register_model(&t, &req.session_id, lora.as_ref().map(|l| l.rank), None)?;
     let m = model_id.clone();
     let id = t.submit(
         Some(req.session_id.clone()),
@@ -260,6 +229,51 @@ pub async fn create_model(
         }),
     );
     Ok(future(id, Some(&model_id)))
+}
+
+/// Adds training model `id` (a fresh `model_N` when `None`) to `session`, within the
+/// per-session limit.
+fn register_model(
+    t: &Tinker,
+    session: &str,
+    lora_rank: Option<usize>,
+    id: Option<String>,
+) -> Result<String, ApiError> {
+    let mut s = t.store();
+    let held = s
+        .sessions
+        .get(session)
+        .ok_or_else(|| not_found(format!("no session `{session}`")))?
+        .models
+        .len();
+    if held >= t.config.max_models_per_session {
+        return Err(bad(
+            "session_id",
+            format!(
+                "session `{session}` already holds {held} models, the server's limit per session"
+            ),
+        ));
+    }
+    let id = match id {
+        Some(id) if s.models.contains_key(&id) => {
+            return Err(bad("model_seq_id", format!("model `{id}` exists")))
+        }
+        Some(id) => id,
+        None => s.fresh("model"),
+    };
+    s.models.insert(
+        id.clone(),
+        Model {
+            session: session.to_string(),
+            lora_rank,
+            checkpoints: vec![],
+            snapshots: vec![],
+        },
+    );
+    if let Some(sess) = s.sessions.get_mut(session) {
+        sess.models.push(id.clone());
+    }
+    Ok(id)
 }
 
 /// 400 unless `name` is the served model.
@@ -663,29 +677,31 @@ fn tinker_path<'a>(path: &'a str, field: &str) -> Result<(&'a str, &'a str, &'a 
 pub struct LoadWeights {
     #[serde(default)]
     model_id: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    model_seq_id: Option<u64>,
+    #[serde(default)]
+    base_model: Option<String>,
     path: String,
     #[serde(default)]
     optimizer: bool,
 }
 
 /// `POST /api/v1/load_weights`: a training checkpoint of this server into an existing model
-/// (the optimizer restarts; `optimizer: true` is refused).
+/// (`model_id`, `load_state`), or into a new one (`session_id` + `model_seq_id`:
+/// `create_training_client_from_state`, whose model id the SDK derives as
+/// `<session_id>:train:<model_seq_id>`, `service_client.py`). Weights only: the optimizer
+/// restarts, and `optimizer: true` is refused.
 pub async fn load_weights(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<LoadWeights>,
 ) -> Answer {
     let t = service(&state)?;
-    let Some(model_id) = req.model_id else {
-        return Err(bad(
-            "model_id",
-            "create-via-load (no model_id) is not supported: create_model first",
-        ));
-    };
-    let session = model_session(&t, &model_id)?;
     if req.optimizer {
         return Err(bad(
             "optimizer",
-            "optimizer state is not saved by this server: load with optimizer=false",
+            "optimizer state is not saved by this server: load weights only (optimizer=false)",
         ));
     }
     let (source, kind, name) = tinker_path(&req.path, "path")?;
@@ -702,11 +718,31 @@ pub async fn load_weights(
                 .find(|c| c.checkpoint_id == format!("weights/{name}"))
         })
         .ok_or_else(|| not_found(format!("no checkpoint `{}`", req.path)))?;
+    let (model_id, session, create) = match (&req.model_id, &req.session_id, req.model_seq_id) {
+        (Some(m), None, _) => (m.clone(), model_session(&t, m)?, false),
+        (None, Some(session), Some(seq)) => {
+            if let Some(b) = &req.base_model {
+                check_base_model(&t, b, "base_model")?;
+            }
+            let rank = t.store().models.get(source).and_then(|m| m.lora_rank);
+            let id = register_model(&t, session, rank, Some(format!("{session}:train:{seq}")))?;
+            (id, session.clone(), true)
+        }
+        _ => {
+            return Err(bad(
+                "model_id",
+                "give model_id, or session_id and model_seq_id (create from the checkpoint)",
+            ))
+        }
+    };
     check_pending(&t, &session)?;
     let (m, path) = (model_id.clone(), req.path.clone());
     let id = t.submit(
         Some(session),
         Box::new(move |b| {
+            if create {
+                b.create_model(&m, None).map_err(Failure::server)?;
+            }
             b.load(&m, &checkpoint.path).map_err(Failure::server)?;
             Ok(Payload::Json(
                 json!({"path": path, "model_id": m, "type": "load_weights"}),
