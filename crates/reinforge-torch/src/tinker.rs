@@ -302,3 +302,63 @@ pub fn sample(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(logp: &[f32], d: &Datum, loss: Loss) -> Vec<f32> {
+        let t = Tensor::from_slice(logp).to_device(tch::Device::Cpu);
+        Vec::<f32>::try_from(loss_terms(&t, d, loss, tch::Device::Cpu)).unwrap()
+    }
+
+    /// Each loss term against Tinker's formula computed by hand, with ratios inside and
+    /// outside PPO's clip range and advantages of both signs.
+    #[test]
+    fn loss_terms_follow_tinkers_formulas() {
+        let logp = [-1.0f32, -2.0, -0.5, -3.0];
+        let d = Datum {
+            weights: vec![1.0, 0.0, 2.0, 0.5],
+            // Ratios exp(logp - old): e^0.5 (1.65), e^-0.5 (0.61), 1, e^0.1 (1.105).
+            sampling_logprobs: vec![-1.5, -1.5, -0.5, -3.1],
+            advantages: vec![1.0, 1.0, -2.0, -1.0],
+            ..Datum::default()
+        };
+        let ce = terms(&logp, &d, Loss::CrossEntropy);
+        assert_eq!(ce, vec![1.0, 0.0, 1.0, 1.5]);
+        let ratio: Vec<f32> = logp
+            .iter()
+            .zip(&d.sampling_logprobs)
+            .map(|(a, b)| (a - b).exp())
+            .collect();
+        let is = terms(&logp, &d, Loss::ImportanceSampling);
+        for i in 0..4 {
+            assert!((is[i] + ratio[i] * d.advantages[i]).abs() < 1e-6);
+        }
+        let ppo = terms(
+            &logp,
+            &d,
+            Loss::Ppo {
+                low: 0.8,
+                high: 1.2,
+            },
+        );
+        // Positive advantage, ratio 1.65: clipped to 1.2. Positive advantage, ratio 0.61:
+        // min(0.61, 0.8) keeps 0.61. Negative advantage, ratio 1: unchanged. Negative
+        // advantage, ratio 1.105 inside the range: unchanged.
+        let want = [-1.2f32, -ratio[1], 2.0, ratio[3]];
+        for i in 0..4 {
+            assert!(
+                (ppo[i] - want[i]).abs() < 1e-6,
+                "{i}: {} vs {}",
+                ppo[i],
+                want[i]
+            );
+        }
+        let unweighted = Datum::default();
+        assert_eq!(
+            terms(&logp, &unweighted, Loss::CrossEntropy),
+            vec![1.0, 2.0, 0.5, 3.0]
+        );
+    }
+}
