@@ -155,6 +155,9 @@ impl Store {
                 models.push(m);
             }
             self.samplers.retain(|_, s| s.session != id);
+            // Its results nobody will ask for any more.
+            self.futures
+                .retain(|_, f| f.session.as_deref() != Some(id.as_str()));
         }
         (models, snapshots)
     }
