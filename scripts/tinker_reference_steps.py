@@ -6,10 +6,10 @@ AdamW, as the reference for `reinforge serve --tinker` (crates/reinforge/tests/t
 
 Loads BASE_DIR with `AutoModelForCausalLM` (float32) and the LoRA adapter the server saved
 before training (`save_state("init")`: its `A` drawn by the server, `B` zero) with
-`PeftModel`, then runs STEPS rounds of Tinker's `forward_backward(cross_entropy)` +
+`PeftModel` (ADAPTER_DIR `-`: no adapter, every weight trained, full fine-tuning), then runs STEPS rounds of Tinker's `forward_backward(cross_entropy)` +
 `optim_step(AdamParams)`: the loss is `-sum(weights * logp(target_tokens))` over the datum
 `full[:-1] -> full[1:]` with weights 1 on the completion, and the step is
-`torch.optim.AdamW(lr, betas, eps, weight_decay=0)` over the LoRA parameters. Prints one JSON
+`torch.optim.AdamW(lr, betas, eps, weight_decay=0)` over the trained parameters. Prints one JSON
 object: the loss before each step and the loss after the last.
 """
 
@@ -43,9 +43,11 @@ def main():
     model = AutoModelForCausalLM.from_pretrained(
         args.base, dtype=torch.float32, attn_implementation="sdpa"
     )
-    model = PeftModel.from_pretrained(model, args.adapter, is_trainable=True)
-    params = [q for n, q in model.named_parameters() if q.requires_grad]
-    assert params and all(".lora_" in n for n, q in model.named_parameters() if q.requires_grad)
+    if args.adapter != "-":
+        model = PeftModel.from_pretrained(model, args.adapter, is_trainable=True)
+        trained = [n for n, q in model.named_parameters() if q.requires_grad]
+        assert trained and all(".lora_" in n for n in trained)
+    params = [q for q in model.parameters() if q.requires_grad]
     opt = torch.optim.AdamW(
         params, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, weight_decay=0.0
     )

@@ -23,6 +23,9 @@ import time
 import tinker
 from tinker import types
 from tinker._client import AsyncTinker  # the SDK's own low-level client
+from tinker.lib.api_future_impl import _APIFuture
+from tinker.lib.client_connection_pool_type import ClientConnectionPoolType
+from tinker.lib.public_interfaces.training_client import TrainingClient, fetch_training_info
 
 
 def sft_datum(prompt, completion):
@@ -78,6 +81,33 @@ async def raw_errors(base_url, api_key, out):
             out["unknown_future"] = {"type": type(e).__name__, "message": str(e)[:300]}
     finally:
         await client.close()
+
+
+def full_training_client(sc, model):
+    """A training client of every weight: the SDK's own `create_lora_training_client` steps
+    (`service_client.py`) with no `lora_config`, which the public SDK never sends but the API
+    allows."""
+    holder = sc.holder
+
+    async def create():
+        with holder.aclient(ClientConnectionPoolType.TRAIN) as client:
+            request = types.CreateModelRequest(
+                session_id=holder.get_session_id(),
+                model_seq_id=holder.get_training_client_id(),
+                base_model=model,
+            )
+            future = await client.models.create(request=request)
+        created = await _APIFuture(
+            types.CreateModelResponse,
+            holder,
+            future,
+            request_start_time=time.time(),
+            request_type="CreateModel",
+        )
+        info = await fetch_training_info(holder, created.model_id)
+        return TrainingClient(holder, model_seq_id=0, model_id=created.model_id, info=info)
+
+    return holder.run_coroutine_threadsafe(create()).result()
 
 
 def main():
@@ -136,6 +166,17 @@ def main():
     rc = tinker.RestClient(base_url=args.base_url, api_key=args.api_key)
     listing = rc.list_checkpoints(tc.model_id).result()
     out["checkpoints"] = [c.tinker_path for c in listing.checkpoints]
+
+    # Full fine-tuning: the same two rounds on every weight.
+    full = full_training_client(sc, args.model)
+    out["full_is_lora"] = full.get_info().is_lora
+    out["full_rounds"] = []
+    for _ in range(2):
+        fb = full.forward_backward([datum], "cross_entropy")
+        step = full.optim_step(adam)
+        out["full_rounds"].append(fb.result().metrics["loss:sum"])
+        step.result()
+    out["full_loss2"] = full.forward([datum], "cross_entropy").result().metrics["loss:sum"]
 
     # Policy losses with the model's own log-probs as the sampler's: every ratio is 1, so the
     # loss is -sum(advantages) whatever the model.

@@ -235,6 +235,38 @@ fn sdk_basic_loop() {
         "loss after two optim_steps vs PyTorch",
     );
 
+    // Full fine-tuning (create_model without lora_config): the same rounds on every weight,
+    // against PyTorch on every weight.
+    assert_eq!(r["full_is_lora"], false);
+    let out = Command::new(root().join(".venv/bin/python"))
+        .arg(root().join("scripts/tinker_reference_steps.py"))
+        .args([model.as_os_str(), "-".as_ref(), tokens.as_os_str()])
+        .args(["--steps", "2"])
+        .args(["--lr", &adam["learning_rate"].to_string()])
+        .args(["--beta1", &adam["beta1"].to_string()])
+        .args(["--beta2", &adam["beta2"].to_string()])
+        .args(["--eps", &adam["eps"].to_string()])
+        .output()
+        .expect("runs the PyTorch reference");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let torch_full: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for i in 0..2 {
+        close(
+            f(&r["full_rounds"][i]),
+            f(&torch_full["losses"][i]),
+            &format!("full fine-tuning forward_backward {i} vs PyTorch"),
+        );
+    }
+    close(
+        f(&r["full_loss2"]),
+        f(&torch_full["after"]),
+        "full fine-tuning: loss after two optim_steps vs PyTorch",
+    );
+
     // create_training_client_from_state: a new model with the checkpoint's weights.
     assert_ne!(r["resumed_model_id"], r["model_id"]);
     close(
