@@ -19,6 +19,9 @@ cd "$root"
 # The `tensorboard` package whose reader checks the event files, and `mlflow`, whose server the
 # MLflow test logs to (crates/reinforge/tests/tracking.rs skips without them, and fails under CI).
 "$root/scripts/tracking_env.sh" >/dev/null || echo "warning: scripts/tracking_env.sh failed: the TensorBoard and MLflow tests will skip" >&2
+# The `tinker` SDK that drives `reinforge serve --tinker` (crates/reinforge/tests/tinker.rs skips
+# without it, and fails under CI).
+"$root/scripts/tinker_env.sh" >/dev/null || echo "warning: scripts/tinker_env.sh failed: the Tinker SDK test will skip" >&2
 skips="$(mktemp -d)"
 trap 'rm -rf "$skips"' EXIT
 status=0

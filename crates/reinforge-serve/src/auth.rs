@@ -99,11 +99,19 @@ impl Keys {
     }
 }
 
-/// The token of `Authorization: Bearer TOKEN` (scheme case-insensitive, as RFC 6750 allows).
+/// The token of `Authorization: Bearer TOKEN` (scheme case-insensitive, as RFC 6750 allows),
+/// or else of `X-API-Key: TOKEN` (the header the Tinker SDK sends its key in,
+/// `tinker/lib/_auth_token_provider.py`).
 fn bearer(req: &Request) -> Option<&str> {
-    let v = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    let from_authorization = || {
+        let v = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+        let (scheme, token) = v.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    };
+    from_authorization().or_else(|| {
+        let v = req.headers().get("x-api-key")?.to_str().ok()?;
+        Some(v.trim())
+    })
 }
 
 /// Middleware on the whole router: 401 unless the request carries the key its route needs.
@@ -145,6 +153,25 @@ mod tests {
         assert_eq!(need("/update_weights_from_disk"), Need::Admin);
         assert_eq!(need("/v1/completions"), Need::Api);
         assert_eq!(need("/no/such/route"), Need::Api);
+    }
+
+    #[test]
+    fn key_from_either_header() {
+        let req = |name: &str, value: &str| {
+            Request::builder()
+                .header(name, value)
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        assert_eq!(bearer(&req("authorization", "Bearer k1")), Some("k1"));
+        assert_eq!(bearer(&req("x-api-key", "tml-k2")), Some("tml-k2"));
+        assert_eq!(bearer(&req("authorization", "Basic k1")), None);
+        let both = Request::builder()
+            .header("authorization", "Bearer k1")
+            .header("x-api-key", "k2")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(bearer(&both), Some("k1"), "Authorization wins");
     }
 
     #[test]

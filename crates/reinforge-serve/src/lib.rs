@@ -9,6 +9,7 @@
 //! | `GET /health` | liveness |
 //! | `GET /metrics` | Prometheus text: requests by route/status, latency, in-flight, queued, rewards, checks, sandbox runs; policy requests, tokens, batch rows, queue depth, weight loads |
 //! | `GET /v1/models`, `POST /v1/completions`, `POST /v1/chat/completions` | OpenAI API with vLLM's extensions, with `--model` ([`policy`]) |
+//! | `/api/v1/...` (the Tinker SDK's routes) | the Tinker training API, with `--tinker` ([`tinker`]) |
 //! | `POST /pause_generation`, `/continue_generation`, `/update_weights_from_disk`, `GET /get_weight_version` (SGLang names); `POST /pause`, `/resume`, `GET /is_paused` (vLLM names) | weight updates on the served policy ([`policy`]) |
 //!
 //! The policy routes exist only when [`run_with_policy`] is given a [`Generator`] (the
@@ -40,6 +41,7 @@ pub mod limit;
 pub mod metrics;
 pub mod policy;
 pub mod routes;
+pub mod tinker;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -78,6 +80,8 @@ pub struct AppState {
     pub body_timeout: std::time::Duration,
     /// `--sandbox-max-fetch-files`, `--sandbox-max-fetch-bytes`.
     pub fetch_caps: routes::sandboxfusion::FetchCaps,
+    /// The Tinker API (`--tinker`), when the caller passed a backend ([`AppState::with_tinker`]).
+    pub tinker: Option<Arc<tinker::Tinker>>,
 }
 
 impl AppState {
@@ -145,7 +149,24 @@ impl AppState {
                 files: args.sandbox_max_fetch_files,
                 bytes: args.sandbox_max_fetch_bytes,
             },
+            tinker: None,
         })
+    }
+
+    /// Adds the Tinker routes over `backend` ([`tinker`]).
+    pub fn with_tinker(
+        mut self,
+        config: tinker::Config,
+        backend: Box<dyn tinker::TinkerBackend>,
+    ) -> Result<Self> {
+        std::fs::create_dir_all(&config.checkpoint_dir).with_context(|| {
+            format!(
+                "creating the Tinker checkpoint directory {}",
+                config.checkpoint_dir.display()
+            )
+        })?;
+        self.tinker = Some(Arc::new(tinker::Tinker::new(config, backend)?));
+        Ok(self)
     }
 
     /// Runs blocking work `f` on tokio's blocking pool, holding `slot` until it is done.
@@ -184,6 +205,9 @@ pub fn app(state: AppState) -> Router {
         .merge(work);
     if state.policy.is_some() {
         router = router.merge(policy::routes());
+    }
+    if state.tinker.is_some() {
+        router = router.merge(tinker::routes());
     }
     router
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
@@ -277,6 +301,16 @@ pub fn run_with_policy(
     generator: Option<Box<dyn Generator>>,
     models: ModelLoader,
 ) -> Result<()> {
+    run_with_backends(args, generator, None, models)
+}
+
+/// [`run_with_policy`], plus the Tinker API ([`tinker`]) over a backend when one is given.
+pub fn run_with_backends(
+    args: &ServeArgs,
+    generator: Option<Box<dyn Generator>>,
+    tinker: Option<(tinker::Config, Box<dyn tinker::TinkerBackend>)>,
+    models: ModelLoader,
+) -> Result<()> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -284,7 +318,10 @@ pub fn run_with_policy(
         )
         .with_writer(std::io::stderr)
         .try_init();
-    let state = AppState::with_policy(args, generator, models)?;
+    let mut state = AppState::with_policy(args, generator, models)?;
+    if let Some((config, backend)) = tinker {
+        state = state.with_tinker(config, backend)?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("reinforge-serve")
@@ -314,6 +351,14 @@ pub fn run_with_policy(
                 w.checksum,
                 args.max_batch_rows,
                 args.max_queued_requests,
+            );
+        }
+        if let Some(t) = &state.tinker {
+            eprintln!(
+                "reinforge serve: Tinker API on base model `{}` (context {}; checkpoints in {}): base_url http://{local}",
+                t.config.base_model,
+                t.max_context,
+                t.config.checkpoint_dir.display(),
             );
         }
         serve(listener, state, shutdown_signal()).await?;

@@ -30,6 +30,7 @@ pub mod rl;
 pub mod runtime;
 pub mod sampling;
 pub mod sft;
+pub mod tinker;
 pub mod value;
 
 pub use batch::SequenceBatch;

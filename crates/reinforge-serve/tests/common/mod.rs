@@ -32,7 +32,8 @@ pub fn start_policy(args: ServeArgs, generator: Box<dyn reinforge_serve::Generat
     )
 }
 
-fn start_state(state: AppState) -> Server {
+/// Starts a server over a prepared `state` (the Tinker routes: `tinker_routes.rs`).
+pub fn start_state(state: AppState) -> Server {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -20,6 +20,7 @@ pub mod rm;
 pub mod score;
 pub mod serve;
 pub mod sft;
+pub mod tinker;
 pub mod verify;
 
 pub use reinforge_train::loaded::{LoadedModel, PromptStyle};

@@ -23,6 +23,8 @@ use super::args::parse_dtype;
 EXAMPLES:
   reinforge serve                                       rewards only (math) on 127.0.0.1:8000
   reinforge serve --model ckpt --port 8001 --threads 2  an OpenAI-compatible policy as well
+  reinforge serve --model ckpt --port 8001 --tinker     + the Tinker training API (docs/tinker.md):
+      tinker.ServiceClient(base_url='http://127.0.0.1:8001', api_key='tml-local')
   python -c \"import openai; c = openai.OpenAI(base_url='http://127.0.0.1:8001/v1', api_key='x'); \\
       print(c.completions.create(model='ckpt', prompt='2+2=', max_tokens=8).choices[0].text)\"
   As a rollout engine of `reinforge train`: [rollout] engine = \"openai\",
@@ -41,6 +43,8 @@ pub struct ServeCommand {
     /// draws identical to its local sampler.
     #[arg(long, value_parser = super::args::count)]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub tinker: super::tinker::TinkerArgs,
 }
 
 /// Runs `reinforge serve`: loads the policy when `--model` is given, then serves.
@@ -70,8 +74,20 @@ pub fn run(cmd: &ServeCommand) -> Result<()> {
     } else {
         (0, vec![])
     };
+    let tinker = if cmd.tinker.tinker {
+        let name = cmd.serve.served_model_name.clone().unwrap_or_else(|| {
+            dir.file_name().map_or("reinforge-policy".into(), |n| {
+                n.to_string_lossy().into_owned()
+            })
+        });
+        let backend = super::tinker::TorchTinker::load(dir, name.clone(), opts, eos.clone())?;
+        let backend: Box<dyn reinforge_serve::tinker::TinkerBackend> = Box::new(backend);
+        Some((cmd.tinker.config(name), backend))
+    } else {
+        None
+    };
     let generator = TorchGenerator::load(dir, cmd.serve.lora.as_ref(), opts, pad_id, eos)?;
-    reinforge_serve::run_with_policy(&cmd.serve, Some(Box::new(generator)), models)
+    reinforge_serve::run_with_backends(&cmd.serve, Some(Box::new(generator)), tinker, models)
 }
 
 /// A checkpoint served by the sampler.

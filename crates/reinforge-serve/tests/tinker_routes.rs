@@ -1,0 +1,367 @@
+//! The Tinker routes over a scripted backend (no libtorch): the per-session limits (models,
+//! queued requests: 429 with Retry-After), bad requests answered 4xx naming the field before
+//! anything is queued, the futures protocol, session expiry freeing models. The real model and
+//! the real SDK: crates/reinforge/tests/tinker.rs.
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use anyhow::Result;
+use prost::Message;
+use reinforge_serve::tinker::backend::{
+    AdamParams, Datum, ForwardOutput, Lora, LossFn, Sampled, Sampling, TinkerBackend, Weights,
+};
+use reinforge_serve::tinker::proto;
+use reinforge_serve::AppState;
+use serde_json::{json, Value};
+
+const VOCAB: usize = 50;
+
+/// Holds every forward_backward while `held` is true.
+#[derive(Default)]
+struct Gate {
+    held: Mutex<bool>,
+    open: Condvar,
+}
+
+impl Gate {
+    fn set(&self, held: bool) {
+        *self.held.lock().unwrap() = held;
+        self.open.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut held = self.held.lock().unwrap();
+        while *held {
+            held = self.open.wait(held).unwrap();
+        }
+    }
+}
+
+/// log-prob of target `t` = -t / 10; loss = the cross entropy of that.
+struct Scripted {
+    gate: Arc<Gate>,
+    models: Arc<Mutex<Vec<String>>>,
+}
+
+impl TinkerBackend for Scripted {
+    fn create_model(&mut self, model_id: &str, _: Option<&Lora>) -> Result<()> {
+        self.models.lock().unwrap().push(model_id.to_string());
+        Ok(())
+    }
+    fn forward_backward(
+        &mut self,
+        _: &str,
+        data: &[Datum],
+        _: LossFn,
+        _: bool,
+    ) -> Result<ForwardOutput> {
+        self.gate.wait();
+        let logprobs: Vec<Vec<f32>> = data
+            .iter()
+            .map(|d| d.targets.iter().map(|&t| -(t as f32) / 10.0).collect())
+            .collect();
+        let loss_sum = logprobs.iter().flatten().map(|&x| -x as f64).sum();
+        Ok(ForwardOutput { logprobs, loss_sum })
+    }
+    fn optim_step(&mut self, _: &str, a: &AdamParams) -> Result<Vec<(String, f64)>> {
+        Ok(vec![("lr".into(), a.learning_rate)])
+    }
+    fn save(&mut self, _: &str, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir)?;
+        Ok(())
+    }
+    fn load(&mut self, _: &str, _: &Path) -> Result<()> {
+        Ok(())
+    }
+    fn snapshot(&mut self, _: &str, _: &str) -> Result<()> {
+        Ok(())
+    }
+    fn drop_model(&mut self, id: &str) {
+        self.models.lock().unwrap().retain(|m| m != id);
+    }
+    fn sample(
+        &mut self,
+        _: &Weights,
+        prompt: &[i64],
+        n: usize,
+        s: &Sampling,
+    ) -> Result<Vec<Sampled>> {
+        Ok((0..n)
+            .map(|i| Sampled {
+                tokens: vec![(prompt.len() + i) as i64; s.max_tokens],
+                logprobs: vec![-0.5; s.max_tokens],
+                stopped: false,
+            })
+            .collect())
+    }
+    fn max_context(&self) -> usize {
+        64
+    }
+    fn vocab_size(&self) -> usize {
+        VOCAB
+    }
+    fn eos_token_ids(&self) -> Vec<i64> {
+        vec![1]
+    }
+}
+
+struct Setup {
+    server: common::Server,
+    gate: Arc<Gate>,
+    models: Arc<Mutex<Vec<String>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn setup(session_timeout: Duration) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = common::args();
+    args.no_sandbox = true;
+    let (gate, models) = (Arc::new(Gate::default()), Arc::new(Mutex::new(vec![])));
+    let backend = Scripted {
+        gate: gate.clone(),
+        models: models.clone(),
+    };
+    let config = reinforge_serve::tinker::Config {
+        base_model: "scripted".into(),
+        checkpoint_dir: dir.path().join("ckpt"),
+        max_models_per_session: 2,
+        max_pending_per_session: 2,
+        max_snapshots_per_model: 2,
+        session_timeout,
+    };
+    let state = AppState::new(&args)
+        .unwrap()
+        .with_tinker(config, Box::new(backend))
+        .unwrap();
+    Setup {
+        server: common::start_state(state),
+        gate,
+        models,
+        _dir: dir,
+    }
+}
+
+fn post(s: &Setup, route: &str, body: Value) -> (u16, Value, Option<String>) {
+    common::post(&format!("{}/api/v1/{route}", s.server.url), &body)
+}
+
+fn post_proto(s: &Setup, msg: &proto::ForwardBackwardRequest) -> (u16, Value) {
+    let r = ureq::post(&format!("{}/api/v1/forward_backward", s.server.url))
+        .set("Content-Type", "application/x-protobuf")
+        .send_bytes(&msg.encode_to_vec());
+    let resp = match r {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{e}"),
+    };
+    (resp.status(), resp.into_json().unwrap())
+}
+
+fn session(s: &Setup) -> String {
+    let (st, v, _) = post(
+        s,
+        "create_session",
+        json!({"tags": [], "sdk_version": "test"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    v["session_id"].as_str().unwrap().to_string()
+}
+
+fn model(s: &Setup, session: &str) -> (u16, Value) {
+    let (st, v, _) = post(
+        s,
+        "create_model",
+        json!({"session_id": session, "model_seq_id": 0, "base_model": "scripted",
+               "lora_config": {"rank": 4}}),
+    );
+    (st, v)
+}
+
+/// The result of future `id`, waiting through `try_again`.
+fn result(s: &Setup, id: &Value) -> ureq::Response {
+    loop {
+        let r = ureq::post(&format!("{}/api/v1/retrieve_future", s.server.url))
+            .send_json(json!({"request_id": id}))
+            .unwrap();
+        if r.content_type() == "application/json" {
+            let text = r.into_string().unwrap();
+            let v: Value = serde_json::from_str(&text).unwrap();
+            if v["type"] == "try_again" {
+                continue;
+            }
+            return ureq::Response::new(200, "OK", &text).unwrap();
+        }
+        return r;
+    }
+}
+
+fn datum(input: &[i32], targets: &[i64]) -> proto::Datum {
+    let tensor = |v: &[i64]| proto::Tensor {
+        dense: Some(v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        sparse_csr: None,
+        dtype: proto::DTYPE_INT64,
+        shape: vec![v.len() as i64],
+    };
+    proto::Datum {
+        model_input: vec![proto::Chunk {
+            encoded_text: Some(proto::EncodedTextChunk {
+                tokens: input.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            }),
+            image: None,
+            dmel: None,
+        }],
+        loss_fn_inputs: [("target_tokens".to_string(), tensor(targets))].into(),
+    }
+}
+
+fn request(model: &str, loss: &str, data: Vec<proto::Datum>) -> proto::ForwardBackwardRequest {
+    proto::ForwardBackwardRequest {
+        model_id: model.into(),
+        seq_id: 1,
+        data,
+        loss_fn: loss.into(),
+        loss_fn_config: Default::default(),
+        forward_only: false,
+    }
+}
+
+#[test]
+fn limits_errors_and_futures() {
+    let s = setup(Duration::from_secs(300));
+    let sess = session(&s);
+    let (st, m1) = model(&s, &sess);
+    assert_eq!(st, 200, "{m1}");
+    let m1 = m1["model_id"].as_str().unwrap().to_string();
+    assert_eq!(model(&s, &sess).0, 200);
+    // Two models per session at most.
+    let (st, e) = model(&s, &sess);
+    assert_eq!(st, 400);
+    assert_eq!(e["field"], "session_id", "{e}");
+    // Unknown session, model, future; a wrong base model.
+    assert_eq!(
+        post(&s, "session_heartbeat", json!({"session_id": "nope"})).0,
+        404
+    );
+    assert_eq!(post(&s, "get_info", json!({"model_id": "nope"})).0, 404);
+    assert_eq!(
+        post(&s, "retrieve_future", json!({"request_id": "424242"})).0,
+        404
+    );
+    assert_eq!(
+        post(&s, "retrieve_future", json!({"request_id": "x"})).0,
+        404
+    );
+    let (st, e, _) = post(
+        &s,
+        "create_model",
+        json!({"session_id": sess, "model_seq_id": 3, "base_model": "other"}),
+    );
+    assert_eq!((st, e["field"].as_str()), (400, Some("base_model")), "{e}");
+
+    // Bad forward_backward bodies: each a 400 naming the field, nothing queued.
+    let cases = [
+        (
+            request(&m1, "dro", vec![datum(&[1, 2], &[2, 3])]),
+            "loss_fn",
+        ),
+        (
+            request(&m1, "cross_entropy", vec![datum(&[1, 2, 3], &[2, 3])]),
+            "data[0].loss_fn_inputs.target_tokens",
+        ),
+        (
+            request(
+                &m1,
+                "cross_entropy",
+                vec![datum(&[1, 2], &[2, VOCAB as i64])],
+            ),
+            "data[0].target_tokens",
+        ),
+        (
+            request(&m1, "importance_sampling", vec![datum(&[1, 2], &[2, 3])]),
+            "data[0].loss_fn_inputs.logprobs",
+        ),
+        (request(&m1, "cross_entropy", vec![]), "data"),
+    ];
+    for (msg, field) in cases {
+        let (st, e) = post_proto(&s, &msg);
+        assert_eq!((st, e["field"].as_str()), (400, Some(field)), "{e}");
+    }
+    let (st, _) = post_proto(
+        &s,
+        &request("nope", "cross_entropy", vec![datum(&[1], &[2])]),
+    );
+    assert_eq!(st, 404);
+    let r =
+        ureq::post(&format!("{}/api/v1/forward_backward", s.server.url)).send_bytes(b"\x0a\x05a");
+    assert!(matches!(r, Err(ureq::Error::Status(400, _))), "{r:?}");
+
+    // Two queued requests per session; the third is 429 with Retry-After until they finish.
+    s.gate.set(true);
+    let good = request(&m1, "cross_entropy", vec![datum(&[1, 2], &[2, 3])]);
+    let (st1, f1) = post_proto(&s, &good);
+    let (st2, _) = post_proto(&s, &good);
+    assert_eq!((st1, st2), (200, 200));
+    let r = ureq::post(&format!("{}/api/v1/forward_backward", s.server.url))
+        .send_bytes(&good.encode_to_vec());
+    let Err(ureq::Error::Status(429, resp)) = r else {
+        panic!("expected 429, got {r:?}")
+    };
+    assert_eq!(resp.header("Retry-After"), Some("1"));
+    s.gate.set(false);
+    let out = result(&s, &f1["request_id"]);
+    assert_eq!(out.content_type(), "application/x-protobuf");
+    let mut bytes = vec![];
+    std::io::Read::read_to_end(&mut out.into_reader(), &mut bytes).unwrap();
+    let fb = proto::ForwardBackwardOutput::decode(bytes.as_slice()).unwrap();
+    assert!(
+        (fb.metrics["loss:sum"] - 0.5).abs() < 1e-6,
+        "{:?}",
+        fb.metrics
+    );
+    assert_eq!(fb.loss_fn_outputs[0].num_datums, 1);
+    // The queue drained: the session may queue again.
+    assert_eq!(post_proto(&s, &good).0, 200);
+    let (st, f, _) = post(
+        &s,
+        "optim_step",
+        json!({"model_id": m1, "adam_params": {"learning_rate": 0.25}}),
+    );
+    assert_eq!(st, 200, "{f}");
+    let v: Value = result(&s, &f["request_id"]).into_json().unwrap();
+    assert_eq!(v["metrics"]["lr"], 0.25);
+    let (st, e, _) = post(
+        &s,
+        "optim_step",
+        json!({"model_id": m1, "adam_params": {"learning_rate": -1.0}}),
+    );
+    assert_eq!((st, e["field"].as_str()), (400, Some("adam_params")));
+}
+
+#[test]
+fn expired_sessions_free_their_models() {
+    let s = setup(Duration::from_millis(300));
+    let old = session(&s);
+    let (_, m) = model(&s, &old);
+    let m = m["model_id"].as_str().unwrap().to_string();
+    let (st, _, _) = post(&s, "get_info", json!({"model_id": m}));
+    assert_eq!(st, 200);
+    std::thread::sleep(Duration::from_millis(500));
+    // A new session sweeps the expired one: its model is gone here and on the worker.
+    let _ = session(&s);
+    assert_eq!(post(&s, "get_info", json!({"model_id": m})).0, 404);
+    assert_eq!(
+        post(&s, "session_heartbeat", json!({"session_id": old})).0,
+        404
+    );
+    for _ in 0..100 {
+        if s.models.lock().unwrap().is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the worker still holds {:?}", s.models.lock().unwrap());
+}

@@ -1,0 +1,364 @@
+//! The tensor side of the Tinker API (`reinforge serve --model DIR --tinker`): token ids in,
+//! numbers out, so reinforge-serve and the binary never build a tensor.
+//!
+//! A [`TinkerModel`] is one client's training model (LoRA adapters on its own copy of the base,
+//! or every weight): [`TinkerModel::forward_backward`] computes the log-probs of each datum's
+//! `target_tokens` under the model (position `i` of `model_input` predicts `target_tokens[i]`,
+//! Tinker's alignment) and the built-in loss, summed over tokens and data, and accumulates the
+//! gradients; [`TinkerModel::optim_step`] applies them with the Adam parameters the client sent
+//! (reinforge's AdamW: PyTorch's `torch.optim.AdamW`, which the SDK's `optim_step` documents)
+//! and clears them. The losses follow the formulas of Tinker's documentation
+//! (tinker-docs.thinkingmachines.ai/tinker/losses: `cross_entropy` = `-Σ weights·logp`,
+//! `importance_sampling` = `-Σ exp(logp - sampling_logp)·advantages`, `ppo` = `-Σ min(r·A,
+//! clamp(r, clip_low_threshold, clip_high_threshold)·A)` with thresholds 0.8 and 1.2 unless
+//! `loss_fn_config` sets them).
+
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use tch::{Kind, Tensor};
+
+use crate::checkpoint::LoadOptions;
+use crate::lora::{LoraConfig, TARGET_MODULES};
+use crate::optim::{AdamW, AdamWConfig};
+use crate::policy::Policy;
+use crate::sampling::{generate, SamplingParams};
+
+/// One training example, Tinker's `Datum` restricted to token chunks.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Datum {
+    /// `model_input`: the tokens the model reads.
+    pub input: Vec<i64>,
+    /// `loss_fn_inputs.target_tokens`: the token position `i` predicts, one per input token.
+    pub targets: Vec<i64>,
+    /// `loss_fn_inputs.weights` (cross_entropy); empty means 1 everywhere.
+    pub weights: Vec<f32>,
+    /// `loss_fn_inputs.logprobs`: the sampler's log-probs of the targets (policy losses).
+    pub sampling_logprobs: Vec<f32>,
+    /// `loss_fn_inputs.advantages` (policy losses).
+    pub advantages: Vec<f32>,
+}
+
+/// A built-in loss of `forward_backward`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Loss {
+    CrossEntropy,
+    ImportanceSampling,
+    /// Clipped ratio bounds (Tinker's `clip_low_threshold`, `clip_high_threshold`).
+    Ppo {
+        low: f64,
+        high: f64,
+    },
+}
+
+/// What `forward_backward` measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forward {
+    /// Per datum, the log-prob of each target token (the `logprobs` output).
+    pub logprobs: Vec<Vec<f32>>,
+    /// The loss summed over every token of every datum (`loss:sum`).
+    pub loss_sum: f64,
+}
+
+/// One optimizer step's hyper-parameters (Tinker's `AdamParams`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamStep {
+    pub learning_rate: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// Global gradient-norm clipping; 0 means none.
+    pub grad_clip_norm: f64,
+}
+
+/// What an optimizer step did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepReport {
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// False when the norm was not finite (the step was skipped).
+    pub stepped: bool,
+}
+
+/// Where Tinker's `create_model` puts LoRA: its flags mapped onto reinforge's projections
+/// (`train_attn`: q/k/v/o, `train_mlp`: gate/up/down). reinforge has no adapter on the LM
+/// head, so `train_unembed` is ignored (documented in docs/tinker.md).
+pub fn lora_config(rank: usize, train_attn: bool, train_mlp: bool) -> LoraConfig {
+    let attn = ["q_proj", "k_proj", "v_proj", "o_proj"];
+    let target_modules = TARGET_MODULES
+        .iter()
+        .filter(|m| {
+            if attn.contains(m) {
+                train_attn
+            } else {
+                train_mlp
+            }
+        })
+        .map(|m| m.to_string())
+        .collect();
+    // alpha = 32 as SkyRL's Tinker server (the Tinker default, thinkingmachines.ai/blog/lora).
+    LoraConfig {
+        r: rank,
+        alpha: 32.0,
+        target_modules,
+        dropout: 0.0,
+    }
+}
+
+/// One client's training model and its optimizer.
+pub struct TinkerModel {
+    pub policy: Policy,
+    optim: Option<AdamW>,
+}
+
+impl TinkerModel {
+    /// Loads the base checkpoint `dir` and, with `lora`, attaches fresh adapters drawn from
+    /// torch's generator seeded with `seed` (the adapters' `B` starts at zero, so the model
+    /// computes the base model's log-probs until it is trained).
+    pub fn create(
+        dir: &Path,
+        opts: &LoadOptions,
+        lora: Option<&LoraConfig>,
+        seed: i64,
+    ) -> Result<Self> {
+        let mut policy = Policy::load_with(dir, opts)
+            .with_context(|| format!("loading the base model in {}", dir.display()))?;
+        if let Some(cfg) = lora {
+            tch::manual_seed(seed);
+            policy.enable_lora(cfg)?;
+        }
+        Ok(Self {
+            policy,
+            optim: None,
+        })
+    }
+
+    /// Replaces the weights with a checkpoint written by [`Self::save`]: the adapter over a
+    /// fresh copy of the base `base` when `dir` holds one, else the full weights of `dir`.
+    /// The optimizer restarts from zero moments.
+    pub fn load(&mut self, base: &Path, opts: &LoadOptions, dir: &Path) -> Result<()> {
+        let adapter = dir.join(crate::lora::ADAPTER_CONFIG_FILE);
+        let policy = if adapter.is_file() {
+            let mut p = Policy::load_with(base, opts)
+                .with_context(|| format!("loading the base model in {}", base.display()))?;
+            p.load_adapter(dir)
+                .with_context(|| format!("loading the adapter in {}", dir.display()))?;
+            p
+        } else {
+            ensure!(
+                self.policy.model.lora_config().is_none(),
+                "{} holds no LoRA adapter, and this model trains LoRA adapters",
+                dir.display()
+            );
+            Policy::load_with(dir, opts)
+                .with_context(|| format!("loading the weights in {}", dir.display()))?
+        };
+        self.policy = policy;
+        self.optim = None;
+        Ok(())
+    }
+
+    /// Writes the model into `dir`: the full (merged) Hugging Face checkpoint that `reinforge
+    /// score` and transformers load, plus the PEFT adapter when LoRA is on.
+    pub fn save(&self, dir: &Path, base_name: &str) -> Result<()> {
+        self.policy.save(dir)?;
+        if self.policy.model.lora_config().is_some() {
+            self.policy.save_adapter(dir, base_name)?;
+        }
+        Ok(())
+    }
+
+    /// Log-probs of every datum's targets and the loss; with `backward`, the loss's gradients
+    /// are added to those already accumulated (Tinker's `forward_backward`; without it,
+    /// `forward`). The server has checked the inputs (lengths, token ids, the loss's inputs).
+    pub fn forward_backward(&mut self, data: &[Datum], loss: Loss, backward: bool) -> Forward {
+        let mut out = Forward {
+            logprobs: Vec::with_capacity(data.len()),
+            loss_sum: 0.0,
+        };
+        for d in data {
+            let run = || {
+                let logp = target_logprobs(&self.policy, &d.input, &d.targets);
+                let term = loss_terms(&logp, d, loss, self.policy.device()).sum(Kind::Float);
+                (logp, term)
+            };
+            let (logp, term) = if backward {
+                let (logp, term) = run();
+                term.backward();
+                (logp, term)
+            } else {
+                tch::no_grad(run)
+            };
+            out.loss_sum += term.double_value(&[]);
+            // host: the numbers go back to the client.
+            let host = logp.detach().to_device(tch::Device::Cpu);
+            out.logprobs
+                .push(Vec::<f32>::try_from(host).unwrap_or_default());
+        }
+        out
+    }
+
+    /// One AdamW step over the accumulated gradients with `p`, then clears them. A step whose
+    /// gradient norm is not finite is skipped (and reported).
+    pub fn optim_step(&mut self, p: &AdamStep) -> StepReport {
+        let cfg = AdamWConfig {
+            lr: p.learning_rate,
+            beta1: p.beta1,
+            beta2: p.beta2,
+            eps: p.eps,
+            weight_decay: p.weight_decay,
+        };
+        let optim = self
+            .optim
+            .get_or_insert_with(|| AdamW::new(&self.policy.vs, cfg.clone()));
+        optim.cfg = cfg;
+        let step = optim.clip_and_step(p.grad_clip_norm, p.learning_rate);
+        optim.zero_grad();
+        StepReport {
+            grad_norm: step.grad_norm,
+            stepped: step.stepped,
+        }
+    }
+
+    /// A frozen copy of the current weights for a sampling client (`save_weights_for_sampler`).
+    pub fn snapshot(&self) -> Result<Policy> {
+        self.policy.frozen_copy()
+    }
+}
+
+/// Log-probs `[N]` of `targets` at each position of `input` (one sequence, no padding), in
+/// float32 whatever the compute dtype.
+fn target_logprobs(policy: &Policy, input: &[i64], targets: &[i64]) -> Tensor {
+    let device = policy.device();
+    let n = input.len() as i64;
+    let ids = Tensor::from_slice(input).view([1, n]).to_device(device);
+    let positions = Tensor::arange(n, (Kind::Int64, device)).view([1, n]);
+    let key_mask = Tensor::ones([1, n], (Kind::Bool, device));
+    let input = crate::model::ForwardInput {
+        ids: &ids,
+        positions: &positions,
+        key_mask: &key_mask,
+        segments: &[],
+    };
+    let hidden = policy.model.hidden(&input, None).squeeze_dim(0);
+    let logits = policy.model.logits(&hidden).to_kind(Kind::Float);
+    let targets = Tensor::from_slice(targets).to_device(device);
+    logits
+        .gather(-1, &targets.unsqueeze(-1), false)
+        .squeeze_dim(-1)
+        - logits.logsumexp([-1], false)
+}
+
+/// The per-token loss terms `[N]` of `loss` for log-probs `logp`.
+fn loss_terms(logp: &Tensor, d: &Datum, loss: Loss, device: tch::Device) -> Tensor {
+    let values = |v: &[f32]| Tensor::from_slice(v).to_device(device);
+    match loss {
+        Loss::CrossEntropy if d.weights.is_empty() => -logp,
+        Loss::CrossEntropy => -(logp * values(&d.weights)),
+        Loss::ImportanceSampling => {
+            let ratio = (logp - values(&d.sampling_logprobs)).exp();
+            -(ratio * values(&d.advantages))
+        }
+        Loss::Ppo { low, high } => {
+            let ratio = (logp - values(&d.sampling_logprobs)).exp();
+            let adv = values(&d.advantages);
+            let unclipped = &ratio * &adv;
+            let clipped = ratio.clamp(low, high) * &adv;
+            -unclipped.minimum(&clipped)
+        }
+    }
+}
+
+/// A sampled sequence (Tinker's `SampledSequence`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub tokens: Vec<i64>,
+    pub logprobs: Vec<f32>,
+    /// False when `max_tokens` ended it.
+    pub stopped: bool,
+}
+
+/// Draws `n` completions of `prompt` from `policy` with reinforge's KV-cache sampler, seeding
+/// torch's generator with `seed` first when given (the same seed, prompt and weights give the
+/// same tokens).
+pub fn sample(
+    policy: &Policy,
+    prompt: &[i64],
+    n: usize,
+    params: &SamplingParams,
+    seed: Option<i64>,
+) -> Vec<Sample> {
+    if let Some(s) = seed {
+        tch::manual_seed(s);
+    }
+    let prompts = vec![prompt.to_vec(); n];
+    generate(&policy.model, &prompts, params, 0, policy.device())
+        .into_iter()
+        .map(|c| Sample {
+            stopped: !c.truncated,
+            tokens: c.tokens,
+            logprobs: c.logprobs,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(logp: &[f32], d: &Datum, loss: Loss) -> Vec<f32> {
+        let t = Tensor::from_slice(logp).to_device(tch::Device::Cpu);
+        Vec::<f32>::try_from(loss_terms(&t, d, loss, tch::Device::Cpu)).unwrap()
+    }
+
+    /// Each loss term against Tinker's formula computed by hand, with ratios inside and
+    /// outside PPO's clip range and advantages of both signs.
+    #[test]
+    fn loss_terms_follow_tinkers_formulas() {
+        let logp = [-1.0f32, -2.0, -0.5, -3.0];
+        let d = Datum {
+            weights: vec![1.0, 0.0, 2.0, 0.5],
+            // Ratios exp(logp - old): e^0.5 (1.65), e^-0.5 (0.61), 1, e^0.1 (1.105).
+            sampling_logprobs: vec![-1.5, -1.5, -0.5, -3.1],
+            advantages: vec![1.0, 1.0, -2.0, -1.0],
+            ..Datum::default()
+        };
+        let ce = terms(&logp, &d, Loss::CrossEntropy);
+        assert_eq!(ce, vec![1.0, 0.0, 1.0, 1.5]);
+        let ratio: Vec<f32> = logp
+            .iter()
+            .zip(&d.sampling_logprobs)
+            .map(|(a, b)| (a - b).exp())
+            .collect();
+        let is = terms(&logp, &d, Loss::ImportanceSampling);
+        for i in 0..4 {
+            assert!((is[i] + ratio[i] * d.advantages[i]).abs() < 1e-6);
+        }
+        let ppo = terms(
+            &logp,
+            &d,
+            Loss::Ppo {
+                low: 0.8,
+                high: 1.2,
+            },
+        );
+        // Positive advantage, ratio 1.65: clipped to 1.2. Positive advantage, ratio 0.61:
+        // min(0.61, 0.8) keeps 0.61. Negative advantage, ratio 1: unchanged. Negative
+        // advantage, ratio 1.105 inside the range: unchanged.
+        let want = [-1.2f32, -ratio[1], 2.0, ratio[3]];
+        for i in 0..4 {
+            assert!(
+                (ppo[i] - want[i]).abs() < 1e-6,
+                "{i}: {} vs {}",
+                ppo[i],
+                want[i]
+            );
+        }
+        let unweighted = Datum::default();
+        assert_eq!(
+            terms(&logp, &unweighted, Loss::CrossEntropy),
+            vec![1.0, 2.0, 0.5, 3.0]
+        );
+    }
+}
