@@ -114,25 +114,34 @@ fn sums(student: &Policy, teacher: &Policy, rows: &Rows, jsd: &Jsd) -> Result<Su
             t.size()
         );
     }
-    let divergence = jsd_per_token(&s, &t, jsd).sum(Kind::Float);
-    let (reverse_kl, forward_kl, entropy) = tch::no_grad(|| {
-        let s = s.detach();
-        let total = |x: Tensor| x.sum(Kind::Double).double_value(&[]);
-        let ls = s.log_softmax(-1, Kind::Float);
-        let entropy = -(ls.exp() * &ls).sum_dim_intlist(-1, false, Kind::Float);
-        (
-            total(jsd_per_token(&s, &t, &Jsd::reverse_kl())),
-            total(jsd_per_token(&s, &t, &Jsd::new(0.0, 1.0).expect("valid"))),
-            total(entropy),
-        )
-    });
-    Ok(Sums {
-        divergence,
-        reverse_kl,
-        forward_kl,
-        entropy,
-        tokens: s.size()[0] as usize,
-    })
+    Ok(Sums::of(&s, |logits, j| jsd_per_token(logits, &t, j), jsd))
+}
+
+impl Sums {
+    /// The sums of the student's completion logits `s` under `per_token` (the per-token
+    /// divergence of logits from the teacher under a [`Jsd`]): the trained one with `jsd`,
+    /// the detached reverse and forward KL at temperature 1, and the student's entropy.
+    fn of(s: &Tensor, per_token: impl Fn(&Tensor, &Jsd) -> Tensor, jsd: &Jsd) -> Sums {
+        let divergence = per_token(s, jsd).sum(Kind::Float);
+        let (reverse_kl, forward_kl, entropy) = tch::no_grad(|| {
+            let s = s.detach();
+            let total = |x: Tensor| x.sum(Kind::Double).double_value(&[]);
+            let ls = s.log_softmax(-1, Kind::Float);
+            let entropy = -(ls.exp() * &ls).sum_dim_intlist(-1, false, Kind::Float);
+            (
+                total(per_token(&s, &Jsd::reverse_kl())),
+                total(per_token(&s, &Jsd::new(0.0, 1.0).expect("valid"))),
+                total(entropy),
+            )
+        });
+        Sums {
+            divergence,
+            reverse_kl,
+            forward_kl,
+            entropy,
+            tokens: s.size()[0] as usize,
+        }
+    }
 }
 
 /// A micro-batch's prompts and completions.
@@ -331,25 +340,7 @@ fn topk_sums(
     let per_token = |logits: &Tensor, j: &Jsd| {
         topk_elements(logits, &t, j, add_tail).sum_dim_intlist(-1, false, Kind::Float)
     };
-    let divergence = per_token(&s, jsd).sum(Kind::Float);
-    let (reverse_kl, forward_kl, entropy) = tch::no_grad(|| {
-        let s = s.detach();
-        let total = |x: Tensor| x.sum(Kind::Double).double_value(&[]);
-        let ls = s.log_softmax(-1, Kind::Float);
-        let entropy = -(ls.exp() * &ls).sum_dim_intlist(-1, false, Kind::Float);
-        (
-            total(per_token(&s, &Jsd::reverse_kl())),
-            total(per_token(&s, &Jsd::new(0.0, 1.0).expect("valid"))),
-            total(entropy),
-        )
-    });
-    Ok(Sums {
-        divergence,
-        reverse_kl,
-        forward_kl,
-        entropy,
-        tokens: s.size()[0] as usize,
-    })
+    Ok(Sums::of(&s, per_token, jsd))
 }
 
 /// [`step`] against a top-k teacher (a remote engine's scores, [`TopKRows`]): the rows run

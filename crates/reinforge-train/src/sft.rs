@@ -22,6 +22,26 @@ pub struct SftLine {
     pub nonfinite_grad_steps: usize,
 }
 
+impl SftLine {
+    /// The line of step `step`, run at rate `lr`, that measured `stats`.
+    pub fn new(step: usize, lr: f64, stats: SftStats) -> Self {
+        let SftStats {
+            loss,
+            grad_norm,
+            tokens,
+            nonfinite_grad_steps,
+        } = stats;
+        Self {
+            step,
+            loss,
+            grad_norm,
+            lr,
+            tokens,
+            nonfinite_grad_steps,
+        }
+    }
+}
+
 impl StepLog for SftLine {
     fn bar_message(&self) -> String {
         format!("loss {:.3}", self.loss)
@@ -51,12 +71,7 @@ pub fn run_step(
 ) -> anyhow::Result<SftLine> {
     let step = trainer.state.step;
     let lr = lr_at(cfg, step);
-    let SftStats {
-        loss,
-        grad_norm,
-        tokens,
-        nonfinite_grad_steps,
-    } = sft_step(
+    let stats = sft_step(
         trainer.policy,
         &mut trainer.opt,
         batch,
@@ -64,14 +79,7 @@ pub fn run_step(
         memory,
         trainer.dp.as_ref().map(|d| &*d.pg),
     )?;
-    Ok(SftLine {
-        step,
-        loss,
-        grad_norm,
-        lr,
-        tokens,
-        nonfinite_grad_steps,
-    })
+    Ok(SftLine::new(step, lr, stats))
 }
 
 /// transformers' learning-rate schedules (`lr_scheduler_type`), as `Trainer` steps them: the

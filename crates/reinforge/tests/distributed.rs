@@ -9,9 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::root;
 use common::tiny::{column, metrics, train_args};
-use reinforge_torch::{Device, Policy};
+use common::{param_gap, root};
 
 /// The tiny experiment with a short SFT, 10 RL steps and per-row sampling (which
 /// data-parallel runs use, so one process draws what the ranks draw).
@@ -34,20 +33,6 @@ fn run_ok(args: &[String]) {
         args,
         String::from_utf8_lossy(&o.stderr)
     );
-}
-
-/// The largest parameter difference of two checkpoints.
-fn param_gap(a: &Path, b: &Path) -> f64 {
-    let (pa, pb) = (
-        Policy::load(a, Device::Cpu).unwrap(),
-        Policy::load(b, Device::Cpu).unwrap(),
-    );
-    let vb = pb.vs.variables();
-    pa.vs
-        .variables()
-        .iter()
-        .map(|(k, t)| (t - &vb[k]).abs().max().double_value(&[]))
-        .fold(0.0, f64::max)
 }
 
 /// The weights of two checkpoints (`model.safetensors`, any architecture) compared: the

@@ -8,7 +8,6 @@ use std::path::Path;
 
 use common::tiny::{column, metrics};
 use common::{max_abs_diff, reinforge, root};
-use reinforge_torch::{Device, Policy};
 use serde_json::Value;
 
 /// `train-sft` on the fixture chat rows into `out` for `steps` steps, constant rate.
@@ -61,14 +60,7 @@ fn report(out: &Path) -> Value {
 
 /// The largest parameter difference of the two runs' final checkpoints.
 fn param_gap(a: &Path, b: &Path) -> f64 {
-    let load = |d: &Path| Policy::load(&d.join("checkpoints/final"), Device::Cpu).unwrap();
-    let (pa, pb) = (load(a), load(b));
-    let vb = pb.vs.variables();
-    pa.vs
-        .variables()
-        .iter()
-        .map(|(k, t)| (t - &vb[k]).abs().max().double_value(&[]))
-        .fold(0.0, f64::max)
+    common::param_gap(&a.join("checkpoints/final"), &b.join("checkpoints/final"))
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use reinforge_torch::sft::{nll_sum, sft_batch, sft_step, SftStats};
+use reinforge_torch::sft::{nll_sum, sft_batch, sft_step};
 use reinforge_torch::{LoraConfig, Memory, Policy, SequenceBatch};
 use serde::Serialize;
 
@@ -147,12 +147,7 @@ pub fn train(o: &SftOptions) -> Result<()> {
         let batch = batch_of(mine.iter().map(|&i| &train.rows[i]), pad, t.policy);
         let s = t.state.step;
         let lr = common.lr * o.schedule.factor(s, o.warmup_steps, common.steps);
-        let SftStats {
-            loss,
-            grad_norm,
-            tokens,
-            nonfinite_grad_steps,
-        } = sft_step(
+        let stats = sft_step(
             t.policy,
             &mut t.opt,
             &batch,
@@ -160,14 +155,7 @@ pub fn train(o: &SftOptions) -> Result<()> {
             &memory,
             t.dp.as_ref().map(|d| &*d.pg),
         )?;
-        Ok(SftLine {
-            step: s,
-            loss,
-            grad_norm,
-            lr,
-            tokens,
-            nonfinite_grad_steps,
-        })
+        Ok(SftLine::new(s, lr, stats))
     };
     let rows = |s| step_rows(train.len(), common.batch_size, common.seed, s);
     let policy = common.train_with(model.policy, o.lora.as_ref(), &offline, step, rows)?;

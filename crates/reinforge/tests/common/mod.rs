@@ -78,3 +78,18 @@ pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f64::max)
 }
+
+/// The largest parameter difference of two HF checkpoint directories of the same model.
+pub fn param_gap(a: &Path, b: &Path) -> f64 {
+    use reinforge_torch::{Device, Policy};
+    let (pa, pb) = (
+        Policy::load(a, Device::Cpu).unwrap(),
+        Policy::load(b, Device::Cpu).unwrap(),
+    );
+    let vb = pb.vs.variables();
+    pa.vs
+        .variables()
+        .iter()
+        .map(|(k, t)| (t - &vb[k]).abs().max().double_value(&[]))
+        .fold(0.0, f64::max)
+}
