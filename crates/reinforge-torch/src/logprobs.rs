@@ -322,6 +322,8 @@ pub fn scored_positions(
         .gt_tensor(&actual)
         .sum_dim_intlist(1, false, Kind::Int64)
         + 1;
+    // At most the vocabulary (a toy model has fewer tokens than a client may ask for).
+    let k = k.min(logp.size()[1] as usize);
     let (values, ids) = logp.topk(k.max(1) as i64, -1, true, true);
     // host: the scores are sent to a client.
     let host = |t: &Tensor| t.to_device(tch::Device::Cpu);
