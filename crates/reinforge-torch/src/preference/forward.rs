@@ -125,3 +125,66 @@ fn grad_enabled() -> bool {
     let probe = Tensor::zeros([1], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     (&probe * 1.0).requires_grad()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::tests::{rows, tiny};
+
+    /// The parameters' gradients of a loss coupling the rows (a log-sum-exp of their summed
+    /// log-probs) read through `Forward` under `memory`, and how many checkpointed passes it
+    /// kept.
+    fn gradients(policy: &Policy, memory: Memory) -> (Vec<Tensor>, usize) {
+        for v in policy.vs.trainable_variables() {
+            let mut v = v;
+            v.zero_grad();
+        }
+        let (prompts, completions) = rows();
+        let p: Vec<&[i64]> = prompts.iter().map(Vec::as_slice).collect();
+        let c: Vec<&[i64]> = completions.iter().map(Vec::as_slice).collect();
+        let fwd = Forward::new(policy, &memory);
+        let lp = super::super::completion_logps(&fwd, &p, &c, 0);
+        let kept = fwd.pending.borrow().len();
+        lp.logsumexp([0], false).backward();
+        fwd.finish();
+        let grads = policy
+            .vs
+            .trainable_variables()
+            .iter()
+            .map(|v| v.grad().copy())
+            .collect();
+        (grads, kept)
+    }
+
+    #[test]
+    fn checkpointed_and_packed_passes_give_the_plain_gradient() {
+        let policy = Policy::new(&tiny(false), Device::Cpu, 0).unwrap();
+        let (plain, kept) = gradients(&policy, Memory::default());
+        assert_eq!(kept, 0);
+        for (ckpt, packed) in [(true, false), (false, true), (true, true)] {
+            let memory = Memory {
+                gradient_checkpointing: ckpt,
+                padding_free: packed,
+                ..Memory::default()
+            };
+            let (g, kept) = gradients(&policy, memory);
+            assert_eq!(kept, usize::from(ckpt), "a checkpointed pass waits for finish");
+            for (a, b) in plain.iter().zip(&g) {
+                let gap = (a - b).abs().max().double_value(&[]);
+                let scale = a.abs().max().double_value(&[]).max(1e-6);
+                assert!(gap <= 1e-5 * scale, "{ckpt} {packed}: {gap} of {scale}");
+            }
+        }
+        // Without gradients nothing is kept (KTO's KL point, evaluation).
+        let memory = Memory {
+            gradient_checkpointing: true,
+            ..Memory::default()
+        };
+        let fwd = Forward::new(&policy, &memory);
+        let batch = SequenceBatch::new(&[&[1, 2, 3][..]], &[&[4][..]], 0, Device::Cpu);
+        let hidden = tch::no_grad(|| fwd.hidden(&batch));
+        assert_eq!(hidden.size(), [1, 4, 16]);
+        assert!(fwd.pending.borrow().is_empty());
+        assert!(grad_enabled() && !tch::no_grad(grad_enabled));
+    }
+}
