@@ -111,7 +111,7 @@ pub fn token_logprobs_in_microbatches(
 }
 
 /// [`token_logprobs_with`] from the final hidden states `hidden` `[N, L, H]` of `batch`.
-fn logprobs_of_hidden(
+pub(crate) fn logprobs_of_hidden(
     model: &Transformer,
     hidden: &Tensor,
     batch: &SequenceBatch,
@@ -205,10 +205,24 @@ pub fn hidden_at(
     pad_id: i64,
     at: impl Fn(&[i64]) -> i64,
 ) -> Tensor {
+    hidden_at_with(device, seqs, pad_id, at, |batch| {
+        model.hidden(&batch.input(), None)
+    })
+}
+
+/// [`hidden_at`] from the final hidden states `[B, L, H]` that `hidden` gives the sequences'
+/// padded batch (a checkpointed or packed forward pass).
+pub(crate) fn hidden_at_with(
+    device: tch::Device,
+    seqs: &[Vec<i64>],
+    pad_id: i64,
+    at: impl Fn(&[i64]) -> i64,
+    hidden: impl FnOnce(&SequenceBatch) -> Tensor,
+) -> Tensor {
     let refs: Vec<&[i64]> = seqs.iter().map(Vec::as_slice).collect();
     let empty: Vec<&[i64]> = seqs.iter().map(|_| &[][..]).collect();
     let batch = SequenceBatch::new(&refs, &empty, pad_id, device);
-    let hidden = model.hidden(&batch.input(), None);
+    let hidden = hidden(&batch);
     let positions: Vec<i64> = seqs.iter().map(|s| at(s)).collect();
     let idx = Tensor::from_slice(&positions)
         .to_device(device)

@@ -118,11 +118,21 @@ impl RewardModel {
 
     /// Rewards `[B]` (float32) of token sequences, each read at its last non-pad token.
     pub fn scores(&self, seqs: &[Vec<i64>]) -> Tensor {
+        let model = &self.policy.model;
+        self.scores_with(seqs, |batch| model.hidden(&batch.input(), None))
+    }
+
+    /// [`Self::scores`] from the final hidden states `hidden` gives the sequences' batch
+    /// (padded, or packed and put back in place: the last non-pad token is a real one).
+    pub(crate) fn scores_with(
+        &self,
+        seqs: &[Vec<i64>],
+        hidden: impl FnOnce(&crate::batch::SequenceBatch) -> Tensor,
+    ) -> Tensor {
         let pad = self.pad_id;
-        crate::logprobs::hidden_at(&self.policy.model, self.policy.device(), seqs, pad, |s| {
-            last_non_pad(s, pad)
-        })
-        .linear::<Tensor>(&self.score, None)
+        let device = self.policy.device();
+        crate::logprobs::hidden_at_with(device, seqs, pad, |s| last_non_pad(s, pad), hidden)
+            .linear::<Tensor>(&self.score, None)
         .squeeze_dim(-1)
         .to_kind(Kind::Float)
     }

@@ -5,8 +5,9 @@
 use anyhow::Result;
 use tch::Tensor;
 
-use super::{completion_logps, per_row, to_vec, Figures, Pairs, Stepped, Update};
+use super::{completion_logps, per_row, to_vec, Figures, Forward, Pairs, Stepped, Update};
 use crate::loss::dpo::{dpo_loss, DpoBatch, DpoConfig, PairMetrics};
+use crate::memory::Memory;
 use crate::policy::Policy;
 
 /// Reference log-probs of every pair: (chosen, rejected).
@@ -20,19 +21,20 @@ pub struct DpoData<'a> {
     pub pad: i64,
 }
 
-/// Summed completion log-probs of `rows` of `pairs` under `policy`: `[2B]`, chosen first.
-fn sequence_logps(policy: &Policy, pairs: &Pairs, rows: &[usize], pad: i64) -> Tensor {
+/// Summed completion log-probs of `rows` of `pairs` through `fwd`: `[2B]`, chosen first.
+fn sequence_logps(fwd: &Forward, pairs: &Pairs, rows: &[usize], pad: i64) -> Tensor {
     let (prompts, completions) = pairs.sides(rows);
-    completion_logps(policy, &prompts, &completions, pad)
+    completion_logps(fwd, &prompts, &completions, pad)
 }
 
 /// The reference log-probs of every pair, in batches of `batch` pairs, without gradients.
 pub fn reference_logps(policy: &Policy, pairs: &Pairs, pad: i64, batch: usize) -> PairRefs {
     let _guard = tch::no_grad_guard();
+    let fwd = Forward::new(policy, &Memory::default());
     let (mut c, mut r) = (vec![], vec![]);
     let all: Vec<usize> = (0..pairs.len()).collect();
     for chunk in all.chunks(batch) {
-        let lp = to_vec(&sequence_logps(policy, pairs, chunk, pad));
+        let lp = to_vec(&sequence_logps(&fwd, pairs, chunk, pad));
         c.extend_from_slice(&lp[..chunk.len()]);
         r.extend_from_slice(&lp[chunk.len()..]);
     }
@@ -72,7 +74,8 @@ fn loss_of(
 pub fn evaluate(policy: &Policy, data: DpoData, cfg: &DpoConfig) -> Result<Figures<PairMetrics>> {
     let _guard = tch::no_grad_guard();
     let rows: Vec<usize> = (0..data.pairs.len()).collect();
-    let lp = sequence_logps(policy, data.pairs, &rows, data.pad);
+    let fwd = Forward::new(policy, &Memory::default());
+    let lp = sequence_logps(&fwd, data.pairs, &rows, data.pad);
     let (loss, metrics) = loss_of(cfg, &lp, data, &rows)?;
     Ok(Figures {
         loss: loss.double_value(&[]),
@@ -91,8 +94,8 @@ pub fn step(
     let tokens = |r| data.pairs.tokens(r);
     let (sides, deferred) = up
         .share(rows.len())
-        .read_deferred(rows, 2, tokens, |local| {
-            let lp = sequence_logps(policy, data.pairs, local, pad);
+        .read_deferred(policy, rows, 2, tokens, move |local, fwd| {
+            let lp = sequence_logps(fwd, data.pairs, local, pad);
             let b = local.len() as i64;
             vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
         })?;

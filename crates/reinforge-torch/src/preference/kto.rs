@@ -7,9 +7,11 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use super::{
-    completion_logps, per_row, to_vec, Deferred, Figures, Share, Stepped, Unpaired, Update,
+    completion_logps, per_row, to_vec, Deferred, Figures, Forward, Share, Stepped, Unpaired,
+    Update,
 };
 use crate::loss::kto::{kto_loss, KtoBatch, KtoConfig, KtoOutput};
+use crate::memory::Memory;
 use crate::policy::Policy;
 
 /// The starting model's log-probs of every row and of every row's KL completion.
@@ -43,7 +45,7 @@ pub struct KtoMetrics {
 
 /// Summed completion log-probs of `rows`, each with completion `completion(row)`.
 fn logps_of(
-    policy: &Policy,
+    fwd: &Forward,
     data: &Unpaired,
     rows: &[usize],
     completion: impl Fn(usize) -> usize,
@@ -54,7 +56,7 @@ fn logps_of(
         .iter()
         .map(|&r| data.completions[completion(r)].as_slice())
         .collect();
-    completion_logps(policy, &prompts, &completions, pad)
+    completion_logps(fwd, &prompts, &completions, pad)
 }
 
 /// The references of `data`, block by block of `batch` rows; the KL completions only when
@@ -66,6 +68,7 @@ pub fn reference_logps(
     (batch, pad): (usize, i64),
 ) -> KtoRefs {
     let _guard = tch::no_grad_guard();
+    let fwd = Forward::new(policy, &Memory::default());
     let mut out = KtoRefs {
         logps: vec![],
         kl_logps: vec![],
@@ -73,10 +76,10 @@ pub fn reference_logps(
     for b in 0..data.blocks(batch) {
         let rows = data.block(batch, b);
         out.logps
-            .extend(to_vec(&logps_of(policy, data, &rows, |r| r, pad)));
+            .extend(to_vec(&logps_of(&fwd, data, &rows, |r| r, pad)));
         if let Some(kl) = kl {
             out.kl_logps
-                .extend(to_vec(&logps_of(policy, data, &rows, |r| kl[r], pad)));
+                .extend(to_vec(&logps_of(&fwd, data, &rows, |r| kl[r], pad)));
         }
     }
     out
@@ -90,19 +93,19 @@ fn block_loss<'a>(
     data: KtoData<'a>,
     rows: &[usize],
     share: &Share,
-) -> Result<(KtoOutput, Option<Deferred<'a>>)> {
+) -> Result<(KtoOutput, Deferred<'a>)> {
     let uses_kl = cfg.loss_type.uses_kl();
     let (set, pad) = (data.rows, data.pad);
     let tokens = |r| set.tokens(r) * if uses_kl { 2 } else { 1 };
-    let (mut parts, deferred) = share.read_deferred(rows, 2, tokens, move |local| {
+    let (mut parts, deferred) = share.read_deferred(policy, rows, 2, tokens, move |local, fwd| {
         // The KL point is not differentiated (TRL computes it under no_grad).
         let kl_logps = if uses_kl {
             let _guard = tch::no_grad_guard();
-            logps_of(policy, set, local, |r| data.kl[r], pad)
+            logps_of(fwd, set, local, |r| data.kl[r], pad)
         } else {
             Tensor::zeros([local.len() as i64], (Kind::Float, policy.device()))
         };
-        vec![logps_of(policy, set, local, |r| r, pad), kl_logps]
+        vec![logps_of(fwd, set, local, |r| r, pad), kl_logps]
     })?;
     let kl_logps = uses_kl.then(|| parts.pop()).flatten();
     let logps = parts.swap_remove(0);

@@ -18,17 +18,19 @@ use tch::{Device, Kind, Tensor};
 
 use crate::batch::SequenceBatch;
 use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
-use crate::logprobs::{token_logprobs_with, Entropy};
+use crate::logprobs::{logprobs_of_hidden, Entropy};
 use crate::memory::Memory;
 use crate::optim::{AdamW, GradStep};
 use crate::policy::Policy;
 
 pub mod dpo;
+pub mod forward;
 pub mod kto;
 pub mod orpo;
 pub mod rm;
 pub mod rows;
 
+pub use forward::Forward;
 pub use rows::{Pairs, Unpaired};
 
 /// One optimizer step of an offline objective: the model, its optimizer, this process's place
@@ -39,8 +41,8 @@ pub struct Update<'a> {
     pub dp: Option<Ranks<'a>>,
     pub max_grad_norm: f64,
     pub lr: f64,
-    /// The token budget of one forward pass ([`Deferred`]); checkpointing and packing do not
-    /// apply to the preference trainers yet.
+    /// The token budget of one forward pass ([`Deferred`]), padding-free packing and
+    /// activation checkpointing ([`Forward`]).
     pub memory: Memory,
 }
 
@@ -53,25 +55,19 @@ impl<'a> Update<'a> {
         }
     }
 
-    /// Backpropagates the whole batch's `loss` (through the values `deferred` read in
-    /// micro-batches, when it holds them), sums the gradients over the ranks and steps.
-    fn apply(self, loss: &Tensor, deferred: Option<Deferred>) -> Result<GradStep> {
+    /// Backpropagates the whole batch's `loss` through the values `deferred` read (finishing
+    /// its checkpointed passes, replaying its micro-batches), sums the gradients over the
+    /// ranks and steps.
+    fn apply(self, loss: &Tensor, deferred: Deferred) -> Result<GradStep> {
         let pg = self.dp.map(|d| d.pg);
-        let loss = match deferred {
-            Some(d) => {
-                if loss.requires_grad() {
-                    loss.backward();
-                }
-                d.replay();
-                loss.detach()
-            }
-            None => loss.shallow_clone(),
-        };
-        let loss = &loss;
+        if loss.requires_grad() {
+            loss.backward();
+        }
+        deferred.finish();
         backward_and_step(
             self.policy,
             self.opt,
-            loss,
+            &loss.detach(),
             pg,
             (self.max_grad_norm, self.lr),
         )
@@ -193,17 +189,20 @@ impl Share<'_> {
         values.iter().map(|v| self.gather(v)).collect()
     }
 
-    /// [`Self::read`] in the micro-batches of the step's token budget (`tokens(r)`: the
-    /// tokens of row `r`'s sequences): the values are read without gradient and returned as
-    /// leaves, with the [`Deferred`] pass that backpropagates the loss through them. Without a
-    /// budget (or with one micro-batch), [`Self::read`] itself and no deferred pass.
+    /// [`Self::read`] through forward passes of `policy` under the step's memory settings
+    /// ([`Forward`]), in the micro-batches of its token budget (`tokens(r)`: the tokens of row
+    /// `r`'s sequences). With one micro-batch the values carry gradient and the [`Deferred`]
+    /// pass finishes their checkpointed passes once the loss is backpropagated; with several,
+    /// the values are read without gradient and returned as leaves, and the [`Deferred`] pass
+    /// backpropagates the loss through them micro-batch by micro-batch.
     pub fn read_deferred<'r>(
         &self,
+        policy: &'r Policy,
         rows: &[usize],
         parts: usize,
         tokens: impl Fn(usize) -> usize,
-        read: impl Fn(&[usize]) -> Vec<Tensor> + 'r,
-    ) -> Result<(Vec<Tensor>, Option<Deferred<'r>>)> {
+        read: impl Fn(&[usize], &Forward<'r>) -> Vec<Tensor> + 'r,
+    ) -> Result<(Vec<Tensor>, Deferred<'r>)> {
         let local = &rows[self.local()];
         let lens: Vec<usize> = local.iter().map(|&r| tokens(r)).collect();
         let idx: Vec<i64> = (0..local.len() as i64).collect();
@@ -213,13 +212,24 @@ impl Share<'_> {
             .iter()
             .map(|mb| mb.iter().map(|&i| local[i as usize]).collect())
             .collect();
+        let memory = self.memory;
         if micro.len() <= 1 {
-            return Ok((self.read(rows, parts, read)?, None));
+            let fwd = Forward::new(policy, &memory);
+            let values = self.read(rows, parts, |local| read(local, &fwd))?;
+            let deferred = Deferred {
+                passes: Some(fwd),
+                replay: None,
+            };
+            return Ok((values, deferred));
         }
         let mut leaves = vec![];
         let values = self.read(rows, parts, |_| {
-            let pieces: Vec<Vec<Tensor>> =
-                tch::no_grad(|| micro.iter().map(|mb| read(mb)).collect());
+            let pieces: Vec<Vec<Tensor>> = tch::no_grad(|| {
+                micro
+                    .iter()
+                    .map(|mb| read(mb, &Forward::new(policy, &memory)))
+                    .collect()
+            });
             leaves = (0..parts)
                 .map(|p| {
                     let part: Vec<&Tensor> = pieces.iter().map(|v| &v[p]).collect();
@@ -228,39 +238,68 @@ impl Share<'_> {
                 .collect();
             leaves.iter().map(Tensor::shallow_clone).collect()
         })?;
-        let deferred = Deferred {
+        let replay = Replay {
             read: Box::new(read),
+            policy,
+            memory,
             micro,
             leaves,
         };
-        Ok((values, Some(deferred)))
+        let deferred = Deferred {
+            passes: None,
+            replay: Some(replay),
+        };
+        Ok((values, deferred))
     }
 }
 
-/// A step's per-row values read in micro-batches without gradient ([`Share::read_deferred`]):
-/// once the loss is backpropagated to them, each micro-batch is read again with gradient and
+/// What is left of a step's backward pass once its loss is backpropagated to the per-row
+/// values [`Share::read_deferred`] read: the checkpointed passes of one read with gradient,
+/// or the [`Replay`] of values read in micro-batches.
+pub struct Deferred<'r> {
+    passes: Option<Forward<'r>>,
+    replay: Option<Replay<'r>>,
+}
+
+impl Deferred<'_> {
+    /// Finishes the backward pass (after `loss.backward()`).
+    fn finish(self) {
+        if let Some(fwd) = self.passes {
+            fwd.finish();
+        }
+        if let Some(replay) = self.replay {
+            replay.run();
+        }
+    }
+}
+
+/// A step's per-row values read in micro-batches without gradient: once the loss is
+/// backpropagated to them, each micro-batch is read again with gradient and
 /// `Σ value · ∂loss/∂value` backpropagated. That is the chain rule through the values, so
 /// the gradient is the one-pass gradient whatever couples the rows (DPO's pairs, KTO's batch
 /// KL), for one more forward pass; one micro-batch's activations are alive at a time.
-pub struct Deferred<'r> {
+struct Replay<'r> {
     read: Box<RowReader<'r>>,
+    policy: &'r Policy,
+    memory: Memory,
     /// This rank's rows, per micro-batch, in order.
     micro: Vec<Vec<usize>>,
     /// The values of this rank's rows per part `[k]`, leaves the loss was backpropagated to.
     leaves: Vec<Tensor>,
 }
 
-/// What reads per-row values (`[k]` per part) of some rows of a step.
-type RowReader<'r> = dyn Fn(&[usize]) -> Vec<Tensor> + 'r;
+/// What reads per-row values (`[k]` per part) of some rows of a step through forward passes.
+type RowReader<'r> = dyn Fn(&[usize], &Forward<'r>) -> Vec<Tensor> + 'r;
 
-impl Deferred<'_> {
+impl Replay<'_> {
     /// Backpropagates the leaves' gradients through each micro-batch's recomputed values.
-    fn replay(self) {
+    fn run(self) {
         let grads: Vec<Tensor> = self.leaves.iter().map(Tensor::grad).collect();
         let mut offset = 0;
         for mb in &self.micro {
             let k = mb.len() as i64;
-            let terms: Vec<Tensor> = (self.read)(mb)
+            let fwd = Forward::new(self.policy, &self.memory);
+            let terms: Vec<Tensor> = (self.read)(mb, &fwd)
                 .iter()
                 .zip(&grads)
                 .filter(|(v, g)| v.requires_grad() && g.defined())
@@ -269,32 +308,35 @@ impl Deferred<'_> {
             if !terms.is_empty() {
                 Tensor::stack(&terms, 0).sum(Kind::Float).backward();
             }
+            fwd.finish();
             offset += k;
         }
     }
 }
 
-/// Per-token log-probs `[N, L-1]` of `prompts[i] ++ completions[i]` under `policy`, with the
+/// Per-token log-probs `[N, L-1]` of `prompts[i] ++ completions[i]` through `fwd`, with the
 /// batch they were read from (its `loss_mask` marks the completion tokens).
 pub fn token_logps(
-    policy: &Policy,
+    fwd: &Forward,
     prompts: &[&[i64]],
     completions: &[&[i64]],
     pad: i64,
 ) -> (Tensor, SequenceBatch) {
-    let batch = SequenceBatch::new(prompts, completions, pad, policy.device());
-    let (logp, _) = token_logprobs_with(&policy.model, &batch, 1.0, Entropy::Skip);
+    let batch = SequenceBatch::new(prompts, completions, pad, fwd.device());
+    let hidden = fwd.hidden(&batch);
+    let model = &fwd.policy().model;
+    let (logp, _) = logprobs_of_hidden(model, &hidden, &batch, (1.0, Entropy::Skip));
     (logp, batch)
 }
 
-/// Summed completion log-probs `[N]` of `prompts[i] ++ completions[i]` under `policy`.
+/// Summed completion log-probs `[N]` of `prompts[i] ++ completions[i]` through `fwd`.
 pub fn completion_logps(
-    policy: &Policy,
+    fwd: &Forward,
     prompts: &[&[i64]],
     completions: &[&[i64]],
     pad: i64,
 ) -> Tensor {
-    let (logp, batch) = token_logps(policy, prompts, completions, pad);
+    let (logp, batch) = token_logps(fwd, prompts, completions, pad);
     (logp * &batch.loss_mask).sum_dim_intlist(1, false, Kind::Float)
 }
 

@@ -5,10 +5,11 @@
 use anyhow::Result;
 use tch::{Kind, Tensor};
 
-use super::{lengths_of, token_logps, Deferred, Figures, Pairs, Share, Stepped, Update};
+use super::{lengths_of, token_logps, Deferred, Figures, Forward, Pairs, Share, Stepped, Update};
 use crate::batch::SequenceBatch;
 use crate::loss::dpo::PairMetrics;
 use crate::loss::orpo::{orpo_loss, OrpoBatch, OrpoOutput};
+use crate::memory::Memory;
 use crate::policy::Policy;
 
 /// What ORPO logs besides its loss, under TRL's names.
@@ -31,10 +32,10 @@ struct OrpoTensors {
 }
 
 impl OrpoTensors {
-    /// Reads `rows` of `pairs` under `policy`. The chosen rows are packed with only their first
+    /// Reads `rows` of `pairs` through `fwd`. The chosen rows are packed with only their first
     /// token as "prompt", so the per-token log-probs cover every token TRL's NLL counts; the
     /// completion sums use the usual prompt/completion split of the same ids.
-    fn read(policy: &Policy, pairs: &Pairs, rows: &[usize], pad: i64) -> Self {
+    fn read(fwd: &Forward, pairs: &Pairs, rows: &[usize], pad: i64) -> Self {
         let (prompts, completions) = pairs.sides(rows);
         let b = rows.len();
         let seqs: Vec<Vec<i64>> = prompts
@@ -49,8 +50,8 @@ impl OrpoTensors {
         let tails: Vec<&[i64]> = (0..2 * b)
             .map(|i| if i < b { &seqs[i][1..] } else { completions[i] })
             .collect();
-        let (logp, forward) = token_logps(policy, &heads, &tails, pad);
-        let split = SequenceBatch::new(&prompts, &completions, pad, policy.device());
+        let (logp, forward) = token_logps(fwd, &heads, &tails, pad);
+        let split = SequenceBatch::new(&prompts, &completions, pad, fwd.device());
         let sum = |mask: &Tensor| (&logp * mask).sum_dim_intlist(1, false, Kind::Float);
         let completion = sum(&split.loss_mask);
         let full = sum(&forward.loss_mask);
@@ -73,10 +74,10 @@ impl OrpoTensors {
         rows: &[usize],
         pad: i64,
         share: &Share,
-    ) -> Result<(Self, Option<Deferred<'a>>)> {
+    ) -> Result<(Self, Deferred<'a>)> {
         let tokens = |r| pairs.tokens(r);
-        let (mut sums, deferred) = share.read_deferred(rows, 3, tokens, move |local| {
-            let t = Self::read(policy, pairs, local, pad);
+        let (mut sums, deferred) = share.read_deferred(policy, rows, 3, tokens, move |local, fwd| {
+            let t = Self::read(fwd, pairs, local, pad);
             vec![t.chosen, t.rejected, t.full]
         })?;
         let whole = |side: &[Vec<i64>]| -> Tensor {
@@ -140,7 +141,8 @@ pub fn evaluate(
     let _guard = tch::no_grad_guard();
     let rows: Vec<usize> = (0..pairs.len()).collect();
     Ok(figures(
-        &OrpoTensors::read(policy, pairs, &rows, pad).loss(beta)?,
+        &OrpoTensors::read(&Forward::new(policy, &Memory::default()), pairs, &rows, pad)
+            .loss(beta)?,
     ))
 }
 

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use tch::Tensor;
 
-use super::{per_row, Figures, Pairs, Stepped, Update};
+use super::{per_row, Figures, Forward, Pairs, Stepped, Update};
 use crate::loss::reward_model::{reward_loss, RewardLoss};
 use crate::reward_model::RewardModel;
 
@@ -20,9 +20,10 @@ pub struct RewardMetrics {
     pub max_reward: f64,
 }
 
-/// Rewards of `rows`, chosen and rejected.
-fn scores(rm: &RewardModel, pairs: &Pairs, rows: &[usize]) -> (Tensor, Tensor) {
-    let s = rm.scores(&pairs.sequences(rows));
+/// Rewards of `rows`, chosen and rejected, read through `fwd` (padded or packed rows: the
+/// hidden state at each row's last non-pad token is the same).
+fn scores(fwd: &Forward, rm: &RewardModel, pairs: &Pairs, rows: &[usize]) -> (Tensor, Tensor) {
+    let s = rm.scores_with(&pairs.sequences(rows), |batch| fwd.hidden(batch));
     let b = rows.len() as i64;
     (s.narrow(0, 0, b), s.narrow(0, b, b))
 }
@@ -62,9 +63,10 @@ pub fn evaluate(
 ) -> Result<Figures<RewardMetrics>> {
     let _guard = tch::no_grad_guard();
     let rows: Vec<usize> = (0..pairs.len()).collect();
+    let fwd = Forward::new(&rm.policy, &crate::memory::Memory::default());
     let (mut c, mut r) = (vec![], vec![]);
     for chunk in rows.chunks(batch) {
-        let (sc, sr) = scores(rm, pairs, chunk);
+        let (sc, sr) = scores(&fwd, rm, pairs, chunk);
         c.push(sc);
         r.push(sr);
     }
@@ -82,8 +84,8 @@ pub fn step(
     let tokens = |r| pairs.tokens(r);
     let (mut sides, deferred) = up
         .share(rows.len())
-        .read_deferred(rows, 2, tokens, |local| {
-            let (c, r) = scores(rm, pairs, local);
+        .read_deferred(&rm.policy, rows, 2, tokens, move |local, fwd| {
+            let (c, r) = scores(fwd, rm, pairs, local);
             vec![c, r]
         })?;
     let (r, c) = (

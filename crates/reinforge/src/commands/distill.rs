@@ -97,6 +97,10 @@ fn unit(s: &str) -> Result<f64, String> {
 
 /// Runs `train-distill`.
 pub fn train(args: &TrainDistillArgs) -> Result<()> {
+    let memory = args.common.memory;
+    if memory.gradient_checkpointing || memory.padding_free {
+        anyhow::bail!("train-distill takes --max-tokens-per-microbatch only; --gradient-checkpointing and --padding-free apply to train-sft, train-dpo, train-orpo, train-kto and train-rm");
+    }
     let common = args.common.options()?;
     let teacher = match (&args.teacher, &args.teacher_url) {
         (Some(dir), _) => Teacher::Local(ModelSource {

@@ -48,11 +48,9 @@ pub struct OfflineArgs {
     /// Use prompt text as is, without the chat template.
     #[arg(long)]
     pub raw: bool,
-    /// Reads a step's rows in micro-batches of at most N tokens (a pair counts both its
-    /// sequences) and backpropagates the loss through them afterwards: less memory for one
-    /// more forward pass, the same gradient (0: the whole step at once).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub max_tokens_per_microbatch: usize,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub memory: MemoryArgs,
     #[command(flatten)]
     #[serde(flatten)]
     pub tracking: TrackingArgs,
@@ -74,10 +72,7 @@ impl OfflineArgs {
             checkpoint_every: self.checkpoint_every,
             seed: self.seed,
             raw: self.raw,
-            memory: reinforge_torch::Memory {
-                max_tokens_per_microbatch: self.max_tokens_per_microbatch,
-                ..Default::default()
-            },
+            memory: self.memory.memory(),
             tracking: self.tracking.tracking(self),
         })
     }
@@ -88,6 +83,36 @@ impl OfflineArgs {
         let mut options = self.options()?;
         options.tracking.params = params(command);
         Ok(options)
+    }
+}
+
+/// The memory tools of the offline trainers (docs/memory.md): the token budget of a forward
+/// pass, activation checkpointing and padding-free packing; none changes the result.
+#[derive(Args, Debug, Clone, Copy, Serialize)]
+pub struct MemoryArgs {
+    /// Reads a step's rows in micro-batches of at most N tokens (a pair counts both its
+    /// sequences) and backpropagates the loss through them afterwards: less memory for one
+    /// more forward pass, the same gradient (0: the whole step at once).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_tokens_per_microbatch: usize,
+    /// Recompute each decoder layer's activations in the backward pass (TRL's name): less
+    /// memory, the same gradient.
+    #[arg(long)]
+    pub gradient_checkpointing: bool,
+    /// Rows concatenated without padding, each attending only to itself (TRL's
+    /// padding_free): no pad token computed, the same loss.
+    #[arg(long)]
+    pub padding_free: bool,
+}
+
+impl MemoryArgs {
+    /// The library's settings.
+    pub fn memory(&self) -> reinforge_torch::Memory {
+        reinforge_torch::Memory {
+            max_tokens_per_microbatch: self.max_tokens_per_microbatch,
+            gradient_checkpointing: self.gradient_checkpointing,
+            padding_free: self.padding_free,
+        }
     }
 }
 

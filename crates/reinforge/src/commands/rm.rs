@@ -71,11 +71,9 @@ pub struct TrainRmArgs {
     /// Use prompt text as is, without the chat template.
     #[arg(long)]
     pub raw: bool,
-    /// Reads a step's rows in micro-batches of at most N tokens (a pair counts both its
-    /// sequences) and backpropagates the loss through them afterwards: less memory for one
-    /// more forward pass, the same gradient (0: the whole step at once).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub max_tokens_per_microbatch: usize,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub memory: super::offline::MemoryArgs,
     #[command(flatten)]
     #[serde(flatten)]
     pub tracking: TrackingArgs,
@@ -96,10 +94,7 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
             checkpoint_every: args.checkpoint_every,
             seed: args.seed,
             raw: args.raw,
-            memory: reinforge_torch::Memory {
-                max_tokens_per_microbatch: args.max_tokens_per_microbatch,
-                ..Default::default()
-            },
+            memory: args.memory.memory(),
             tracking: args.tracking.tracking(args),
         },
         weight_decay: args.weight_decay,

@@ -58,14 +58,6 @@ pub struct TrainSftArgs {
     pub lora_r: Option<usize>,
     #[arg(long, default_value_t = 32.0, value_parser = crate::tools::positive)]
     pub lora_alpha: f64,
-    /// Recompute each decoder layer's activations in the backward pass (TRL's name): less
-    /// memory, the same gradient.
-    #[arg(long)]
-    pub gradient_checkpointing: bool,
-    /// Rows concatenated without padding, each attending only to itself (TRL's
-    /// padding_free): no pad token computed, the same loss.
-    #[arg(long)]
-    pub padding_free: bool,
     /// Also write the tokenised training rows (jsonl: input_ids, completion_mask), to see
     /// exactly what is trained on or to feed the same ids to another trainer.
     #[arg(long, value_name = "FILE")]
@@ -77,9 +69,7 @@ pub fn train(args: &TrainSftArgs) -> Result<()> {
     if args.common.raw {
         bail!("--raw does not apply to train-sft: text rows are used as they are, conversations are rendered by the chat template");
     }
-    let mut common = args.common.options()?;
-    common.memory.gradient_checkpointing = args.gradient_checkpointing;
-    common.memory.padding_free = args.padding_free;
+    let common = args.common.options()?;
     reinforge_train::offline::sft::train(&SftOptions {
         common,
         tokenization: Tokenization {
