@@ -133,8 +133,8 @@ impl RewardModel {
         let device = self.policy.device();
         crate::logprobs::hidden_at_with(device, seqs, pad, |s| last_non_pad(s, pad), hidden)
             .linear::<Tensor>(&self.score, None)
-        .squeeze_dim(-1)
-        .to_kind(Kind::Float)
+            .squeeze_dim(-1)
+            .to_kind(Kind::Float)
     }
 }
 

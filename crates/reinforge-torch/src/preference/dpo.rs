@@ -92,13 +92,13 @@ pub fn step(
 ) -> Result<Stepped<PairMetrics>> {
     let (policy, pad) = (up.policy, data.pad);
     let tokens = |r| data.pairs.tokens(r);
-    let (sides, deferred) = up
-        .share(rows.len())
-        .read_deferred(policy, rows, 2, tokens, move |local, fwd| {
-            let lp = sequence_logps(fwd, data.pairs, local, pad);
-            let b = local.len() as i64;
-            vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
-        })?;
+    let (sides, deferred) =
+        up.share(rows.len())
+            .read_deferred(policy, rows, 2, tokens, move |local, fwd| {
+                let lp = sequence_logps(fwd, data.pairs, local, pad);
+                let b = local.len() as i64;
+                vec![lp.narrow(0, 0, b), lp.narrow(0, b, b)]
+            })?;
     let lp = Tensor::cat(&sides, 0);
     let (loss, metrics) = loss_of(cfg, &lp, data, rows)?;
     let grad = up.apply(&loss, deferred)?;

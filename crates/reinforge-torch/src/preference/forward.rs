@@ -168,7 +168,11 @@ mod tests {
                 ..Memory::default()
             };
             let (g, kept) = gradients(&policy, memory);
-            assert_eq!(kept, usize::from(ckpt), "a checkpointed pass waits for finish");
+            assert_eq!(
+                kept,
+                usize::from(ckpt),
+                "a checkpointed pass waits for finish"
+            );
             for (a, b) in plain.iter().zip(&g) {
                 let gap = (a - b).abs().max().double_value(&[]);
                 let scale = a.abs().max().double_value(&[]).max(1e-6);

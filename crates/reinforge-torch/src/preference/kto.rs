@@ -7,8 +7,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use super::{
-    completion_logps, per_row, to_vec, Deferred, Figures, Forward, Share, Stepped, Unpaired,
-    Update,
+    completion_logps, per_row, to_vec, Deferred, Figures, Forward, Share, Stepped, Unpaired, Update,
 };
 use crate::loss::kto::{kto_loss, KtoBatch, KtoConfig, KtoOutput};
 use crate::memory::Memory;
@@ -97,16 +96,17 @@ fn block_loss<'a>(
     let uses_kl = cfg.loss_type.uses_kl();
     let (set, pad) = (data.rows, data.pad);
     let tokens = |r| set.tokens(r) * if uses_kl { 2 } else { 1 };
-    let (mut parts, deferred) = share.read_deferred(policy, rows, 2, tokens, move |local, fwd| {
-        // The KL point is not differentiated (TRL computes it under no_grad).
-        let kl_logps = if uses_kl {
-            let _guard = tch::no_grad_guard();
-            logps_of(fwd, set, local, |r| data.kl[r], pad)
-        } else {
-            Tensor::zeros([local.len() as i64], (Kind::Float, policy.device()))
-        };
-        vec![logps_of(fwd, set, local, |r| r, pad), kl_logps]
-    })?;
+    let (mut parts, deferred) =
+        share.read_deferred(policy, rows, 2, tokens, move |local, fwd| {
+            // The KL point is not differentiated (TRL computes it under no_grad).
+            let kl_logps = if uses_kl {
+                let _guard = tch::no_grad_guard();
+                logps_of(fwd, set, local, |r| data.kl[r], pad)
+            } else {
+                Tensor::zeros([local.len() as i64], (Kind::Float, policy.device()))
+            };
+            vec![logps_of(fwd, set, local, |r| r, pad), kl_logps]
+        })?;
     let kl_logps = uses_kl.then(|| parts.pop()).flatten();
     let logps = parts.swap_remove(0);
     let ref_logps = per_row(&data.refs.logps, rows);

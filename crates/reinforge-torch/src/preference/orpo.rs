@@ -76,10 +76,11 @@ impl OrpoTensors {
         share: &Share,
     ) -> Result<(Self, Deferred<'a>)> {
         let tokens = |r| pairs.tokens(r);
-        let (mut sums, deferred) = share.read_deferred(policy, rows, 3, tokens, move |local, fwd| {
-            let t = Self::read(fwd, pairs, local, pad);
-            vec![t.chosen, t.rejected, t.full]
-        })?;
+        let (mut sums, deferred) =
+            share.read_deferred(policy, rows, 3, tokens, move |local, fwd| {
+                let t = Self::read(fwd, pairs, local, pad);
+                vec![t.chosen, t.rejected, t.full]
+            })?;
         let whole = |side: &[Vec<i64>]| -> Tensor {
             lengths_of(&rows.iter().map(|&r| side[r].as_slice()).collect::<Vec<_>>())
         };

@@ -82,12 +82,12 @@ pub fn step(
     center: Option<f64>,
 ) -> Result<Stepped<RewardMetrics>> {
     let tokens = |r| pairs.tokens(r);
-    let (mut sides, deferred) = up
-        .share(rows.len())
-        .read_deferred(&rm.policy, rows, 2, tokens, move |local, fwd| {
-            let (c, r) = scores(fwd, rm, pairs, local);
-            vec![c, r]
-        })?;
+    let (mut sides, deferred) =
+        up.share(rows.len())
+            .read_deferred(&rm.policy, rows, 2, tokens, move |local, fwd| {
+                let (c, r) = scores(fwd, rm, pairs, local);
+                vec![c, r]
+            })?;
     let (r, c) = (
         sides.pop().unwrap_or_default(),
         sides.pop().unwrap_or_default(),
