@@ -122,6 +122,7 @@ impl<'m> Forward<'m> {
 /// Whether autograd records operations here (not under `no_grad`): tch does not expose
 /// libtorch's grad mode, so a one-element product tells.
 fn grad_enabled() -> bool {
+    // host: a one-element probe of the grad mode, on no device's data.
     let probe = Tensor::zeros([1], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     (&probe * 1.0).requires_grad()
 }
