@@ -144,11 +144,8 @@ impl Sums {
     }
 }
 
-/// A micro-batch's prompts and completions.
-type Part = (Vec<Vec<i64>>, Vec<Vec<i64>>);
-
-/// `rows` split into micro-batches under `memory`'s token budget (all at once without one).
-fn microbatches(rows: &Rows, memory: &Memory) -> Vec<Part> {
+/// The rows of `rows` in micro-batches under `memory`'s token budget (all at once without one).
+fn microbatches(rows: &Rows, memory: &Memory) -> Vec<Vec<usize>> {
     let ids: Vec<i64> = (0..rows.prompts.len() as i64).collect();
     let lens: Vec<usize> = rows
         .prompts
@@ -159,11 +156,48 @@ fn microbatches(rows: &Rows, memory: &Memory) -> Vec<Part> {
     memory
         .microbatches(&ids, &lens)
         .into_iter()
-        .map(|mb| {
-            let pick = |v: &[Vec<i64>]| mb.iter().map(|&i| v[i as usize].clone()).collect();
-            (pick(rows.prompts), pick(rows.completions))
-        })
+        .map(|mb| mb.into_iter().map(|i| i as usize).collect())
         .collect()
+}
+
+/// Where a step's teacher scores come from.
+#[derive(Clone, Copy)]
+pub enum Teacher<'a> {
+    /// A frozen model: full-vocabulary logits.
+    Model(&'a Policy),
+    /// Top-k log-probs per completion token (a remote engine's, [`TopKRows`]), the missing mass
+    /// as one tail entry (`add_tail`) or renormalised.
+    TopK {
+        scores: TopKRows<'a>,
+        add_tail: bool,
+    },
+}
+
+/// The divergence sums of `student` against `teacher` on the rows `idx` of `rows`.
+fn part_sums(
+    student: &Policy,
+    teacher: Teacher,
+    rows: &Rows,
+    idx: &[usize],
+    jsd: &Jsd,
+) -> Result<Sums> {
+    let pick = |v: &[Vec<i64>]| -> Vec<Vec<i64>> { idx.iter().map(|&i| v[i].clone()).collect() };
+    let (p, c) = (pick(rows.prompts), pick(rows.completions));
+    let part = Rows {
+        prompts: &p,
+        completions: &c,
+        pad: rows.pad,
+    };
+    match teacher {
+        Teacher::Model(t) => sums(student, t, &part, jsd),
+        Teacher::TopK { scores, add_tail } => {
+            let mine: Vec<_> = idx
+                .iter()
+                .map(|&i| scores.get(i).cloned().unwrap_or_default())
+                .collect();
+            topk_sums(student, &mine, &part, jsd, add_tail)
+        }
+    }
 }
 
 /// Completion tokens the loss reads in `rows` (the first token of a row without a prompt is
@@ -176,12 +210,12 @@ fn target_tokens(rows: &Rows) -> usize {
         .sum()
 }
 
-/// One distillation step: the divergence of the student (`u.policy`) from the frozen
-/// `teacher` on `rows`, token-mean over the step, backpropagated (micro-batch by micro-batch)
-/// and one optimizer step. Data-parallel updates are not supported.
+/// One distillation step: the divergence of the student (`u.policy`) from `teacher` on `rows`,
+/// token-mean over the step, backpropagated (micro-batch by micro-batch) and one optimizer
+/// step. Data-parallel updates are not supported.
 pub fn step(
     u: Update,
-    teacher: &Policy,
+    teacher: Teacher,
     rows: Rows,
     jsd: &Jsd,
 ) -> Result<(Figures<Divergences>, GradStep)> {
@@ -190,13 +224,8 @@ pub fn step(
     }
     let total = target_tokens(&rows).max(1) as f64;
     let mut acc = Accumulated::default();
-    for (p, c) in microbatches(&rows, &u.memory) {
-        let part = Rows {
-            prompts: &p,
-            completions: &c,
-            pad: rows.pad,
-        };
-        let s = sums(u.policy, teacher, &part, jsd)?;
+    for idx in microbatches(&rows, &u.memory) {
+        let s = part_sums(u.policy, teacher, &rows, &idx, jsd)?;
         let loss = &s.divergence / total;
         if loss.requires_grad() {
             loss.backward();
@@ -218,20 +247,15 @@ pub fn step(
 /// of `memory`'s budget: the held-out figures.
 pub fn evaluate(
     student: &Policy,
-    teacher: &Policy,
+    teacher: Teacher,
     rows: Rows,
     jsd: &Jsd,
     memory: &Memory,
 ) -> Result<Divergences> {
     tch::no_grad(|| {
         let mut acc = Accumulated::default();
-        for (p, c) in microbatches(&rows, memory) {
-            let part = Rows {
-                prompts: &p,
-                completions: &c,
-                pad: rows.pad,
-            };
-            acc.add(&sums(student, teacher, &part, jsd)?);
+        for idx in microbatches(&rows, memory) {
+            acc.add(&part_sums(student, teacher, &rows, &idx, jsd)?);
         }
         Ok(acc.figures())
     })
@@ -341,50 +365,4 @@ fn topk_sums(
         topk_elements(logits, &t, j, add_tail).sum_dim_intlist(-1, false, Kind::Float)
     };
     Ok(Sums::of(&s, per_token, jsd))
-}
-
-/// [`step`] against a top-k teacher (a remote engine's scores, [`TopKRows`]): the rows run
-/// in one pass.
-pub fn step_topk(
-    u: Update,
-    teacher: TopKRows,
-    rows: Rows,
-    jsd: &Jsd,
-    add_tail: bool,
-) -> Result<(Figures<Divergences>, GradStep)> {
-    if u.dp.is_some() {
-        bail!("distillation runs in one process; start it without torchrun");
-    }
-    let total = target_tokens(&rows).max(1) as f64;
-    let s = topk_sums(u.policy, teacher, &rows, jsd, add_tail)?;
-    let loss = &s.divergence / total;
-    if loss.requires_grad() {
-        loss.backward();
-    }
-    let mut acc = Accumulated::default();
-    acc.add(&s);
-    let g = u.opt.clip_and_step(u.max_grad_norm, u.lr);
-    let d = acc.figures();
-    Ok((
-        Figures {
-            loss: d.divergence,
-            metrics: d,
-        },
-        g,
-    ))
-}
-
-/// [`evaluate`] against a top-k teacher, without gradient, in one pass.
-pub fn evaluate_topk(
-    student: &Policy,
-    teacher: TopKRows,
-    rows: Rows,
-    jsd: &Jsd,
-    add_tail: bool,
-) -> Result<Divergences> {
-    tch::no_grad(|| {
-        let mut acc = Accumulated::default();
-        acc.add(&topk_sums(student, teacher, &rows, jsd, add_tail)?);
-        Ok(acc.figures())
-    })
 }

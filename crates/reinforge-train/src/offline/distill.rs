@@ -227,22 +227,34 @@ impl Models<'_> {
             .find(|(id, _)| *id < 0 || *id as usize >= self.vocab)
         {
             bail!(
-                "the teacher engine scored token id {id}, outside the student's vocabulary of {}:                  student and teacher must share the tokenizer",
+                "the teacher engine scored token id {id}, outside the student's vocabulary of {}: \
+                 student and teacher must share the tokenizer",
                 self.vocab
             );
         }
         Ok(scores)
     }
 
+    /// The teacher of `rows` as reinforge-torch takes it: the local model, or the engine's
+    /// top-k scores of the rows (fetched into `buf`).
+    fn teacher<'s>(&'s self, rows: &Rows, buf: &'s mut TopKScores) -> Result<tensor::Teacher<'s>> {
+        Ok(match &self.teacher {
+            TeacherRef::Local(t) => tensor::Teacher::Model(t),
+            TeacherRef::Remote(t, tail) => {
+                *buf = self.remote_scores(t, rows)?;
+                tensor::Teacher::TopK {
+                    scores: buf,
+                    add_tail: *tail,
+                }
+            }
+        })
+    }
+
     /// The held-out divergences of `student` on `rows`.
     fn evaluate(&self, student: &Policy, rows: Rows, o: &DistillOptions) -> Result<Divergences> {
-        match &self.teacher {
-            TeacherRef::Local(t) => tensor::evaluate(student, t, rows, &o.jsd, &o.common.memory),
-            TeacherRef::Remote(t, tail) => {
-                let scores = self.remote_scores(t, &rows)?;
-                tensor::evaluate_topk(student, &scores, rows, &o.jsd, *tail)
-            }
-        }
+        let mut buf = TopKScores::new();
+        let teacher = self.teacher(&rows, &mut buf)?;
+        tensor::evaluate(student, teacher, rows, &o.jsd, &o.common.memory)
     }
 }
 
@@ -381,13 +393,9 @@ pub fn train(o: &DistillOptions) -> Result<()> {
             completions: &completions,
             pad,
         };
-        let (f, g) = match &models.teacher {
-            TeacherRef::Local(teacher) => tensor::step(update(t, common), teacher, batch, &o.jsd)?,
-            TeacherRef::Remote(teacher, tail) => {
-                let scores = models.remote_scores(teacher, &batch)?;
-                tensor::step_topk(update(t, common), &scores, batch, &o.jsd, *tail)?
-            }
-        };
+        let mut buf = TopKScores::new();
+        let teacher = models.teacher(&batch, &mut buf)?;
+        let (f, g) = tensor::step(update(t, common), teacher, batch, &o.jsd)?;
         Ok(DistillLine {
             step: k,
             loss: f.loss,
