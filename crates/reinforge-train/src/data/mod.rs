@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use reinforge_reward::{ModelLoader, Reward, RewardSpec};
 use reinforge_sandbox::{Limits, Sandbox};
 use reinforge_torch::runtime::{resolve_device, set_threads};
-use reinforge_torch::{copy_aux_files, Policy};
+use reinforge_torch::Policy;
 use std::path::{Path, PathBuf};
 
 use crate::config::TrainConfig;
@@ -22,7 +22,7 @@ use crate::env::{sampling_params, Environment};
 use crate::loaded::LoadedModel;
 use crate::rl;
 use crate::run_dir::{read_json, write_json, RunDir};
-use crate::trainer::{optimizer, Phase, PhaseEnd, Start, Trainer};
+use crate::trainer::{optimizer, save_final_adapter, Phase, PhaseEnd, Start, Trainer};
 use evaluate::{evaluate, DataEvalReport};
 use report::write_report;
 
@@ -71,32 +71,19 @@ pub fn run(
     if writes {
         write_json(&run.path(DATA_RUN_FILE), data)?;
     }
-    let Start {
-        latest,
-        state,
-        resumed,
-    } = Start::open(run, Phase::Rl)?;
+    let start = Start::open(run, Phase::Rl)?;
     // Training keeps f32 master weights (AdamW on bf16 weights loses small updates).
     let mut model = LoadedModel::load(&data.model, &reinforge_torch::LoadOptions::f32(device))?;
     // The KL reference is the model the run started from, also after a resume.
     let reference = rl::needs_reference(&cfg.grpo, &cfg.ppo)
         .then(|| model.policy.frozen_copy())
         .transpose()?;
-    match (&data.lora, resumed) {
-        // The adapter's own adapter_config.json sets LoRA up again.
-        (Some(_), true) => model.policy.load_adapter(&latest.join("adapter"))?,
-        (Some(lora), false) => {
-            // libtorch's default generator is not fixed across processes: seed the adapters.
-            crate::seeds::seed_torch(crate::seeds::step_seed(
-                cfg.seed,
-                crate::seeds::PHASE_INIT,
-                0,
-            ));
-            model.policy.enable_lora(lora)?
-        }
-        (None, true) => model.policy = Policy::load(&latest, device)?,
-        (None, false) => {}
-    }
+    start.prepare_policy(&mut model.policy, data.lora.as_ref(), cfg.seed)?;
+    let Start {
+        latest,
+        state,
+        resumed,
+    } = start;
     let reward = build_reward(data, scorers)?;
     let env = DataEnv::new(&model, data, reward, cfg.grpo.max_completion_length)?;
     eprintln!("{} prompts from {}", env.len(), data.data.display());
@@ -148,11 +135,7 @@ pub fn run(
         }
     }
     if data.lora.is_some() {
-        let adapter = run.checkpoint("final-adapter");
-        model
-            .policy
-            .save_adapter(&adapter, &data.model.to_string_lossy())?;
-        copy_aux_files(&data.model, &adapter)?;
+        save_final_adapter(run, &model.policy, &data.model)?;
     }
     eprintln!(
         "trained {} steps in {:.1} s",

@@ -24,7 +24,9 @@ use crate::dp::Dp;
 use crate::loaded::ModelSource;
 use crate::run_dir::{write_json, RunDir};
 use crate::trainer::checkpoint::OPTIMIZER_FILE;
-use crate::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer};
+use crate::trainer::{
+    optimizer, save_final_adapter, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer,
+};
 
 pub mod distill;
 pub mod distill_remote;
@@ -162,30 +164,14 @@ impl OfflineOptions {
         rows: impl Fn(usize) -> Vec<usize>,
     ) -> Result<Policy> {
         let run = &offline.dir;
+        let opened = Start::open(run, Phase::Preference)?;
+        let mut policy = start;
+        opened.prepare_policy(&mut policy, lora, self.seed)?;
         let Start {
             latest,
             state,
             resumed,
-        } = Start::open(run, Phase::Preference)?;
-        let policy = match (lora, resumed) {
-            (None, false) => start,
-            (None, true) => Policy::load(&latest, start.device())?,
-            (Some(_), true) => {
-                let mut p = start;
-                p.load_adapter(&latest.join("adapter"))?;
-                p
-            }
-            (Some(l), false) => {
-                let mut p = start;
-                crate::seeds::seed_torch(crate::seeds::step_seed(
-                    self.seed,
-                    crate::seeds::PHASE_INIT,
-                    0,
-                ));
-                p.enable_lora(l)?;
-                p
-            }
-        };
+        } = opened;
         let model_dir = self.model.dir.clone();
         let with_adapter = lora.is_some();
         let files = |dir: &Path| -> Result<()> {
@@ -226,9 +212,7 @@ impl OfflineOptions {
         trainer.save(run, "final", false)?;
         drop(trainer);
         if with_adapter && offline.writes() {
-            let adapter = run.checkpoint("final-adapter");
-            policy.save_adapter(&adapter, &self.model.dir.to_string_lossy())?;
-            copy_aux_files(&self.model.dir, &adapter)?;
+            save_final_adapter(run, &policy, &self.model.dir)?;
         }
         Ok(policy)
     }

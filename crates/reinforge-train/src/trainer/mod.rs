@@ -23,7 +23,7 @@ use crate::interrupt::interrupted_on_any;
 use crate::progress;
 use crate::run_dir::RunDir;
 use critic::CriticState;
-pub use start::Start;
+pub use start::{save_final_adapter, Start};
 pub use state::{Phase, TrainerState, STATE_VERSION};
 pub use tracking::Tracking;
 

@@ -3,9 +3,10 @@
 //! `checkpoints/latest` and its trainer state when the run directory has one, otherwise at
 //! the first step of the run's first phase.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use reinforge_torch::{LoraConfig, Policy};
 
 use super::checkpoint::STATE_FILE;
 use super::{Phase, TrainerState};
@@ -45,4 +46,42 @@ impl Start {
     pub fn has_progress(&self, first: Phase) -> bool {
         self.state.step > 0 || self.state.phase != first
     }
+}
+
+impl Start {
+    /// Sets `policy` (the run's starting model) up for this start: LoRA adapters of `lora`
+    /// created (seeded by `seed`) or, when resumed, reloaded from `latest/adapter` onto it; a
+    /// resumed full run's weights read from `latest`.
+    pub fn prepare_policy(
+        &self,
+        policy: &mut Policy,
+        lora: Option<&LoraConfig>,
+        seed: u64,
+    ) -> Result<()> {
+        match (lora, self.resumed) {
+            // The adapter's own adapter_config.json sets LoRA up again.
+            (Some(_), true) => policy.load_adapter(&self.latest.join("adapter"))?,
+            (Some(l), false) => {
+                // libtorch's default generator is not fixed across processes: seed the adapters.
+                crate::seeds::seed_torch(crate::seeds::step_seed(
+                    seed,
+                    crate::seeds::PHASE_INIT,
+                    0,
+                ));
+                policy.enable_lora(l)?
+            }
+            (None, true) => *policy = Policy::load(&self.latest, policy.device())?,
+            (None, false) => {}
+        }
+        Ok(())
+    }
+}
+
+/// Writes `checkpoints/final-adapter`: the LoRA adapter of `policy` alone, in PEFT's layout,
+/// with the tokenizer files of `source` (the base model).
+pub fn save_final_adapter(run: &RunDir, policy: &Policy, source: &Path) -> Result<()> {
+    let adapter = run.checkpoint("final-adapter");
+    policy.save_adapter(&adapter, &source.to_string_lossy())?;
+    reinforge_torch::copy_aux_files(source, &adapter)?;
+    Ok(())
 }
