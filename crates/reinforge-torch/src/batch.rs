@@ -2,8 +2,10 @@
 
 use tch::{Device, Kind, Tensor};
 
+use std::collections::HashMap;
+
 use crate::memory::Memory;
-use crate::model::{ForwardInput, Transformer};
+use crate::model::{ForwardInput, Segment, Transformer};
 
 /// Rows of `prompt ++ completion`, right-padded to a common length `L`.
 ///
@@ -20,6 +22,9 @@ pub struct SequenceBatch {
     /// 1.0 at target positions that are completion tokens, else 0.0: `[N, L-1]`, float.
     pub loss_mask: Tensor,
     prompt_lens: Vec<usize>,
+    /// Rows with the same id have the same prompt tokens (a GRPO group's completions), which
+    /// [`Self::packed_sharing_prompts`] packs once.
+    prompt_groups: Vec<usize>,
     /// Real tokens (prompt + completion) per row.
     lens: Vec<usize>,
     width: usize,
@@ -65,6 +70,7 @@ impl SequenceBatch {
                 .view([n as i64, width as i64 - 1])
                 .to_device(device),
             prompt_lens: prompts.iter().map(|p| p.len()).collect(),
+            prompt_groups: prompt_groups(prompts),
             lens: prompts
                 .iter()
                 .zip(completions)
@@ -142,28 +148,82 @@ impl SequenceBatch {
     /// The real tokens of the rows concatenated into one sequence ([`PackedRows`]); `None`
     /// when the rows hold no token.
     pub fn packed(&self) -> Option<PackedRows> {
+        self.packed_with(false)
+    }
+
+    /// [`Self::packed`] with each distinct prompt packed once: the rows that share it (a GRPO
+    /// group's completions) pack only their completion tokens, which attend to the prompt's
+    /// keys. The prompt's forward and backward run once per group instead of once per row;
+    /// per-token results equal the padded rows' (the same tokens, positions and visible keys).
+    pub fn packed_sharing_prompts(&self) -> Option<PackedRows> {
+        self.packed_with(true)
+    }
+
+    /// The rows as `memory` packs them: sharing prompts with `memory.shared_prompts`, packed
+    /// with `memory.padding_free`, else `None` (padded rows).
+    pub fn packed_for(&self, memory: &Memory) -> Option<PackedRows> {
+        if memory.shared_prompts {
+            self.packed_sharing_prompts()
+        } else if memory.padding_free {
+            self.packed()
+        } else {
+            None
+        }
+    }
+
+    fn packed_with(&self, share_prompts: bool) -> Option<PackedRows> {
         let width = self.width as i64;
-        let mut index = Vec::with_capacity(self.lens.iter().sum());
+        // `pick`: the padded flat index of each packed token; `src`/`dst`: for every real
+        // padded position, the packed token that fills it.
+        let (mut pick, mut src, mut dst) = (vec![], vec![], vec![]);
         let mut segments = Vec::with_capacity(self.len());
+        let mut placed: HashMap<usize, (i64, i64)> = HashMap::new();
         for (row, &len) in self.lens.iter().enumerate() {
-            let start = row as i64 * width;
-            if len > 0 {
-                segments.push((index.len() as i64, len as i64));
-                index.extend(start..start + len as i64);
+            let (start, len) = (row as i64 * width, len as i64);
+            let p = self.prompt_lens[row] as i64;
+            let prompt = if share_prompts && p > 0 {
+                Some(*placed.entry(self.prompt_groups[row]).or_insert_with(|| {
+                    let at = pick.len() as i64;
+                    segments.push(Segment::alone(at, p));
+                    pick.extend(start..start + p);
+                    (at, p)
+                }))
+            } else {
+                None
+            };
+            let own = prompt.map_or(0, |(_, p)| p);
+            let at = pick.len() as i64;
+            if len > own {
+                segments.push(Segment {
+                    start: at,
+                    len: len - own,
+                    prefix: prompt,
+                });
+                pick.extend(start + own..start + len);
+            }
+            for j in 0..len {
+                dst.push(start + j);
+                src.push(match prompt {
+                    Some((ps, _)) if j < own => ps + j,
+                    _ => at + j - own,
+                });
             }
         }
-        if index.is_empty() {
+        if pick.is_empty() {
             return None;
         }
-        let index = Tensor::from_slice(&index).to_device(self.ids.device());
-        let pick = |t: &Tensor| t.reshape([-1]).index_select(0, &index).unsqueeze(0);
-        let ids = pick(&self.ids);
+        let device = self.ids.device();
+        let pick = Tensor::from_slice(&pick).to_device(device);
+        let take = |t: &Tensor| t.reshape([-1]).index_select(0, &pick).unsqueeze(0);
+        let ids = take(&self.ids);
+        let shared = src.len() != pick.size()[0] as usize;
         Some(PackedRows {
             key_mask: ids.ones_like().to_kind(Kind::Bool),
-            positions: pick(&self.positions),
+            positions: take(&self.positions),
             ids,
             segments,
-            index,
+            src: shared.then(|| Tensor::from_slice(&src).to_device(device)),
+            dst: Tensor::from_slice(&dst).to_device(device),
             shape: (self.len() as i64, width),
         })
     }
@@ -171,7 +231,17 @@ impl SequenceBatch {
     /// Final hidden states `[N, L, H]` of the rows under `model`: from the padded rows, or
     /// with `padding_free` from the packed rows put back in place (zeros at padding).
     pub fn hidden(&self, model: &Transformer, padding_free: bool) -> Tensor {
-        match padding_free.then(|| self.packed()).flatten() {
+        let memory = Memory {
+            padding_free,
+            ..Memory::default()
+        };
+        self.hidden_for(model, &memory)
+    }
+
+    /// Final hidden states `[N, L, H]` of the rows under `model`, packed as `memory` says
+    /// ([`Self::packed_for`]) and put back in place (zeros at padding).
+    pub fn hidden_for(&self, model: &Transformer, memory: &Memory) -> Tensor {
+        match self.packed_for(memory) {
             Some(packed) => packed.unpack(&model.hidden(&packed.input(), None)),
             None => model.hidden(&self.input(), None),
         }
@@ -224,6 +294,10 @@ impl SequenceBatch {
             positions: self.positions.narrow(1, 0, w).index_select(0, &t),
             loss_mask: self.loss_mask.narrow(1, 0, w - 1).index_select(0, &t),
             prompt_lens: idx.iter().map(|&i| self.prompt_lens[i as usize]).collect(),
+            prompt_groups: idx
+                .iter()
+                .map(|&i| self.prompt_groups[i as usize])
+                .collect(),
             lens,
             width,
         }
@@ -232,17 +306,20 @@ impl SequenceBatch {
 
 /// The rows of a [`SequenceBatch`] without padding (TRL's `padding_free`, verl's
 /// `use_remove_padding`): their real tokens concatenated into one sequence `[1, T]`, each row
-/// a segment with its own positions `0..len` that attends only to itself. Per-token results
-/// equal the padded rows' (the same tokens, positions and visible keys); no pad token is
-/// computed.
+/// a segment with its own positions `0..len` that attends only to itself (or a shared prompt
+/// packed once and the completions after it, [`SequenceBatch::packed_sharing_prompts`]).
+/// Per-token results equal the padded rows'; no pad token is computed.
 #[derive(Debug)]
 pub struct PackedRows {
     ids: Tensor,
     positions: Tensor,
     key_mask: Tensor,
-    segments: Vec<(i64, i64)>,
-    /// Flat index `row * L + j` in the padded `[N, L]` layout of each packed token.
-    index: Tensor,
+    segments: Vec<Segment>,
+    /// For each real position of the padded layout (in `dst` order), the packed token that
+    /// fills it; `None` when that is every packed token once, in order (no shared prompt).
+    src: Option<Tensor>,
+    /// Flat index `row * L + j` in the padded `[N, L]` layout of each real position.
+    dst: Tensor,
     /// `(N, L)` of the padded rows.
     shape: (i64, i64),
 }
@@ -259,12 +336,34 @@ impl PackedRows {
     }
 
     /// Per-token results `[1, T, H]` of the packed sequence in the padded layout `[N, L, H]`,
-    /// zeros at padding (differentiable).
+    /// zeros at padding (differentiable: a shared prompt's gradient sums over its rows).
     pub fn unpack(&self, packed: &Tensor) -> Tensor {
         let (n, l) = self.shape;
         let h = packed.size()[2];
+        let tokens = packed.squeeze_dim(0);
+        let tokens = match &self.src {
+            Some(src) => tokens.index_select(0, src),
+            None => tokens,
+        };
         Tensor::zeros([n * l, h], (packed.kind(), packed.device()))
-            .index_copy(0, &self.index, &packed.squeeze_dim(0))
+            .index_copy(0, &self.dst, &tokens)
             .view([n, l, h])
     }
+
+    /// Tokens in the packed sequence.
+    pub fn token_count(&self) -> i64 {
+        self.ids.size()[1]
+    }
+}
+
+/// A group id per row: rows whose prompts are the same tokens get the same id.
+fn prompt_groups(prompts: &[&[i64]]) -> Vec<usize> {
+    let mut ids: HashMap<&[i64], usize> = HashMap::new();
+    prompts
+        .iter()
+        .map(|p| {
+            let next = ids.len();
+            *ids.entry(p).or_insert(next)
+        })
+        .collect()
 }

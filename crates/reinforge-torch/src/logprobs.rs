@@ -47,24 +47,24 @@ pub fn token_logprobs_with(
     temperature: f64,
     entropy: Entropy,
 ) -> (Tensor, Tensor) {
-    token_logprobs_as(model, batch, (temperature, entropy), false)
+    token_logprobs_as(model, batch, (temperature, entropy), &Memory::default())
 }
 
-/// [`token_logprobs_with`] from padded rows, or packed ones with `padding_free`.
+/// [`token_logprobs_with`] from padded rows, or packed ones as `memory` says.
 fn token_logprobs_as(
     model: &Transformer,
     batch: &SequenceBatch,
     (temperature, entropy): (f64, Entropy),
-    padding_free: bool,
+    memory: &Memory,
 ) -> (Tensor, Tensor) {
-    let hidden = batch.hidden(model, padding_free);
+    let hidden = batch.hidden_for(model, memory);
     logprobs_of_hidden(model, &hidden, batch, (temperature, entropy))
 }
 
 /// Backpropagates `loss_of(log-probs, entropies)` of `batch` under `model` ([`token_logprobs_with`]'s
 /// tensors) and returns the loss (detached) with what `loss_of` measured: through the plain
 /// autograd graph, or with `memory.gradient_checkpointing` recomputing every decoder layer in
-/// the backward pass ([`crate::activations`]), over padded or (`memory.padding_free`) packed
+/// the backward pass ([`crate::activations`]), over padded or packed (`memory.padding_free`, `memory.shared_prompts`)
 /// rows; the gradients are the same.
 pub fn backward_logprob_loss<S>(
     model: &Transformer,
@@ -78,14 +78,14 @@ pub fn backward_logprob_loss<S>(
     };
     if memory.gradient_checkpointing {
         use crate::activations::backward_checkpointed;
-        return match memory.padding_free.then(|| batch.packed()).flatten() {
+        return match batch.packed_for(memory) {
             Some(packed) => backward_checkpointed(model, &packed.input(), |hidden| {
                 of_hidden(&packed.unpack(hidden))
             }),
             None => backward_checkpointed(model, &batch.input(), of_hidden),
         };
     }
-    let (loss, extra) = of_hidden(&batch.hidden(model, memory.padding_free));
+    let (loss, extra) = of_hidden(&batch.hidden_for(model, memory));
     if loss.requires_grad() {
         loss.backward();
     }
@@ -102,8 +102,7 @@ pub fn token_logprobs_in_microbatches(
     memory: &Memory,
 ) -> (Tensor, Tensor) {
     let mut parts = batch.in_microbatches(memory, |sub| {
-        let (logp, ent) =
-            token_logprobs_as(model, sub, (temperature, entropy), memory.padding_free);
+        let (logp, ent) = token_logprobs_as(model, sub, (temperature, entropy), memory);
         vec![logp, ent]
     });
     let ent = parts.pop().expect("entropies");

@@ -24,12 +24,17 @@ pub struct Memory {
     /// attention within each row) instead of padding them to the longest: no pad token is
     /// computed.
     pub padding_free: bool,
+    /// Pack the rows (as `padding_free`) with each distinct prompt once: the completions of
+    /// one prompt (a GRPO group) attend to its keys, so the prompt's forward and backward run
+    /// once per group instead of once per completion. The same tokens, positions and visible
+    /// keys as the padded rows: results equal theirs. Implies packing.
+    pub shared_prompts: bool,
 }
 
 impl Memory {
     /// `rows` (indices into `lens`, the rows' token counts) split in order into micro-batches
-    /// whose size stays within the budget: rows x the longest row, or with `padding_free` the
-    /// sum of their lengths (verl's `use_dynamic_bsz` with `use_remove_padding`).
+    /// whose size stays within the budget: rows x the longest row, or with `padding_free` (or
+    /// `shared_prompts`, counting each prompt per row: a bound) the sum of their lengths (verl's `use_dynamic_bsz` with `use_remove_padding`).
     pub fn microbatches(&self, rows: &[i64], lens: &[usize]) -> Vec<Vec<i64>> {
         let budget = self.max_tokens_per_microbatch;
         if budget == 0 {
@@ -43,7 +48,7 @@ impl Memory {
         let (mut longest, mut total) = (0, 0);
         for &r in rows {
             let len = lens[r as usize];
-            let size = if self.padding_free {
+            let size = if self.padding_free || self.shared_prompts {
                 total + len
             } else {
                 (out.last().map_or(0, Vec::len) + 1) * longest.max(len)

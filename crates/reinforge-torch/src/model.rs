@@ -313,10 +313,35 @@ pub struct ForwardInput<'a> {
     pub positions: &'a Tensor,
     /// Which keys are real tokens `[B, S]` (bool), `S` = cached length + `T`.
     pub key_mask: &'a Tensor,
-    /// Padding-free packing: `(start, len)` of each row's tokens in the one packed sequence
-    /// (`B = 1`, no cache), attended causally within their own row only. Empty: the rows of
-    /// `ids` as they are, under `key_mask`.
-    pub segments: &'a [(i64, i64)],
+    /// Padding-free packing: the rows' tokens in the one packed sequence (`B = 1`, no cache),
+    /// each attending causally within its own segment (and to its shared prompt). Empty: the
+    /// rows of `ids` as they are, under `key_mask`.
+    pub segments: &'a [Segment],
+}
+
+/// One span of a packed sequence: the tokens `start..start + len`, which attend causally
+/// within the span and, with `prefix = Some((start, len))`, to every token of that earlier
+/// span first: a prompt packed once and shared by the completions that follow it (their
+/// positions continue the prompt's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// First token of the span in the packed sequence.
+    pub start: i64,
+    /// Tokens in the span.
+    pub len: i64,
+    /// The shared prompt this span continues, if any.
+    pub prefix: Option<(i64, i64)>,
+}
+
+impl Segment {
+    /// A span that attends only to itself (a whole row, or a shared prompt).
+    pub fn alone(start: i64, len: i64) -> Self {
+        Segment {
+            start,
+            len,
+            prefix: None,
+        }
+    }
 }
 
 impl Transformer {
@@ -570,10 +595,11 @@ pub(crate) struct LayerContext {
 pub(crate) enum Attend {
     /// One boolean mask `[B, 1, T, S]`: padding, causality, window and cache ([`attention_mask`]).
     Mask(Tensor),
-    /// Packed rows: causal attention inside each `(start, len)` segment of the one sequence,
-    /// with the layer's sliding window. Attention runs per segment (libtorch has no varlen
-    /// attention on the CPU), so no query computes a score against another row's keys.
-    Segments(Vec<(i64, i64)>, Option<i64>),
+    /// Packed rows: causal attention inside each [`Segment`] of the one sequence (after its
+    /// shared prompt, if any), with the layer's sliding window. Attention runs per segment
+    /// (libtorch has no varlen attention on the CPU), so no query computes a score against
+    /// another row's keys.
+    Segments(Vec<Segment>, Option<i64>),
 }
 
 impl Attend {
@@ -600,18 +626,28 @@ impl Attend {
             Self::Segments(segments, window) => {
                 let parts: Vec<Tensor> = segments
                     .iter()
-                    .map(|&(start, len)| {
-                        let at = |x: &Tensor| x.narrow(2, start, len);
-                        let (q, k, v) = (at(q), at(k), at(v));
-                        match window {
-                            // A window shorter than the row: the windowed causal mask.
-                            Some(w) if *w < len => {
-                                let real = Tensor::ones([1, len], (Kind::Bool, q.device()));
-                                let mask = attention_mask(&real, 0, len, Some(*w));
-                                sdpa(&q, &k, &v, Some(&mask))
-                            }
-                            _ => sdpa(&q, &k, &v, None),
-                        }
+                    .map(|seg| {
+                        let at = |x: &Tensor| x.narrow(2, seg.start, seg.len);
+                        let (len, q) = (seg.len, at(q));
+                        let Some((ps, pl)) = seg.prefix else {
+                            let (k, v) = (at(k), at(v));
+                            return match window {
+                                // A window shorter than the row: the windowed causal mask.
+                                Some(w) if *w < len => {
+                                    let real = Tensor::ones([1, len], (Kind::Bool, q.device()));
+                                    let mask = attention_mask(&real, 0, len, Some(*w));
+                                    sdpa(&q, &k, &v, Some(&mask))
+                                }
+                                _ => sdpa(&q, &k, &v, None),
+                            };
+                        };
+                        // After a shared prompt: its keys come first, as a cache of `pl`
+                        // positions would (the same mask, window included).
+                        let with_prompt =
+                            |x: &Tensor| Tensor::cat(&[x.narrow(2, ps, pl), at(x)], 2);
+                        let real = Tensor::ones([1, pl + len], (Kind::Bool, q.device()));
+                        let mask = attention_mask(&real, pl, len, *window);
+                        sdpa(&q, &with_prompt(k), &with_prompt(v), Some(&mask))
                     })
                     .collect();
                 Tensor::cat(&parts, 2)

@@ -28,7 +28,7 @@ fn smollm2_logits_match_transformers_in_f32() {
 }
 
 /// The memory tools on the real model (issue 23's acceptance): with micro-batches, activation
-/// checkpointing, padding-free packing and all three, the first SFT step's gradient equals the
+/// checkpointing, padding-free packing (sharing prompts or not) and all three, the first SFT step's gradient equals the
 /// plain path's (relative error; float32 sums in another order differ by rounding only), and
 /// after three AdamW steps at TRL's default SFT rate (2e-5) the parameters are within 1e-5 but
 /// for at most 1 in a million: AdamW divides each gradient element by its own magnitude, so an
@@ -43,8 +43,9 @@ fn smollm2_memory_tools_leave_three_sft_steps_unchanged() {
     let Some(dir) = real_model(&root()) else {
         return;
     };
-    // Rows of 12 to 48 tokens: most of the short rows' padded width is padding.
-    let prompts: Vec<Vec<i64>> = (0..4).map(|i| vec![1, 200 + i, 300, 400]).collect();
+    // Rows of 12 to 48 tokens: most of the short rows' padded width is padding. Two prompts,
+    // each shared by two rows (for `shared_prompts`).
+    let prompts: Vec<Vec<i64>> = (0..4).map(|i| vec![1, 200 + i % 2, 300, 400]).collect();
     let completions: Vec<Vec<i64>> = (0..4)
         .map(|i| {
             (0..8 + 12 * i)
@@ -96,10 +97,19 @@ fn smollm2_memory_tools_leave_three_sft_steps_unchanged() {
         max_tokens_per_microbatch: 48,
         gradient_checkpointing: true,
         padding_free: true,
+        shared_prompts: false,
+    };
+    let shared = Memory {
+        shared_prompts: true,
+        ..Memory::default()
+    };
+    let all_shared = Memory {
+        shared_prompts: true,
+        ..all
     };
     let norm = |t: &Tensor| t.norm().double_value(&[]);
     let total: i64 = plain.values().map(Tensor::numel).sum::<usize>() as i64;
-    for memory in [budget, checkpointing, packing, all] {
+    for memory in [budget, checkpointing, packing, all, shared, all_shared] {
         let (other, grad) = trained(memory);
         let rel = norm(&(&grad - &plain_grad)) / norm(&plain_grad);
         let (mut max, mut over) = (0f64, 0i64);

@@ -282,24 +282,31 @@ fn is_weights_scale_the_update() {
     );
 }
 
-/// Micro-batches under a token budget, activation checkpointing and padding-free packing change how an update runs,
+/// Micro-batches under a token budget, activation checkpointing and padding-free packing (with
+/// shared prompts or without) change how an update runs,
 /// not what it computes: for every registered loss, with an entropy bonus (so the entropy's
 /// gradient flows too), the parameters and the loss equal the plain path's.
 #[test]
 fn microbatches_and_checkpointing_equal_the_plain_update() {
     use reinforge_torch::Memory;
     let adv = [0.0, 1.0, 0.0, -1.0, 0.5, 0.0, -0.5, 0.0];
-    // Every combination of the budget, checkpointing and packing but all off; the packed
-    // budget counts real tokens only, so it is smaller to split the batch as often.
-    let memories: Vec<Memory> = (1..8u8)
-        .map(|bits| Memory {
-            max_tokens_per_microbatch: match (bits & 1 != 0, bits & 4 != 0) {
-                (false, _) => 0,
-                (true, false) => 40,
-                (true, true) => 24,
-            },
-            gradient_checkpointing: bits & 2 != 0,
-            padding_free: bits & 4 != 0,
+    // Every combination of the budget, checkpointing and packing (plain, or sharing the
+    // prompts: the 8 rows have 4 prompts, each shared by two rows that are not neighbours)
+    // but all off; the packed budget counts real tokens only, so it is smaller to split the
+    // batch as often.
+    let memories: Vec<Memory> = (1..12u8)
+        .map(|bits| {
+            let (packed, shared) = (bits & 4 != 0, bits & 8 != 0);
+            Memory {
+                max_tokens_per_microbatch: match (bits & 1 != 0, packed || shared) {
+                    (false, _) => 0,
+                    (true, false) => 40,
+                    (true, true) => 24,
+                },
+                gradient_checkpointing: bits & 2 != 0,
+                padding_free: packed,
+                shared_prompts: shared,
+            }
         })
         .collect();
     for &loss in PolicyLossKind::ALL {

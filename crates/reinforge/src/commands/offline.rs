@@ -112,6 +112,9 @@ impl MemoryArgs {
             max_tokens_per_microbatch: self.max_tokens_per_microbatch,
             gradient_checkpointing: self.gradient_checkpointing,
             padding_free: self.padding_free,
+            // Offline rows rarely repeat a prompt (a DPO pair's two sides run through the
+            // preference trainers' own packing).
+            shared_prompts: false,
         }
     }
 }
