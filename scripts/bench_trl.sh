@@ -117,6 +117,8 @@ reinforge_extra() {
     packed) echo "$same $packed" ;;
     micro+ckpt) echo "$same $micro $ckpt" ;;
     all) echo "$same $micro $ckpt $packed" ;;
+    shared) echo "$same --set memory.shared_prompts=true" ;;
+    all+shared) echo "$same $micro $ckpt --set memory.shared_prompts=true" ;;
     *) return 1 ;;
   esac
 }

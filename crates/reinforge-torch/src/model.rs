@@ -322,7 +322,7 @@ pub struct ForwardInput<'a> {
 /// One span of a packed sequence: the tokens `start..start + len`, which attend causally
 /// within the span and, with `prefix = Some((start, len))`, to every token of that earlier
 /// span first: a prompt packed once and shared by the completions that follow it (their
-/// positions continue the prompt's).
+/// positions continue the prompt's). Prefix Grouper's Shared-Prefix Forward (arXiv 2506.05433).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
     /// First token of the span in the packed sequence.
