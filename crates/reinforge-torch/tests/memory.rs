@@ -233,7 +233,29 @@ fn preference_steps_in_microbatches_equal_one_pass() {
             "{what}: the steps trained"
         );
     };
-    let refs = dpo::reference_logps(&load(), &pairs, 0, 4);
+    let refs = dpo::reference_logps(&load(), &pairs, 0, (4, &Memory::default()));
+    // The passes without gradient under the budget, packed: the same references and figures.
+    let packed_budget = Memory {
+        padding_free: true,
+        ..budget
+    };
+    let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-4);
+    for memory in [budget, packed_budget] {
+        let other = dpo::reference_logps(&load(), &pairs, 0, (4, &memory));
+        assert!(
+            close(&refs.0, &other.0) && close(&refs.1, &other.1),
+            "{memory:?}: {refs:?} vs {other:?}"
+        );
+        let data = dpo::DpoData {
+            pairs: &pairs,
+            refs: &refs,
+            pad: 0,
+        };
+        let cfg = DpoConfig::default();
+        let plain = dpo::evaluate(&load(), data, &cfg, (4, &Memory::default())).unwrap();
+        let split = dpo::evaluate(&load(), data, &cfg, (4, &memory)).unwrap();
+        assert!((plain.loss - split.loss).abs() < 1e-5, "{memory:?}");
+    }
     compare("dpo", &|memory| {
         let policy = load();
         let data = dpo::DpoData {
@@ -259,7 +281,15 @@ fn preference_steps_in_microbatches_equal_one_pass() {
         labels: (0..8).map(|i| i < 4).collect(),
     };
     let kl: Vec<usize> = (0..8).map(|i| (i + 3) % 8).collect();
-    let kto_refs = kto::reference_logps(&load(), &unpaired, Some(&kl), (8, 0));
+    let kto_refs = kto::reference_logps(&load(), &unpaired, Some(&kl), (8, 0, &Memory::default()));
+    for memory in [budget, packed_budget] {
+        let other = kto::reference_logps(&load(), &unpaired, Some(&kl), (8, 0, &memory));
+        assert!(
+            close(&kto_refs.logps, &other.logps) && close(&kto_refs.kl_logps, &other.kl_logps),
+            "{memory:?}"
+        );
+        assert_eq!(other.kl_logps.len(), 8);
+    }
     let all: Vec<usize> = (0..8).collect();
     compare("kto", &|memory| {
         let policy = load();

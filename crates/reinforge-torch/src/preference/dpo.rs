@@ -5,7 +5,9 @@
 use anyhow::Result;
 use tch::Tensor;
 
-use super::{completion_logps, per_row, to_vec, Figures, Forward, Pairs, Stepped, Update};
+use super::{
+    completion_logps, per_row, read_without_grad, to_vec, Figures, Forward, Pairs, Stepped, Update,
+};
 use crate::loss::dpo::{dpo_loss, DpoBatch, DpoConfig, PairMetrics};
 use crate::memory::Memory;
 use crate::policy::Policy;
@@ -27,18 +29,34 @@ fn sequence_logps(fwd: &Forward, pairs: &Pairs, rows: &[usize], pad: i64) -> Ten
     completion_logps(fwd, &prompts, &completions, pad)
 }
 
-/// The reference log-probs of every pair, in batches of `batch` pairs, without gradients.
-pub fn reference_logps(policy: &Policy, pairs: &Pairs, pad: i64, batch: usize) -> PairRefs {
-    let _guard = tch::no_grad_guard();
-    let fwd = Forward::new(policy, &Memory::default());
-    let (mut c, mut r) = (vec![], vec![]);
+/// The reference log-probs of every pair without gradients, in `memory`'s micro-batches (its
+/// packing and token budget) or blocks of `batch` pairs.
+pub fn reference_logps(
+    policy: &Policy,
+    pairs: &Pairs,
+    pad: i64,
+    (batch, memory): (usize, &Memory),
+) -> PairRefs {
     let all: Vec<usize> = (0..pairs.len()).collect();
-    for chunk in all.chunks(batch) {
-        let lp = to_vec(&sequence_logps(&fwd, pairs, chunk, pad));
-        c.extend_from_slice(&lp[..chunk.len()]);
-        r.extend_from_slice(&lp[chunk.len()..]);
-    }
-    (c, r)
+    let sides = read_sides(policy, pairs, &all, pad, (batch, memory));
+    (to_vec(&sides[0]), to_vec(&sides[1]))
+}
+
+/// Summed completion log-probs of `rows` without gradient, in `memory`'s micro-batches or
+/// blocks of `batch` pairs: `[chosen [B], rejected [B]]`.
+fn read_sides(
+    policy: &Policy,
+    pairs: &Pairs,
+    rows: &[usize],
+    pad: i64,
+    (batch, memory): (usize, &Memory),
+) -> Vec<Tensor> {
+    let tokens = |r| pairs.tokens(r);
+    read_without_grad(policy, (memory, batch), rows, tokens, 2, |mb, fwd| {
+        let lp = sequence_logps(fwd, pairs, mb, pad);
+        let k = mb.len() as i64;
+        vec![lp.narrow(0, 0, k), lp.narrow(0, k, k)]
+    })
 }
 
 /// The loss of `rows` from the policy's log-probs `lp` (`[2B]`, chosen first).
@@ -70,12 +88,20 @@ fn loss_of(
     Ok((out.loss, out.metrics))
 }
 
-/// The DPO loss and metrics of every pair of `data`, without gradients.
-pub fn evaluate(policy: &Policy, data: DpoData, cfg: &DpoConfig) -> Result<Figures<PairMetrics>> {
-    let _guard = tch::no_grad_guard();
+/// The DPO loss and metrics of every pair of `data`, without gradients, read in `memory`'s
+/// micro-batches or blocks of `batch` pairs.
+pub fn evaluate(
+    policy: &Policy,
+    data: DpoData,
+    cfg: &DpoConfig,
+    (batch, memory): (usize, &Memory),
+) -> Result<Figures<PairMetrics>> {
     let rows: Vec<usize> = (0..data.pairs.len()).collect();
-    let fwd = Forward::new(policy, &Memory::default());
-    let lp = sequence_logps(&fwd, data.pairs, &rows, data.pad);
+    let lp = Tensor::cat(
+        &read_sides(policy, data.pairs, &rows, data.pad, (batch, memory)),
+        0,
+    );
+    let _guard = tch::no_grad_guard();
     let (loss, metrics) = loss_of(cfg, &lp, data, &rows)?;
     Ok(Figures {
         loss: loss.double_value(&[]),

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use super::{
-    completion_logps, per_row, to_vec, Deferred, Figures, Forward, Share, Stepped, Unpaired, Update,
+    completion_logps, per_row, read_without_grad, to_vec, Deferred, Figures, Forward, Share,
+    Stepped, Unpaired, Update,
 };
 use crate::loss::kto::{kto_loss, KtoBatch, KtoConfig, KtoOutput};
 use crate::memory::Memory;
@@ -58,30 +59,35 @@ fn logps_of(
     completion_logps(fwd, &prompts, &completions, pad)
 }
 
-/// The references of `data`, block by block of `batch` rows; the KL completions only when
-/// `kl` is given (the loss reads them).
+/// The references of `data` without gradients, in `memory`'s micro-batches (its packing and
+/// token budget) or blocks of `batch` rows; the KL completions only when `kl` is given (the
+/// loss reads them).
 pub fn reference_logps(
     policy: &Policy,
     data: &Unpaired,
     kl: Option<&[usize]>,
-    (batch, pad): (usize, i64),
+    (batch, pad, memory): (usize, i64, &Memory),
 ) -> KtoRefs {
-    let _guard = tch::no_grad_guard();
-    let fwd = Forward::new(policy, &Memory::default());
-    let mut out = KtoRefs {
-        logps: vec![],
-        kl_logps: vec![],
+    let all: Vec<usize> = (0..data.len()).collect();
+    let parts = if kl.is_some() { 2 } else { 1 };
+    // Row `r`'s KL point is its prompt with completion `kl[r]`.
+    let kl_tokens = |r: usize| {
+        kl.map_or(0, |kl| {
+            data.prompts[r].len() + data.completions[kl[r]].len()
+        })
     };
-    for b in 0..data.blocks(batch) {
-        let rows = data.block(batch, b);
-        out.logps
-            .extend(to_vec(&logps_of(&fwd, data, &rows, |r| r, pad)));
+    let tokens = |r| data.tokens(r) + kl_tokens(r);
+    let read = read_without_grad(policy, (memory, batch), &all, tokens, parts, |rows, fwd| {
+        let mut out = vec![logps_of(fwd, data, rows, |r| r, pad)];
         if let Some(kl) = kl {
-            out.kl_logps
-                .extend(to_vec(&logps_of(&fwd, data, &rows, |r| kl[r], pad)));
+            out.push(logps_of(fwd, data, rows, |r| kl[r], pad));
         }
+        out
+    });
+    KtoRefs {
+        logps: to_vec(&read[0]),
+        kl_logps: read.get(1).map(to_vec).unwrap_or_default(),
     }
-    out
 }
 
 /// The loss of `rows` (a block) under `policy`, each rank of a data-parallel job reading its

@@ -253,6 +253,45 @@ impl Share<'_> {
     }
 }
 
+/// Per-row values of `rows` without gradient (reference log-probs, held-out figures): `read`
+/// computes `parts` values `[k]` for some `k` rows through a [`Forward`] of `policy` under
+/// `memory` (its packing; checkpointing needs no recompute without gradient), in the
+/// micro-batches of its token budget (`tokens(r)`: the tokens of row `r`'s sequences) or,
+/// without one, in blocks of `batch` rows; each part is concatenated in row order.
+pub fn read_without_grad(
+    policy: &Policy,
+    (memory, batch): (&Memory, usize),
+    rows: &[usize],
+    tokens: impl Fn(usize) -> usize,
+    parts: usize,
+    read: impl Fn(&[usize], &Forward) -> Vec<Tensor>,
+) -> Vec<Tensor> {
+    let _guard = tch::no_grad_guard();
+    let chunks: Vec<Vec<usize>> = if memory.max_tokens_per_microbatch > 0 {
+        let lens: Vec<usize> = rows.iter().map(|&r| tokens(r)).collect();
+        let idx: Vec<i64> = (0..rows.len() as i64).collect();
+        memory
+            .microbatches(&idx, &lens)
+            .iter()
+            .map(|mb| mb.iter().map(|&i| rows[i as usize]).collect())
+            .collect()
+    } else {
+        rows.chunks(batch.max(1)).map(<[usize]>::to_vec).collect()
+    };
+    let fwd = Forward::new(policy, memory);
+    let pieces: Vec<Vec<Tensor>> = chunks.iter().map(|c| read(c, &fwd)).collect();
+    (0..parts)
+        .map(|p| {
+            let part: Vec<&Tensor> = pieces.iter().map(|v| &v[p]).collect();
+            if part.is_empty() {
+                Tensor::zeros([0], (Kind::Float, policy.device()))
+            } else {
+                Tensor::cat(&part, 0)
+            }
+        })
+        .collect()
+}
+
 /// What is left of a step's backward pass once its loss is backpropagated to the per-row
 /// values [`Share::read_deferred`] read: the checkpointed passes of one read with gradient,
 /// or the [`Replay`] of values read in micro-batches.

@@ -6,7 +6,7 @@
 use anyhow::Result;
 use reinforge_torch::loss::dpo::{DpoConfig, PairMetrics};
 use reinforge_torch::preference::dpo::{self, DpoData, PairRefs};
-use reinforge_torch::Policy;
+use reinforge_torch::{Memory, Policy};
 use serde::Serialize;
 
 use super::{start_run, update, OfflineOptions};
@@ -59,8 +59,13 @@ struct Heldout {
 }
 
 /// The held-out figures of `policy` on `data`.
-fn evaluate(policy: &Policy, data: DpoData, cfg: &DpoConfig) -> Result<Heldout> {
-    let m = dpo::evaluate(policy, data, cfg)?.metrics;
+fn evaluate(
+    policy: &Policy,
+    data: DpoData,
+    cfg: &DpoConfig,
+    passes: (usize, &Memory),
+) -> Result<Heldout> {
+    let m = dpo::evaluate(policy, data, cfg, passes)?.metrics;
     Ok(Heldout {
         pairs: data.pairs.len(),
         rewards_accuracies: m.rewards_accuracies,
@@ -76,23 +81,25 @@ pub fn train(o: &DpoOptions) -> Result<()> {
     let pad = model.pad_id();
     let (train, heldout) = common.read_data(|p| read_pairs(p, &model, common.raw))?;
     let offline = start_run(&common.output, model.policy.device())?;
+    // The passes without gradient: the step's memory settings, blocks of a step's pairs.
+    let passes = (common.batch_size, &common.memory);
     let refs_path = offline.dir.path("reference_logps.json");
     let refs: PairRefs = if refs_path.exists() {
         read_json(&refs_path)?
     } else {
-        let r = dpo::reference_logps(&model.policy, &train, pad, common.batch_size);
+        let r = dpo::reference_logps(&model.policy, &train, pad, passes);
         offline.write_json("reference_logps.json", &r)?;
         r
     };
     // The held-out pairs with their reference log-probs from the starting model.
     let heldout: Option<(Pairs, PairRefs)> = heldout.map(|h| {
-        let r = dpo::reference_logps(&model.policy, &h, pad, common.batch_size);
+        let r = dpo::reference_logps(&model.policy, &h, pad, passes);
         (h, r)
     });
     let eval = |policy: &Policy| -> Result<Option<Heldout>> {
         heldout
             .as_ref()
-            .map(|(pairs, refs)| evaluate(policy, DpoData { pairs, refs, pad }, &o.loss))
+            .map(|(pairs, refs)| evaluate(policy, DpoData { pairs, refs, pad }, &o.loss, passes))
             .transpose()
     };
     let before = eval(&model.policy)?;

@@ -18,7 +18,7 @@ use reinforge_tasks::read_records;
 use reinforge_torch::loss::kto::KtoConfig;
 use reinforge_torch::preference::kto::{self, KtoData, KtoMetrics, KtoRefs};
 use reinforge_torch::preference::{Figures, Unpaired};
-use reinforge_torch::Policy;
+use reinforge_torch::{Memory, Policy};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -202,7 +202,7 @@ fn references(
     data: &Unpaired,
     kl: &[usize],
     cfg: &KtoConfig,
-    shape: (usize, i64),
+    shape: (usize, i64, &Memory),
 ) -> KtoRefs {
     let kl = cfg.loss_type.uses_kl().then_some(kl);
     kto::reference_logps(policy, data, kl, shape)
@@ -215,7 +215,7 @@ fn training_refs(
     policy: &Policy,
     (train, kl): (&Unpaired, &[usize]),
     cfg: &KtoConfig,
-    shape: (usize, i64),
+    shape: (usize, i64, &Memory),
 ) -> Result<KtoRefs> {
     let path = offline.dir.path("reference_logps.json");
     let refs: KtoRefs = if path.exists() {
@@ -255,10 +255,12 @@ pub fn train(o: &KtoOptions) -> Result<()> {
     let (train, heldout) = common.read_data(|p| read_unpaired(p, &model, common.raw))?;
     let offline = start_run(&common.output, model.policy.device())?;
     let kl = train.kl_completions(batch);
-    let refs = training_refs(&offline, &model.policy, (&train, &kl), cfg, (batch, pad))?;
+    let memory = common.memory;
+    let shape = (batch, pad, &memory);
+    let refs = training_refs(&offline, &model.policy, (&train, &kl), cfg, shape)?;
     let heldout = heldout.map(|h| {
         let kl = h.kl_completions(batch);
-        let r = references(&model.policy, &h, &kl, cfg, (batch, pad));
+        let r = references(&model.policy, &h, &kl, cfg, shape);
         (h, kl, r)
     });
     let eval = |policy: &Policy| -> Result<Option<Value>> {
