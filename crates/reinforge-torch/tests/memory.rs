@@ -255,6 +255,9 @@ fn preference_steps_in_microbatches_equal_one_pass() {
         let plain = dpo::evaluate(&load(), data, &cfg, (4, &Memory::default())).unwrap();
         let split = dpo::evaluate(&load(), data, &cfg, (4, &memory)).unwrap();
         assert!((plain.loss - split.loss).abs() < 1e-5, "{memory:?}");
+        let plain = orpo::evaluate(&load(), &pairs, 0.1, (0, &Memory::default())).unwrap();
+        let split = orpo::evaluate(&load(), &pairs, 0.1, (0, &memory)).unwrap();
+        assert!((plain.loss - split.loss).abs() < 1e-5, "orpo {memory:?}");
     }
     compare("dpo", &|memory| {
         let policy = load();
@@ -289,6 +292,19 @@ fn preference_steps_in_microbatches_equal_one_pass() {
             "{memory:?}"
         );
         assert_eq!(other.kl_logps.len(), 8);
+        let data = kto::KtoData {
+            rows: &unpaired,
+            kl: &kl,
+            refs: &kto_refs,
+            pad: 0,
+        };
+        let cfg = KtoConfig::default();
+        let plain = kto::evaluate(&load(), data, &cfg, (8, &Memory::default())).unwrap();
+        let split = kto::evaluate(&load(), data, &cfg, (8, &memory)).unwrap();
+        assert!(
+            (plain[0].loss - split[0].loss).abs() < 1e-5,
+            "kto {memory:?}"
+        );
     }
     let all: Vec<usize> = (0..8).collect();
     compare("kto", &|memory| {
@@ -310,6 +326,18 @@ fn preference_steps_in_microbatches_equal_one_pass() {
         .unwrap()
         .save(dir.path())
         .unwrap();
+    let rm_model = || {
+        let opts = LoadOptions {
+            allow_unknown_config_keys: false,
+            ..LoadOptions::for_device(Device::Cpu)
+        };
+        RewardModel::load(dir.path(), &opts).unwrap()
+    };
+    let plain = rm::evaluate(&rm_model(), &pairs, (4, &Memory::default()), None).unwrap();
+    for memory in [budget, packed_budget] {
+        let split = rm::evaluate(&rm_model(), &pairs, (4, &memory), None).unwrap();
+        assert!((plain.loss - split.loss).abs() < 1e-5, "rm {memory:?}");
+    }
     compare("rm", &|memory| {
         let opts = LoadOptions {
             allow_unknown_config_keys: false,

@@ -146,18 +146,21 @@ fn figures(out: &KtoOutput) -> Figures<KtoMetrics> {
 }
 
 /// KTO's loss and metrics of each block of `batch` rows of `data` (the KL point is per
-/// block), without gradients.
+/// block), without gradients, each block read in `memory`'s micro-batches and packing.
 pub fn evaluate(
     policy: &Policy,
     data: KtoData,
     cfg: &KtoConfig,
-    batch: usize,
+    (batch, memory): (usize, &Memory),
 ) -> Result<Vec<Figures<KtoMetrics>>> {
     let _guard = tch::no_grad_guard();
     (0..data.rows.blocks(batch))
         .map(|b| {
             let rows = data.rows.block(batch, b);
-            let whole = Share::new(None, rows.len(), policy.device());
+            let whole = Share {
+                memory: *memory,
+                ..Share::new(None, rows.len(), policy.device())
+            };
             Ok(figures(&block_loss(cfg, policy, data, &rows, &whole)?.0))
         })
         .collect()

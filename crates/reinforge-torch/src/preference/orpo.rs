@@ -132,19 +132,22 @@ fn figures(out: &OrpoOutput) -> Figures<OrpoMetrics> {
     }
 }
 
-/// ORPO's loss and metrics on every pair of `pairs`, without gradients.
+/// ORPO's loss and metrics on every pair of `pairs`, without gradients, read in the
+/// micro-batches of `memory`'s token budget (one pass without one) and packed as it says.
 pub fn evaluate(
     policy: &Policy,
     pairs: &Pairs,
     beta: f64,
-    pad: i64,
+    (pad, memory): (i64, &Memory),
 ) -> Result<Figures<OrpoMetrics>> {
     let _guard = tch::no_grad_guard();
     let rows: Vec<usize> = (0..pairs.len()).collect();
-    Ok(figures(
-        &OrpoTensors::read(&Forward::new(policy, &Memory::default()), pairs, &rows, pad)
-            .loss(beta)?,
-    ))
+    let share = Share {
+        memory: *memory,
+        ..Share::new(None, rows.len(), policy.device())
+    };
+    let (sums, _) = OrpoTensors::read_shared(policy, pairs, &rows, pad, &share)?;
+    Ok(figures(&sums.loss(beta)?))
 }
 
 /// One optimizer step of ORPO with weight `beta` on `rows` of `pairs` (`pad`: the pad id).

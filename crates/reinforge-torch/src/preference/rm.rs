@@ -4,8 +4,9 @@
 use anyhow::Result;
 use tch::Tensor;
 
-use super::{per_row, Figures, Forward, Pairs, Stepped, Update};
+use super::{per_row, read_without_grad, Figures, Forward, Pairs, Stepped, Update};
 use crate::loss::reward_model::{reward_loss, RewardLoss};
+use crate::memory::Memory;
 use crate::reward_model::RewardModel;
 
 /// What the reward-model loss logs besides its value, under TRL's names.
@@ -53,25 +54,28 @@ fn figures(out: &RewardLoss) -> Figures<RewardMetrics> {
     }
 }
 
-/// The loss and metrics over every pair of `pairs`, read in batches of `batch`, without
-/// gradients (`center`: TRL's `center_rewards_coefficient`).
+/// The loss and metrics over every pair of `pairs`, without gradients, read in `memory`'s
+/// micro-batches (its packing and token budget) or batches of `batch` pairs (`center`: TRL's
+/// `center_rewards_coefficient`).
 pub fn evaluate(
     rm: &RewardModel,
     pairs: &Pairs,
-    batch: usize,
+    (batch, memory): (usize, &Memory),
     center: Option<f64>,
 ) -> Result<Figures<RewardMetrics>> {
-    let _guard = tch::no_grad_guard();
     let rows: Vec<usize> = (0..pairs.len()).collect();
-    let fwd = Forward::new(&rm.policy, &crate::memory::Memory::default());
-    let (mut c, mut r) = (vec![], vec![]);
-    for chunk in rows.chunks(batch) {
-        let (sc, sr) = scores(&fwd, rm, pairs, chunk);
-        c.push(sc);
-        r.push(sr);
-    }
-    let (c, r) = (Tensor::cat(&c, 0), Tensor::cat(&r, 0));
-    Ok(figures(&loss_of(pairs, &rows, (&c, &r), center)?))
+    let tokens = |r| pairs.tokens(r);
+    let read = read_without_grad(&rm.policy, (memory, batch), &rows, tokens, 2, |mb, fwd| {
+        let (sc, sr) = scores(fwd, rm, pairs, mb);
+        vec![sc, sr]
+    });
+    let _guard = tch::no_grad_guard();
+    Ok(figures(&loss_of(
+        pairs,
+        &rows,
+        (&read[0], &read[1]),
+        center,
+    )?))
 }
 
 /// One optimizer step of `rm` (whose backbone is `up.policy`) on `rows` of `pairs`.

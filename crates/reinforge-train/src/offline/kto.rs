@@ -175,8 +175,13 @@ impl StepLog for KtoLine {
 }
 
 /// KTO's held-out metrics, block by block, averaged over blocks.
-fn evaluate(policy: &Policy, data: KtoData, cfg: &KtoConfig, batch: usize) -> Result<Value> {
-    let lines: Vec<KtoLine> = kto::evaluate(policy, data, cfg, batch)?
+fn evaluate(
+    policy: &Policy,
+    data: KtoData,
+    cfg: &KtoConfig,
+    passes: (usize, &Memory),
+) -> Result<Value> {
+    let lines: Vec<KtoLine> = kto::evaluate(policy, data, cfg, passes)?
         .iter()
         .map(|f| KtoLine::new(0, f, 0.0, true))
         .collect();
@@ -276,7 +281,7 @@ pub fn train(o: &KtoOptions) -> Result<()> {
                         pad,
                     },
                     cfg,
-                    batch,
+                    (batch, &memory),
                 )
             })
             .transpose()

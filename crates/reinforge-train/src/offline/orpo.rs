@@ -125,7 +125,7 @@ pub fn train(o: &OrpoOptions) -> Result<()> {
             .map(|h| {
                 Ok(OrpoLine::new(
                     0,
-                    &orpo::evaluate(policy, h, o.beta, pad)?,
+                    &orpo::evaluate(policy, h, o.beta, (pad, &o.common.memory))?,
                     0.0,
                     true,
                 ))

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use reinforge_hf::HfTokenizer;
 use reinforge_torch::preference::rm::{self as objective, RewardMetrics};
 use reinforge_torch::preference::{Figures, Pairs};
-use reinforge_torch::{copy_aux_files, Device, LoadOptions, LoraConfig, RewardModel};
+use reinforge_torch::{copy_aux_files, Device, LoadOptions, LoraConfig, Memory, RewardModel};
 use serde::Serialize;
 
 use super::{start_run, update, OfflineOptions};
@@ -102,11 +102,11 @@ struct Heldout {
 fn heldout_figures(
     rm: &RewardModel,
     pairs: &Pairs,
-    batch: usize,
+    passes: (usize, &Memory),
     center: Option<f64>,
 ) -> Result<Heldout> {
     let Figures { loss, metrics: m }: Figures<RewardMetrics> =
-        objective::evaluate(rm, pairs, batch, center)?;
+        objective::evaluate(rm, pairs, passes, center)?;
     Ok(Heldout {
         pairs: pairs.len(),
         loss,
@@ -206,7 +206,7 @@ pub fn train(o: &RmOptions) -> Result<()> {
     let before = heldout
         .as_ref()
         .filter(|_| !resumed)
-        .map(|h| heldout_figures(&rm, h, o.common.batch_size, center))
+        .map(|h| heldout_figures(&rm, h, (o.common.batch_size, &o.common.memory), center))
         .transpose()?;
     if let Some(b) = &before {
         offline.write_json("heldout_before.json", b)?;
@@ -269,7 +269,7 @@ pub fn train(o: &RmOptions) -> Result<()> {
     }
     let after = heldout
         .as_ref()
-        .map(|h| heldout_figures(&rm, h, o.common.batch_size, center))
+        .map(|h| heldout_figures(&rm, h, (o.common.batch_size, &o.common.memory), center))
         .transpose()?;
     let before: Option<serde_json::Value> = match &heldout {
         Some(_) if run.path("heldout_before.json").exists() => {
