@@ -430,7 +430,11 @@ fn stop_strings_without_a_tokenizer_are_refused() {
         )
     };
     let (st, e, _) = ask(json!(["\n\nUser:"]));
-    assert_eq!((st, e["field"].as_str()), (400, Some("sampling_params.stop")), "{e}");
+    assert_eq!(
+        (st, e["field"].as_str()),
+        (400, Some("sampling_params.stop")),
+        "{e}"
+    );
     let (st, e, _) = ask(json!([1, "x"]));
     assert_eq!(st, 400, "{e}");
     let (st, v, _) = ask(json!([1]));

@@ -142,7 +142,13 @@ impl TinkerModel {
     /// With `optimizer`, the AdamW moments and step count saved with it are restored
     /// (Tinker's `load_state_with_optimizer`), so training continues as if never stopped;
     /// without, the optimizer restarts from zero moments (`load_state`).
-    pub fn load(&mut self, base: &Path, opts: &LoadOptions, dir: &Path, optimizer: bool) -> Result<()> {
+    pub fn load(
+        &mut self,
+        base: &Path,
+        opts: &LoadOptions,
+        dir: &Path,
+        optimizer: bool,
+    ) -> Result<()> {
         let adapter = dir.join(crate::lora::ADAPTER_CONFIG_FILE);
         let policy = if adapter.is_file() {
             let mut p = Policy::load_with(base, opts)

@@ -375,7 +375,11 @@ fn sdk_resume_with_optimizer() {
         }
     }
     let fresh = losses("weights_only");
-    close(fresh[0], want[0], "weights_only: the loss before the first step");
+    close(
+        fresh[0],
+        want[0],
+        "weights_only: the loss before the first step",
+    );
     assert!(
         (fresh[1] - want[1]).abs() > 1e-4,
         "restarted moments give another step: {fresh:?} vs {want:?}"

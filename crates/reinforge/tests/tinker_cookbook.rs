@@ -23,15 +23,18 @@ fn skip(why: &str) {
     eprintln!("SKIPPED tinker_cookbook::recipes_run_unmodified: {why}");
     if let Some(dir) = std::env::var_os("REINFORGE_SKIPS_DIR") {
         let path = PathBuf::from(dir).join(format!("tinker_cookbook.{}", std::process::id()));
-        std::fs::write(&path, format!("tinker_cookbook::recipes_run_unmodified\n{why}")).unwrap();
+        std::fs::write(
+            &path,
+            format!("tinker_cookbook::recipes_run_unmodified\n{why}"),
+        )
+        .unwrap();
     }
 }
 
 /// The rows of a recipe's `metrics.jsonl` that have `key`.
 fn metrics(dir: &Path, key: &str) -> Vec<Value> {
     let path = dir.join("metrics.jsonl");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -42,8 +45,7 @@ fn metrics(dir: &Path, key: &str) -> Vec<Value> {
 /// The checkpoint directory of the recipe's final `save_state` (its checkpoints.jsonl).
 fn final_state(out: &Path, recipe: &str) -> PathBuf {
     let path = out.join(recipe).join("checkpoints.jsonl");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     let state = last["state_path"].as_str().unwrap();
     let rest = state.strip_prefix("tinker://").unwrap();
@@ -108,7 +110,10 @@ fn recipes_run_unmodified() {
     assert_eq!(steps, (0..RL_STEPS as u64).collect::<Vec<_>>(), "{rl:?}");
     for r in &rl {
         assert!(r["env/all/reward/total"].as_f64().unwrap().is_finite());
-        assert!(r["env/all/ac_tokens_per_turn"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(
+            r["env/all/ac_tokens_per_turn"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
     }
 
     // Each recipe ends with save_state: weights, adapter and the optimizer's moments.

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
+use reinforge_hf::HfTokenizer;
 use reinforge_serve::tinker::backend::{
     AdamParams, Datum, ForwardOutput, Lora, LossFn, Sampled, Sampling, TinkerBackend, Weights,
 };
-use reinforge_hf::HfTokenizer;
 use reinforge_torch::checkpoint::LoadOptions;
 use reinforge_torch::tinker::{self as tt, TinkerModel};
 use reinforge_torch::{Policy, SamplingParams};
@@ -216,14 +216,15 @@ impl TinkerBackend for TorchTinker {
             max_new_tokens: s.max_tokens,
             stop_tokens: s.stop_tokens.clone(),
         };
-        let mut out: Vec<Sampled> = tt::sample(policy, prompt, n, &params, s.seed.map(|x| x as i64))
-            .into_iter()
-            .map(|x| Sampled {
-                tokens: x.tokens,
-                logprobs: x.logprobs,
-                stopped: x.stopped,
-            })
-            .collect();
+        let mut out: Vec<Sampled> =
+            tt::sample(policy, prompt, n, &params, s.seed.map(|x| x as i64))
+                .into_iter()
+                .map(|x| Sampled {
+                    tokens: x.tokens,
+                    logprobs: x.logprobs,
+                    stopped: x.stopped,
+                })
+                .collect();
         if !s.stop_strings.is_empty() {
             let tok = self
                 .tokenizer

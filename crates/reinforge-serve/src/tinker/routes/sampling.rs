@@ -320,7 +320,10 @@ fn stop(stop: Option<&Value>, t: &Tinker) -> Result<(Vec<i64>, Vec<String>), Api
     }
     let ids = items
         .iter()
-        .map(|v| v.as_i64().filter(|&x| x >= 0 && (x as usize) < t.vocab_size))
+        .map(|v| {
+            v.as_i64()
+                .filter(|&x| x >= 0 && (x as usize) < t.vocab_size)
+        })
         .collect::<Option<Vec<i64>>>()
         .ok_or_else(|| {
             bad(
