@@ -278,3 +278,33 @@ fn stop_string_end(tok: &HfTokenizer, tokens: &[i64], stops: &[String]) -> Resul
     }
     Ok(Some(ids.len()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cut falls on the token that completes the stop string, whatever the tokenizer
+    /// splits it into; no stop string, no cut.
+    #[test]
+    fn stop_strings_cut_after_the_completing_token() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama");
+        let tok = HfTokenizer::from_dir(&dir).unwrap();
+        let ids: Vec<i64> = tok
+            .encode("The answer is 9\n\nUser: what next", false)
+            .unwrap()
+            .into_iter()
+            .map(i64::from)
+            .collect();
+        let text = |k: usize| {
+            let v: Vec<u32> = ids[..k].iter().map(|&t| t as u32).collect();
+            tok.decode(&v, false).unwrap()
+        };
+        let stops = vec!["\n\nUser:".to_string()];
+        let end = stop_string_end(&tok, &ids, &stops).unwrap().unwrap();
+        assert!(text(end).contains("\n\nUser:"), "{:?}", text(end));
+        assert!(!text(end - 1).contains("\n\nUser:"), "{:?}", text(end - 1));
+        assert!(end < ids.len());
+        let none = vec!["Assistant:".to_string()];
+        assert_eq!(stop_string_end(&tok, &ids, &none).unwrap(), None);
+    }
+}
