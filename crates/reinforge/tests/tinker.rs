@@ -25,11 +25,11 @@ const API_KEY: &str = "tml-reinforge-test";
 
 /// Reports a skip as the other SDK-driven tests do: a SKIPPED line and a file for
 /// scripts/test.sh (which fails the run under CI).
-fn skip(why: &str) {
-    eprintln!("SKIPPED tinker::sdk_basic_loop: {why}");
+fn skip(test: &str, why: &str) {
+    eprintln!("SKIPPED tinker::{test}: {why}");
     if let Some(dir) = std::env::var_os("REINFORGE_SKIPS_DIR") {
-        let path = PathBuf::from(dir).join(format!("tinker_sdk.{}", std::process::id()));
-        std::fs::write(&path, format!("tinker::sdk_basic_loop\n{why}")).unwrap();
+        let path = PathBuf::from(dir).join(format!("tinker_sdk.{test}.{}", std::process::id()));
+        std::fs::write(&path, format!("tinker::{test}\n{why}")).unwrap();
     }
 }
 
@@ -76,7 +76,10 @@ fn close(a: f64, b: f64, what: &str) {
 fn sdk_basic_loop() {
     let python = root().join(".venv-tinker/bin/python");
     if !python.is_file() {
-        skip("no .venv-tinker (scripts/tinker_env.sh creates it)");
+        skip(
+            "sdk_basic_loop",
+            "no .venv-tinker (scripts/tinker_env.sh creates it)",
+        );
         return;
     }
     let model = root().join("fixtures/hf/models/llama");
@@ -330,7 +333,10 @@ fn sdk_basic_loop() {
 fn sdk_resume_with_optimizer() {
     let python = root().join(".venv-tinker/bin/python");
     if !python.is_file() {
-        skip("no .venv-tinker (scripts/tinker_env.sh creates it)");
+        skip(
+            "sdk_resume_with_optimizer",
+            "no .venv-tinker (scripts/tinker_env.sh creates it)",
+        );
         return;
     }
     let model = root().join("fixtures/hf/models/llama");
