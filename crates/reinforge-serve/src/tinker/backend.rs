@@ -116,8 +116,9 @@ pub struct Sampling {
     pub top_p: f64,
     pub stop_tokens: Vec<i64>,
     /// Stop strings (`stop` as text): a sequence ends with the token that completes one of
-    /// them, which is kept, as Tinker's sampler keeps it (the cookbook's renderers split the
-    /// decoded text on it). Only sent to a backend whose [`TinkerBackend::decodes_text`].
+    /// them, which is kept (the cookbook's renderers split the decoded reply on the stop
+    /// sequence, so a reply with or without it parses). Only sent to a backend whose
+    /// [`TinkerBackend::decodes_text`].
     pub stop_strings: Vec<String>,
     pub seed: Option<u64>,
 }
