@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
 # Creates the git-ignored environment .venv-tinker (PyPI, pinned) with the `tinker` Python SDK, whose
 # unmodified client scripts/clients/tinker_basic_loop.py drives `reinforge serve --model M --tinker`
-# (crates/reinforge/tests/tinker.rs; scripts/test.sh runs this first).
+# (crates/reinforge/tests/tinker.rs), and `tinker-cookbook`, whose unmodified SFT and RL recipes
+# run against it (crates/reinforge/tests/tinker_cookbook.rs, scripts/tinker_cookbook.sh).
+# scripts/test.sh runs this first.
+#
+# tinker-cookbook==0.5.8 (with its `math-rl` extra: sympy, math-verify, which the math_rl recipes
+# import) is the newest that installs from the package index: 0.6.x needs
+# tml-renderers>=0.4.1, and the index offers tml-renderers only up to 0.2.1. The cookbook pulls
+# torch and transformers; torch is pinned to the project's .venv version (scripts/setup.sh) so
+# pip takes the same wheel, and transformers to 5.5.4, the newest the cookbook allows
+# (`transformers<=5.5.4`; the project's .venv has 5.23.0, which it refuses).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="$ROOT/.venv-tinker"
 PY="${PYTHON:-python3}"
+STAMP="$VENV/.reinforge-tinker-env-3"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-"$VENV/bin/pip" install --quiet --disable-pip-version-check tinker==0.38.0
-"$VENV/bin/python" -c "import tinker; print('tinker env ok: tinker', tinker.__version__)"
+if [ ! -f "$STAMP" ]; then
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check tinker==0.38.0 \
+    "tinker-cookbook[math-rl]==0.5.8" torch==2.11.0 transformers==5.5.4
+  touch "$STAMP"
+fi
+"$VENV/bin/python" -c "import tinker, tinker_cookbook; print('tinker env ok: tinker', tinker.__version__, 'tinker-cookbook', tinker_cookbook.__version__)"

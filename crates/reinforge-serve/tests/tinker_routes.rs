@@ -45,6 +45,8 @@ impl Gate {
 struct Scripted {
     gate: Arc<Gate>,
     models: Arc<Mutex<Vec<String>>>,
+    /// forward_backward and optim_step calls run.
+    calls: Arc<Mutex<usize>>,
 }
 
 impl TinkerBackend for Scripted {
@@ -60,6 +62,7 @@ impl TinkerBackend for Scripted {
         _: bool,
     ) -> Result<ForwardOutput> {
         self.gate.wait();
+        *self.calls.lock().unwrap() += 1;
         let logprobs: Vec<Vec<f32>> = data
             .iter()
             .map(|d| d.targets.iter().map(|&t| -(t as f32) / 10.0).collect())
@@ -68,13 +71,14 @@ impl TinkerBackend for Scripted {
         Ok(ForwardOutput { logprobs, loss_sum })
     }
     fn optim_step(&mut self, _: &str, a: &AdamParams) -> Result<Vec<(String, f64)>> {
+        *self.calls.lock().unwrap() += 1;
         Ok(vec![("lr".into(), a.learning_rate)])
     }
-    fn save(&mut self, _: &str, dir: &Path) -> Result<()> {
+    fn save(&mut self, _: &str, dir: &Path, _: bool) -> Result<()> {
         std::fs::create_dir_all(dir)?;
         Ok(())
     }
-    fn load(&mut self, _: &str, _: &Path) -> Result<()> {
+    fn load(&mut self, _: &str, _: &Path, _: bool) -> Result<()> {
         Ok(())
     }
     fn snapshot(&mut self, _: &str, _: &str) -> Result<()> {
@@ -113,6 +117,7 @@ struct Setup {
     server: common::Server,
     gate: Arc<Gate>,
     models: Arc<Mutex<Vec<String>>>,
+    calls: Arc<Mutex<usize>>,
     _dir: tempfile::TempDir,
 }
 
@@ -121,9 +126,11 @@ fn setup(session_timeout: Duration) -> Setup {
     let mut args = common::args();
     args.no_sandbox = true;
     let (gate, models) = (Arc::new(Gate::default()), Arc::new(Mutex::new(vec![])));
+    let calls = Arc::new(Mutex::new(0));
     let backend = Scripted {
         gate: gate.clone(),
         models: models.clone(),
+        calls: calls.clone(),
     };
     let config = reinforge_serve::tinker::Config {
         base_model: "scripted".into(),
@@ -141,6 +148,7 @@ fn setup(session_timeout: Duration) -> Setup {
         server: common::start_state(state),
         gate,
         models,
+        calls,
         _dir: dir,
     }
 }
@@ -218,10 +226,13 @@ fn datum(input: &[i32], targets: &[i64]) -> proto::Datum {
     }
 }
 
+static SEQ: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
+
 fn request(model: &str, loss: &str, data: Vec<proto::Datum>) -> proto::ForwardBackwardRequest {
     proto::ForwardBackwardRequest {
         model_id: model.into(),
-        seq_id: 1,
+        // Distinct per request, as the SDK numbers them (a repeat is a retry).
+        seq_id: SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         data,
         loss_fn: loss.into(),
         loss_fn_config: Default::default(),
@@ -301,12 +312,13 @@ fn limits_errors_and_futures() {
 
     // Two queued requests per session; the third is 429 with Retry-After until they finish.
     s.gate.set(true);
-    let good = request(&m1, "cross_entropy", vec![datum(&[1, 2], &[2, 3])]);
-    let (st1, f1) = post_proto(&s, &good);
-    let (st2, _) = post_proto(&s, &good);
+    // Each a new request (its own seq_id): a repeated one would be a retry, not queued again.
+    let good = || request(&m1, "cross_entropy", vec![datum(&[1, 2], &[2, 3])]);
+    let (st1, f1) = post_proto(&s, &good());
+    let (st2, _) = post_proto(&s, &good());
     assert_eq!((st1, st2), (200, 200));
     let r = ureq::post(&format!("{}/api/v1/forward_backward", s.server.url))
-        .send_bytes(&good.encode_to_vec());
+        .send_bytes(&good().encode_to_vec());
     let Err(ureq::Error::Status(429, resp)) = r else {
         panic!("expected 429, got {r:?}")
     };
@@ -324,7 +336,7 @@ fn limits_errors_and_futures() {
     );
     assert_eq!(fb.loss_fn_outputs[0].num_datums, 1);
     // The queue drained: the session may queue again.
-    assert_eq!(post_proto(&s, &good).0, 200);
+    assert_eq!(post_proto(&s, &good()).0, 200);
     let (st, f, _) = post(
         &s,
         "optim_step",
@@ -364,4 +376,67 @@ fn expired_sessions_free_their_models() {
         std::thread::sleep(Duration::from_millis(10));
     }
     panic!("the worker still holds {:?}", s.models.lock().unwrap());
+}
+
+/// A request sent again with its `seq_id` (the SDK's retry after a lost answer) gets the
+/// first one's future and does not run again; a new `seq_id`, or another body under a used
+/// one, runs.
+#[test]
+fn retried_requests_run_once() {
+    let s = setup(Duration::from_secs(300));
+    let sess = session(&s);
+    let (_, m) = model(&s, &sess);
+    let m = m["model_id"].as_str().unwrap().to_string();
+    let step = |seq: i64, lr: f64| {
+        let (st, v, _) = post(
+            &s,
+            "optim_step",
+            json!({"model_id": m, "seq_id": seq, "adam_params": {"learning_rate": lr}}),
+        );
+        assert_eq!(st, 200, "{v}");
+        v["request_id"].clone()
+    };
+    let first = step(7, 1e-3);
+    assert_eq!(step(7, 1e-3), first, "a retry is the same future");
+    let other = step(8, 1e-3);
+    assert_ne!(other, first);
+    let reused = step(7, 2e-3);
+    assert_ne!(reused, first, "another body under seq_id 7 is new work");
+    let mut fb = request(&m, "cross_entropy", vec![datum(&[1, 2], &[2, 3])]);
+    fb.seq_id = 9;
+    let (st, a) = post_proto(&s, &fb);
+    assert_eq!(st, 200, "{a}");
+    let (_, b) = post_proto(&s, &fb);
+    assert_eq!(a["request_id"], b["request_id"]);
+    for id in [&first, &other, &reused, &a["request_id"]] {
+        assert_eq!(result(&s, id).status(), 200);
+    }
+    // Three optimizer steps and one forward_backward ran, not five and two.
+    assert_eq!(*s.calls.lock().unwrap(), 4);
+}
+
+/// Stop strings need the model's tokenizer, which the scripted backend lacks: a 400 naming
+/// the field; token ids pass.
+#[test]
+fn stop_strings_without_a_tokenizer_are_refused() {
+    let s = setup(Duration::from_secs(300));
+    let ask = |stop: Value| {
+        post(
+            &s,
+            "asample",
+            json!({"base_model": "scripted", "num_samples": 1,
+                   "prompt": {"chunks": [{"type": "encoded_text", "tokens": [1, 2]}]},
+                   "sampling_params": {"max_tokens": 2, "stop": stop}}),
+        )
+    };
+    let (st, e, _) = ask(json!(["\n\nUser:"]));
+    assert_eq!(
+        (st, e["field"].as_str()),
+        (400, Some("sampling_params.stop")),
+        "{e}"
+    );
+    let (st, e, _) = ask(json!([1, "x"]));
+    assert_eq!(st, 400, "{e}");
+    let (st, v, _) = ask(json!([1]));
+    assert_eq!(st, 200, "{v}");
 }

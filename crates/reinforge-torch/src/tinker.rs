@@ -106,6 +106,9 @@ pub fn lora_config(rank: usize, train_attn: bool, train_mlp: bool) -> LoraConfig
     }
 }
 
+/// The optimizer state's file in a checkpoint written by `save_state`.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+
 /// One client's training model and its optimizer.
 pub struct TinkerModel {
     pub policy: Policy,
@@ -136,8 +139,16 @@ impl TinkerModel {
 
     /// Replaces the weights with a checkpoint written by [`Self::save`]: the adapter over a
     /// fresh copy of the base `base` when `dir` holds one, else the full weights of `dir`.
-    /// The optimizer restarts from zero moments.
-    pub fn load(&mut self, base: &Path, opts: &LoadOptions, dir: &Path) -> Result<()> {
+    /// With `optimizer`, the AdamW moments and step count saved with it are restored
+    /// (Tinker's `load_state_with_optimizer`), so training continues as if never stopped;
+    /// without, the optimizer restarts from zero moments (`load_state`).
+    pub fn load(
+        &mut self,
+        base: &Path,
+        opts: &LoadOptions,
+        dir: &Path,
+        optimizer: bool,
+    ) -> Result<()> {
         let adapter = dir.join(crate::lora::ADAPTER_CONFIG_FILE);
         let policy = if adapter.is_file() {
             let mut p = Policy::load_with(base, opts)
@@ -154,17 +165,39 @@ impl TinkerModel {
             Policy::load_with(dir, opts)
                 .with_context(|| format!("loading the weights in {}", dir.display()))?
         };
+        let optim = if optimizer {
+            let file = dir.join(OPTIMIZER_FILE);
+            ensure!(
+                file.is_file(),
+                "{} holds no optimizer state ({OPTIMIZER_FILE}): save_state writes it, save_weights_for_sampler does not",
+                dir.display()
+            );
+            let mut o = AdamW::new(&policy.vs, AdamWConfig::default());
+            o.load(&file)?;
+            Some(o)
+        } else {
+            None
+        };
         self.policy = policy;
-        self.optim = None;
+        self.optim = optim;
         Ok(())
     }
 
     /// Writes the model into `dir`: the full (merged) Hugging Face checkpoint that `reinforge
-    /// score` and transformers load, plus the PEFT adapter when LoRA is on.
-    pub fn save(&self, dir: &Path, base_name: &str) -> Result<()> {
+    /// score` and transformers load, plus the PEFT adapter when LoRA is on, and with
+    /// `optimizer` the AdamW moments and step count ([`OPTIMIZER_FILE`]; zero moments before
+    /// the first step), which [`Self::load`] restores.
+    pub fn save(&self, dir: &Path, base_name: &str, optimizer: bool) -> Result<()> {
         self.policy.save(dir)?;
         if self.policy.model.lora_config().is_some() {
             self.policy.save_adapter(dir, base_name)?;
+        }
+        if optimizer {
+            let file = dir.join(OPTIMIZER_FILE);
+            match &self.optim {
+                Some(o) => o.save(&file)?,
+                None => AdamW::new(&self.policy.vs, AdamWConfig::default()).save(&file)?,
+            }
         }
         Ok(())
     }

@@ -115,6 +115,11 @@ pub struct Sampling {
     pub top_k: i64,
     pub top_p: f64,
     pub stop_tokens: Vec<i64>,
+    /// Stop strings (`stop` as text): a sequence ends with the token that completes one of
+    /// them, which is kept (the cookbook's renderers split the decoded reply on the stop
+    /// sequence, so a reply with or without it parses). Only sent to a backend whose
+    /// [`TinkerBackend::decodes_text`].
+    pub stop_strings: Vec<String>,
     pub seed: Option<u64>,
 }
 
@@ -142,10 +147,12 @@ pub trait TinkerBackend: Send + 'static {
     ) -> Result<ForwardOutput>;
     /// Applies and clears the accumulated gradients; returns metrics (`grad_norm`, ...).
     fn optim_step(&mut self, model_id: &str, adam: &AdamParams) -> Result<Vec<(String, f64)>>;
-    /// Writes the model's weights (and adapter) into `dir`.
-    fn save(&mut self, model_id: &str, dir: &Path) -> Result<()>;
-    /// Replaces the model's weights with those `save` wrote into `dir`.
-    fn load(&mut self, model_id: &str, dir: &Path) -> Result<()>;
+    /// Writes the model's weights (and adapter) into `dir`, with `optimizer` also the
+    /// optimizer's state (`save_state`; `save_weights_for_sampler` writes weights only).
+    fn save(&mut self, model_id: &str, dir: &Path, optimizer: bool) -> Result<()>;
+    /// Replaces the model's weights with those `save` wrote into `dir`; with `optimizer`
+    /// also the optimizer's state (an error when `dir` has none), else the optimizer restarts.
+    fn load(&mut self, model_id: &str, dir: &Path, optimizer: bool) -> Result<()>;
     /// Keeps a copy of the model's current weights as `sampler_id`.
     fn snapshot(&mut self, model_id: &str, sampler_id: &str) -> Result<()>;
     /// Frees a training model or a snapshot (a closed session's, an evicted snapshot); an
@@ -165,4 +172,9 @@ pub trait TinkerBackend: Send + 'static {
     fn vocab_size(&self) -> usize;
     /// The model's EOS ids (sampling stops on them unless the request's `stop` says otherwise).
     fn eos_token_ids(&self) -> Vec<i64>;
+    /// Whether the backend has the model's tokenizer to honour stop strings (a checkpoint
+    /// without tokenizer files takes stop token ids only).
+    fn decodes_text(&self) -> bool {
+        false
+    }
 }

@@ -14,11 +14,11 @@
 //! | `GET /api/v1/healthz`, `GET /api/v1/get_server_capabilities` | health; the served model with its context length |
 //! | `POST /api/v1/create_session`, `/session_heartbeat`, `/sessions/{id}/finish`, `/telemetry` | sessions (closed after `session_timeout` without heartbeat) |
 //! | `POST /api/v1/create_model`, `/get_info` | a training model: LoRA (`rank`, `seed`, `train_attn`, `train_mlp`) or full fine-tuning |
-//! | `POST /api/v1/forward_backward` | protobuf body; `forward_only` for `forward`; losses `cross_entropy`, `importance_sampling`, `ppo` |
-//! | `POST /api/v1/optim_step` | `adam_params` as sent (AdamW) |
-//! | `POST /api/v1/save_weights`, `/load_weights`, `/save_weights_for_sampler` | `tinker://<model_id>/weights/<name>`, `…/sampler_weights/<name>` |
+//! | `POST /api/v1/forward_backward` | protobuf body; `forward_only` for `forward`; losses `cross_entropy`, `importance_sampling`, `ppo`; a retry (same `seq_id` and body) runs once |
+//! | `POST /api/v1/optim_step` | `adam_params` as sent (AdamW); retries as `forward_backward` |
+//! | `POST /api/v1/save_weights`, `/load_weights`, `/save_weights_for_sampler` | `tinker://<model_id>/weights/<name>` (with the optimizer's state), `…/sampler_weights/<name>` |
 //! | `GET /api/v1/training_runs/{model_id}/checkpoints` | the model's checkpoints |
-//! | `POST /api/v1/create_sampling_session`, `GET /api/v1/samplers/{id}`, `POST /api/v1/asample` | sampling from the base or a snapshot, with log-probs |
+//! | `POST /api/v1/create_sampling_session`, `GET /api/v1/samplers/{id}`, `POST /api/v1/asample` | sampling from the base or a snapshot, with log-probs; stop token ids or strings |
 //! | `POST /api/v1/retrieve_future`, `/cancel_future` | futures |
 //!
 //! A bad request is a 4xx with `{"error", "field"}` (the SDK raises `BadRequestError`,

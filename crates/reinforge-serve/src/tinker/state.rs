@@ -94,7 +94,13 @@ pub struct Model {
     pub checkpoints: Vec<Checkpoint>,
     /// Sampler snapshots of this model, oldest first.
     pub snapshots: Vec<String>,
+    /// This model's latest requests by `seq_id`: the request's fingerprint and its future
+    /// ([`Tinker::submit_once`]).
+    pub seen: BTreeMap<i64, (u64, u64)>,
 }
+
+/// `seq_id`s remembered per model: a retry comes seconds after the request it repeats.
+const SEEN_PER_MODEL: usize = 1024;
 
 /// A sampling session (`create_sampling_session`, `save_weights_for_sampler`).
 pub struct Sampler {
@@ -172,6 +178,8 @@ pub struct Tinker {
     pub max_context: usize,
     pub vocab_size: usize,
     pub eos: Vec<i64>,
+    /// The backend honours stop strings ([`TinkerBackend::decodes_text`]).
+    pub decodes_text: bool,
     store: Arc<Mutex<Store>>,
     queue: Mutex<mpsc::Sender<(u64, Work)>>,
 }
@@ -179,10 +187,11 @@ pub struct Tinker {
 impl Tinker {
     /// Starts the worker thread that owns `backend`.
     pub fn new(config: Config, backend: Box<dyn TinkerBackend>) -> std::io::Result<Self> {
-        let (max_context, vocab_size, eos) = (
+        let (max_context, vocab_size, eos, decodes_text) = (
             backend.max_context(),
             backend.vocab_size(),
             backend.eos_token_ids(),
+            backend.decodes_text(),
         );
         let store = Arc::new(Mutex::new(Store::default()));
         let (tx, rx) = mpsc::channel::<(u64, Work)>();
@@ -212,6 +221,7 @@ impl Tinker {
             max_context,
             vocab_size,
             eos,
+            decodes_text,
             store,
             queue: Mutex::new(tx),
         })
@@ -252,6 +262,43 @@ impl Tinker {
                     category: "server",
                 }),
             );
+        }
+        id
+    }
+
+    /// Queues `work` for training model `model_id` unless the same request (`seq_id` and
+    /// `fingerprint`, a hash of its body) was queued before, whose future id it then returns:
+    /// the SDK numbers a training client's requests (`seq_id = request_id + 1`,
+    /// `tinker/lib/public_interfaces/training_client.py`) and sends a request again when it
+    /// did not see the answer (a lost connection, a 5xx), which must not apply a step twice.
+    /// Another body under a known `seq_id` (a second client object on the same model counts
+    /// from 1 again) is new work; a `seq_id` of 0 (unset) is never de-duplicated.
+    pub fn submit_once(
+        &self,
+        model_id: &str,
+        (seq_id, fingerprint): (i64, u64),
+        session: String,
+        work: Work,
+    ) -> u64 {
+        if seq_id != 0 {
+            let s = self.store();
+            let earlier = s
+                .models
+                .get(model_id)
+                .and_then(|m| m.seen.get(&seq_id).copied())
+                .filter(|&(f, id)| f == fingerprint && s.futures.contains_key(&id));
+            if let Some((_, id)) = earlier {
+                return id;
+            }
+        }
+        let id = self.submit(Some(session), work);
+        if seq_id != 0 {
+            if let Some(m) = self.store().models.get_mut(model_id) {
+                m.seen.insert(seq_id, (fingerprint, id));
+                while m.seen.len() > SEEN_PER_MODEL {
+                    m.seen.pop_first();
+                }
+            }
         }
         id
     }
@@ -330,4 +377,12 @@ impl Tinker {
 /// Locks `m`, recovering from a poisoned lock (a panicking holder leaves plain data behind).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A hash of a request's body, telling a retried request from another one with its `seq_id`.
+pub fn fingerprint(body: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    body.hash(&mut h);
+    h.finish()
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
+use reinforge_hf::HfTokenizer;
 use reinforge_serve::tinker::backend::{
     AdamParams, Datum, ForwardOutput, Lora, LossFn, Sampled, Sampling, TinkerBackend, Weights,
 };
@@ -63,6 +64,8 @@ pub struct TorchTinker {
     models: HashMap<String, TinkerModel>,
     snapshots: HashMap<String, Policy>,
     eos: Vec<i64>,
+    /// The checkpoint's tokenizer (stop strings), when it has tokenizer files.
+    tokenizer: Option<HfTokenizer>,
 }
 
 impl TorchTinker {
@@ -71,6 +74,14 @@ impl TorchTinker {
     pub fn load(dir: &Path, base_name: String, opts: LoadOptions, eos: Vec<i64>) -> Result<Self> {
         let base = Policy::load_with(dir, &opts)
             .with_context(|| format!("loading the model in {}", dir.display()))?;
+        let tokenizer = if dir.join("tokenizer.json").is_file() {
+            Some(
+                HfTokenizer::from_dir(dir)
+                    .with_context(|| format!("loading the tokenizer in {}", dir.display()))?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
             base_dir: dir.to_path_buf(),
             base_name,
@@ -79,6 +90,7 @@ impl TorchTinker {
             models: HashMap::new(),
             snapshots: HashMap::new(),
             eos,
+            tokenizer,
         })
     }
 
@@ -159,17 +171,17 @@ impl TinkerBackend for TorchTinker {
         ])
     }
 
-    fn save(&mut self, model_id: &str, dir: &Path) -> Result<()> {
+    fn save(&mut self, model_id: &str, dir: &Path, optimizer: bool) -> Result<()> {
         let name = self.base_name.clone();
-        self.model(model_id)?.save(dir, &name)?;
+        self.model(model_id)?.save(dir, &name, optimizer)?;
         // The tokenizer files, so `reinforge score` and transformers read the checkpoint.
         reinforge_torch::copy_aux_files(&self.base_dir, dir)?;
         Ok(())
     }
 
-    fn load(&mut self, model_id: &str, dir: &Path) -> Result<()> {
+    fn load(&mut self, model_id: &str, dir: &Path, optimizer: bool) -> Result<()> {
         let (base, opts) = (self.base_dir.clone(), self.opts);
-        self.model(model_id)?.load(&base, &opts, dir)
+        self.model(model_id)?.load(&base, &opts, dir, optimizer)
     }
 
     fn snapshot(&mut self, model_id: &str, sampler_id: &str) -> Result<()> {
@@ -204,7 +216,7 @@ impl TinkerBackend for TorchTinker {
             max_new_tokens: s.max_tokens,
             stop_tokens: s.stop_tokens.clone(),
         };
-        Ok(
+        let mut out: Vec<Sampled> =
             tt::sample(policy, prompt, n, &params, s.seed.map(|x| x as i64))
                 .into_iter()
                 .map(|x| Sampled {
@@ -212,8 +224,21 @@ impl TinkerBackend for TorchTinker {
                     logprobs: x.logprobs,
                     stopped: x.stopped,
                 })
-                .collect(),
-        )
+                .collect();
+        if !s.stop_strings.is_empty() {
+            let tok = self
+                .tokenizer
+                .as_ref()
+                .ok_or_else(|| anyhow!("stop strings need the checkpoint's tokenizer"))?;
+            for seq in &mut out {
+                if let Some(end) = stop_string_end(tok, &seq.tokens, &s.stop_strings)? {
+                    seq.tokens.truncate(end);
+                    seq.logprobs.truncate(end);
+                    seq.stopped = true;
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn max_context(&self) -> usize {
@@ -226,5 +251,60 @@ impl TinkerBackend for TorchTinker {
 
     fn eos_token_ids(&self) -> Vec<i64> {
         self.eos.clone()
+    }
+
+    fn decodes_text(&self) -> bool {
+        self.tokenizer.is_some()
+    }
+}
+
+/// The length of the shortest prefix of `tokens` whose text contains one of `stops` (the
+/// sequence then ends with the token that completed it), or `None` when none occurs. The
+/// sampler draws up to `max_tokens` first; cutting afterwards gives the same sequences as
+/// stopping early, the draws being left to right.
+fn stop_string_end(tok: &HfTokenizer, tokens: &[i64], stops: &[String]) -> Result<Option<usize>> {
+    let ids: Vec<u32> = tokens.iter().map(|&t| t as u32).collect();
+    let hit = |k: usize| -> Result<bool> {
+        let text = tok.decode(&ids[..k], false)?;
+        Ok(stops.iter().any(|s| text.contains(s.as_str())))
+    };
+    if !hit(ids.len())? {
+        return Ok(None);
+    }
+    for k in 1..ids.len() {
+        if hit(k)? {
+            return Ok(Some(k));
+        }
+    }
+    Ok(Some(ids.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cut falls on the token that completes the stop string, whatever the tokenizer
+    /// splits it into; no stop string, no cut.
+    #[test]
+    fn stop_strings_cut_after_the_completing_token() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama");
+        let tok = HfTokenizer::from_dir(&dir).unwrap();
+        let ids: Vec<i64> = tok
+            .encode("The answer is 9\n\nUser: what next", false)
+            .unwrap()
+            .into_iter()
+            .map(i64::from)
+            .collect();
+        let text = |k: usize| {
+            let v: Vec<u32> = ids[..k].iter().map(|&t| t as u32).collect();
+            tok.decode(&v, false).unwrap()
+        };
+        let stops = vec!["\n\nUser:".to_string()];
+        let end = stop_string_end(&tok, &ids, &stops).unwrap().unwrap();
+        assert!(text(end).contains("\n\nUser:"), "{:?}", text(end));
+        assert!(!text(end - 1).contains("\n\nUser:"), "{:?}", text(end - 1));
+        assert!(end < ids.len());
+        let none = vec!["Assistant:".to_string()];
+        assert_eq!(stop_string_end(&tok, &ids, &none).unwrap(), None);
     }
 }

@@ -96,6 +96,7 @@ fn register_model(
             lora_rank,
             checkpoints: vec![],
             snapshots: vec![],
+            seen: Default::default(),
         },
     );
     if let Some(sess) = s.sessions.get_mut(session) {

@@ -278,34 +278,61 @@ fn sampling(p: &SamplingParams, t: &Tinker, prompt: &[i64]) -> Result<Sampling, 
             "temperature must be >= 0 and top_p in (0, 1]",
         ));
     }
-    let stop_tokens = match &p.stop {
-        None | Some(Value::Null) => t.eos.clone(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| {
-                v.as_i64()
-                    .filter(|&x| x >= 0 && (x as usize) < t.vocab_size)
-            })
-            .collect::<Option<Vec<i64>>>()
-            .ok_or_else(|| {
-                bad(
-                    "sampling_params.stop",
-                    "stop must be token ids of the vocabulary (stop strings are not supported)",
-                )
-            })?,
-        Some(_) => {
-            return Err(bad(
-                "sampling_params.stop",
-                "stop strings are not supported: send token ids",
-            ))
-        }
-    };
+    let (stop_tokens, stop_strings) = stop(p.stop.as_ref(), t)?;
     Ok(Sampling {
         max_tokens,
         temperature: p.temperature,
         top_k: p.top_k.max(0),
         top_p: p.top_p,
         stop_tokens,
+        stop_strings,
         seed: p.seed,
     })
+}
+
+/// `sampling_params.stop` (the SDK's `str | Sequence[str] | Sequence[int] | None`) as stop
+/// token ids and stop strings: unset, the model's EOS ids; token ids, those ids only; strings,
+/// the strings and the EOS ids (a model that ends its turn stops, as on Tinker's sampler).
+fn stop(stop: Option<&Value>, t: &Tinker) -> Result<(Vec<i64>, Vec<String>), ApiError> {
+    const FIELD: &str = "sampling_params.stop";
+    let items: Vec<&Value> = match stop {
+        None | Some(Value::Null) => return Ok((t.eos.clone(), vec![])),
+        Some(Value::Array(items)) => items.iter().collect(),
+        Some(v @ Value::String(_)) => vec![v],
+        Some(_) => return Err(bad(FIELD, "must be a string, strings or token ids")),
+    };
+    if items.iter().all(|v| v.is_string()) && !items.is_empty() {
+        if !t.decodes_text {
+            return Err(bad(
+                FIELD,
+                "stop strings need the model's tokenizer files, which this checkpoint lacks: send token ids",
+            ));
+        }
+        let strings: Vec<String> = items
+            .iter()
+            .filter_map(|v| v.as_str())
+            .map(str::to_string)
+            .collect();
+        if strings.iter().any(String::is_empty) {
+            return Err(bad(FIELD, "stop strings must not be empty"));
+        }
+        return Ok((t.eos.clone(), strings));
+    }
+    let ids = items
+        .iter()
+        .map(|v| {
+            v.as_i64()
+                .filter(|&x| x >= 0 && (x as usize) < t.vocab_size)
+        })
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| {
+            bad(
+                FIELD,
+                format!(
+                    "must be all strings or all token ids of the vocabulary 0..{}",
+                    t.vocab_size
+                ),
+            )
+        })?;
+    Ok((ids, vec![]))
 }

@@ -16,7 +16,7 @@ use super::{
 use crate::error::{ApiError, ApiJson};
 use crate::tinker::backend::{AdamParams, Datum, Lora, LossFn, LOSS_NAMES};
 use crate::tinker::proto;
-use crate::tinker::state::{Failure, Payload, Tinker};
+use crate::tinker::state::{fingerprint, Failure, Payload, Tinker};
 use crate::AppState;
 
 #[derive(Deserialize)]
@@ -161,8 +161,10 @@ pub async fn forward_backward(
         .collect::<Result<Vec<_>, _>>()?;
     check_pending(&t, &session)?;
     let (model_id, backward) = (req.model_id.clone(), !req.forward_only);
-    let id = t.submit(
-        Some(session),
+    let id = t.submit_once(
+        &req.model_id,
+        (i64::from(req.seq_id), fingerprint(&body)),
+        session,
         Box::new(move |b| {
             let out = b
                 .forward_backward(&model_id, &data, loss, backward)
@@ -316,6 +318,9 @@ fn datum(d: &proto::Datum, loss: LossFn, t: &Tinker) -> Result<Datum, (String, S
 #[derive(Deserialize)]
 pub struct OptimStep {
     model_id: String,
+    /// The SDK's request number ([`Tinker::submit_once`]).
+    #[serde(default)]
+    seq_id: Option<i64>,
     #[serde(alias = "optim_params")]
     adam_params: Option<AdamParams>,
     #[serde(default)]
@@ -346,8 +351,14 @@ pub async fn optim_step(State(state): State<AppState>, ApiJson(req): ApiJson<Opt
     }
     check_pending(&t, &session)?;
     let model_id = req.model_id.clone();
-    let id = t.submit(
-        Some(session),
+    let key = (
+        req.seq_id.unwrap_or(0),
+        fingerprint(format!("{adam:?}").as_bytes()),
+    );
+    let id = t.submit_once(
+        &req.model_id,
+        key,
+        session,
         Box::new(move |b| {
             let metrics = b.optim_step(&model_id, &adam).map_err(Failure::server)?;
             let metrics: serde_json::Map<String, Value> =

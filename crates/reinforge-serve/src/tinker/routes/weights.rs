@@ -80,7 +80,7 @@ pub async fn save_weights(
     let id = t.submit(
         Some(session),
         Box::new(move |b| {
-            b.save(&model_id, &dir).map_err(Failure::server)?;
+            b.save(&model_id, &dir, true).map_err(Failure::server)?;
             record_checkpoint(&tc, &model_id, &checkpoint_id, "training", dir);
             Ok(Payload::Json(json!({
                 "path": format!("tinker://{model_id}/{checkpoint_id}"),
@@ -147,19 +147,14 @@ pub struct LoadWeights {
 /// `POST /api/v1/load_weights`: a training checkpoint of this server into an existing model
 /// (`model_id`, `load_state`), or into a new one (`session_id` + `model_seq_id`:
 /// `create_training_client_from_state`, whose model id the SDK derives as
-/// `<session_id>:train:<model_seq_id>`, `service_client.py`). Weights only: the optimizer
-/// restarts, and `optimizer: true` is refused.
+/// `<session_id>:train:<model_seq_id>`, `service_client.py`). With `optimizer: true`
+/// (`load_state_with_optimizer`, `create_training_client_from_state_with_optimizer`) the
+/// optimizer's state saved with the weights is restored too; without, it restarts.
 pub async fn load_weights(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<LoadWeights>,
 ) -> Answer {
     let t = service(&state)?;
-    if req.optimizer {
-        return Err(bad(
-            "optimizer",
-            "optimizer state is not saved by this server: load weights only (optimizer=false)",
-        ));
-    }
     let (source, kind, name) = tinker_path(&req.path, "path")?;
     if kind != "weights" {
         return Err(bad(
@@ -192,14 +187,15 @@ pub async fn load_weights(
         }
     };
     check_pending(&t, &session)?;
-    let (m, path) = (model_id.clone(), req.path.clone());
+    let (m, path, optimizer) = (model_id.clone(), req.path.clone(), req.optimizer);
     let id = t.submit(
         Some(session),
         Box::new(move |b| {
             if create {
                 b.create_model(&m, None).map_err(Failure::server)?;
             }
-            b.load(&m, &checkpoint.path).map_err(Failure::server)?;
+            b.load(&m, &checkpoint.path, optimizer)
+                .map_err(Failure::server)?;
             Ok(Payload::Json(
                 json!({"path": path, "model_id": m, "type": "load_weights"}),
             ))
@@ -256,7 +252,7 @@ pub async fn save_weights_for_sampler(
             }
             match (name, dir) {
                 (Some(name), Some(dir)) => {
-                    b.save(&model_id, &dir).map_err(Failure::server)?;
+                    b.save(&model_id, &dir, false).map_err(Failure::server)?;
                     let checkpoint_id = format!("sampler_weights/{name}");
                     record_checkpoint(&tc, &model_id, &checkpoint_id, "sampler", dir);
                     let path = format!("tinker://{model_id}/{checkpoint_id}");
