@@ -85,6 +85,32 @@ impl Policy {
         Ok(Self { vs, model })
     }
 
+    /// A frozen policy whose parameters are this policy's tensors, not copies: one base in
+    /// memory under several LoRA models (the Tinker server's clients), each attaching its own
+    /// adapters with [`Self::enable_lora`]. Nothing writes the shared weights afterwards
+    /// (they are frozen, and the optimizer steps trainable tensors only); a policy with
+    /// adapters attached is refused (its weights are not the base's).
+    pub fn sharing_frozen_weights(&self) -> Result<Self> {
+        ensure!(
+            self.model.lora_config().is_none(),
+            "a policy with LoRA adapters cannot lend its weights as a base"
+        );
+        let mut vs = VarStore::new(self.vs.device());
+        // Zero-filled placeholders (no draw from torch's generator), replaced by the shared
+        // tensors: `set_data` swaps each variable's storage, which the model's handles see.
+        let model = Transformer::new_for_loading(&vs.root(), self.model.config());
+        let source = self.vs.variables();
+        let _guard = tch::no_grad_guard();
+        for (name, mut t) in vs.variables() {
+            let s = source
+                .get(&name)
+                .with_context(|| format!("no parameter `{name}` in the base"))?;
+            t.set_data(s);
+        }
+        vs.freeze();
+        Ok(Self { vs, model })
+    }
+
     /// A frozen copy that threads may share (a generator thread sampling from earlier
     /// weights while this policy trains).
     pub fn shared_copy(&self) -> Result<SharedPolicy> {

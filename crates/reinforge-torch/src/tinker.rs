@@ -116,43 +116,45 @@ pub struct TinkerModel {
 }
 
 impl TinkerModel {
-    /// Loads the base checkpoint `dir` and, with `lora`, attaches fresh adapters drawn from
-    /// torch's generator seeded with `seed` (the adapters' `B` starts at zero, so the model
-    /// computes the base model's log-probs until it is trained).
-    pub fn create(
-        dir: &Path,
-        opts: &LoadOptions,
-        lora: Option<&LoraConfig>,
-        seed: i64,
-    ) -> Result<Self> {
-        let mut policy = Policy::load_with(dir, opts)
-            .with_context(|| format!("loading the base model in {}", dir.display()))?;
-        if let Some(cfg) = lora {
-            tch::manual_seed(seed);
-            policy.enable_lora(cfg)?;
-        }
+    /// A LoRA model: fresh adapters drawn from torch's generator seeded with `seed` over the
+    /// weights of `base` (loaded once by the server), which every LoRA model shares
+    /// ([`Policy::sharing_frozen_weights`]: one copy of the base in memory). The adapters' `B`
+    /// starts at zero, so the model computes the base model's log-probs until it is trained.
+    pub fn create_lora(base: &Policy, lora: &LoraConfig, seed: i64) -> Result<Self> {
+        let mut policy = base.sharing_frozen_weights()?;
+        tch::manual_seed(seed);
+        policy.enable_lora(lora)?;
         Ok(Self {
             policy,
             optim: None,
         })
     }
 
-    /// Replaces the weights with a checkpoint written by [`Self::save`]: the adapter over a
-    /// fresh copy of the base `base` when `dir` holds one, else the full weights of `dir`.
-    /// With `optimizer`, the AdamW moments and step count saved with it are restored
+    /// A model to fine-tune in full: its own copy of the checkpoint `dir`.
+    pub fn create_full(dir: &Path, opts: &LoadOptions) -> Result<Self> {
+        let policy = Policy::load_with(dir, opts)
+            .with_context(|| format!("loading the base model in {}", dir.display()))?;
+        Ok(Self {
+            policy,
+            optim: None,
+        })
+    }
+
+    /// Replaces the weights with a checkpoint written by [`Self::save`]: the adapter over
+    /// `base`'s shared weights when `dir` holds one, else the full weights of `dir` (read with
+    /// `opts`). With `optimizer`, the AdamW moments and step count saved with it are restored
     /// (Tinker's `load_state_with_optimizer`), so training continues as if never stopped;
     /// without, the optimizer restarts from zero moments (`load_state`).
     pub fn load(
         &mut self,
-        base: &Path,
+        base: &Policy,
         opts: &LoadOptions,
         dir: &Path,
         optimizer: bool,
     ) -> Result<()> {
         let adapter = dir.join(crate::lora::ADAPTER_CONFIG_FILE);
         let policy = if adapter.is_file() {
-            let mut p = Policy::load_with(base, opts)
-                .with_context(|| format!("loading the base model in {}", base.display()))?;
+            let mut p = base.sharing_frozen_weights()?;
             p.load_adapter(dir)
                 .with_context(|| format!("loading the adapter in {}", dir.display()))?;
             p
@@ -393,5 +395,55 @@ mod tests {
             terms(&logp, &unweighted, Loss::CrossEntropy),
             vec![1.0, 2.0, 0.5, 3.0]
         );
+    }
+}
+
+#[cfg(test)]
+mod shared_base_tests {
+    use super::*;
+    use crate::value::tests::tiny;
+
+    fn datum() -> Datum {
+        Datum {
+            input: vec![1, 5, 6, 7],
+            targets: vec![5, 6, 7, 2],
+            ..Datum::default()
+        }
+    }
+
+    fn loss(m: &mut TinkerModel) -> f64 {
+        m.forward_backward(&[datum()], Loss::CrossEntropy, false)
+            .loss_sum
+    }
+
+    /// LoRA models share the base's weights (one copy in memory): the same storage, and
+    /// training one model's adapters changes neither the other model nor the base.
+    #[test]
+    fn lora_models_share_the_base_and_train_apart() {
+        let base = Policy::new(&tiny(false), tch::Device::Cpu, 3).unwrap();
+        let cfg = lora_config(4, true, true);
+        let mut a = TinkerModel::create_lora(&base, &cfg, 1).unwrap();
+        let mut b = TinkerModel::create_lora(&base, &cfg, 2).unwrap();
+        let name = "model.layers.0.mlp.up_proj.weight";
+        let ptr = |p: &Policy| p.vs.variables()[name].data_ptr();
+        assert_eq!(ptr(&a.policy), ptr(&base));
+        assert_eq!(ptr(&b.policy), ptr(&base));
+        let before = base.vs.variables()[name].copy();
+        let (a0, b0) = (loss(&mut a), loss(&mut b));
+        for _ in 0..3 {
+            a.forward_backward(&[datum()], Loss::CrossEntropy, true);
+            a.optim_step(&AdamStep {
+                learning_rate: 1e-2,
+                beta1: 0.9,
+                beta2: 0.95,
+                eps: 1e-8,
+                weight_decay: 0.1,
+                grad_clip_norm: 0.0,
+            });
+        }
+        assert!(loss(&mut a) < a0 - 1e-3, "the adapters trained");
+        assert_eq!(loss(&mut b), b0, "the other model is unchanged");
+        let after = &base.vs.variables()[name];
+        assert_eq!(f64::try_from((after - &before).abs().max()).unwrap(), 0.0);
     }
 }

@@ -69,8 +69,8 @@ pub struct TorchTinker {
 }
 
 impl TorchTinker {
-    /// Loads the base checkpoint `dir` (served as `base_name`) for sampling; training models
-    /// load their own copies.
+    /// Loads the base checkpoint `dir` (served as `base_name`) for sampling and as the weights
+    /// every LoRA model shares; full fine-tuning models load their own copies.
     pub fn load(dir: &Path, base_name: String, opts: LoadOptions, eos: Vec<i64>) -> Result<Self> {
         let base = Policy::load_with(dir, &opts)
             .with_context(|| format!("loading the model in {}", dir.display()))?;
@@ -134,7 +134,10 @@ impl TinkerBackend for TorchTinker {
             },
             |s| s as i64,
         );
-        let m = TinkerModel::create(&self.base_dir, &self.opts, cfg.as_ref(), seed)?;
+        let m = match &cfg {
+            Some(cfg) => TinkerModel::create_lora(&self.base, cfg, seed)?,
+            None => TinkerModel::create_full(&self.base_dir, &self.opts)?,
+        };
         self.models.insert(model_id.to_string(), m);
         Ok(())
     }
@@ -180,8 +183,11 @@ impl TinkerBackend for TorchTinker {
     }
 
     fn load(&mut self, model_id: &str, dir: &Path, optimizer: bool) -> Result<()> {
-        let (base, opts) = (self.base_dir.clone(), self.opts);
-        self.model(model_id)?.load(&base, &opts, dir, optimizer)
+        let model = self
+            .models
+            .get_mut(model_id)
+            .ok_or_else(|| anyhow!("no model `{model_id}` on the worker"))?;
+        model.load(&self.base, &self.opts, dir, optimizer)
     }
 
     fn snapshot(&mut self, model_id: &str, sampler_id: &str) -> Result<()> {
