@@ -72,16 +72,35 @@ fn close(a: f64, b: f64, what: &str) {
     eprintln!("{what}: {a} vs {b} (diff {:e})", (a - b).abs());
 }
 
+/// Runs an SDK client script (`cmd`), which must succeed, and reads the JSON it wrote to
+/// `result`.
+fn run_client(mut cmd: Command, result: &std::path::Path) -> Value {
+    let out = cmd.output().expect("runs the SDK client");
+    assert!(
+        out.status.success(),
+        "the SDK client failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    serde_json::from_slice(&std::fs::read(result).unwrap()).unwrap()
+}
+
+/// The SDK's Python (`.venv-tinker`), or `None` after reporting `test` skipped.
+fn sdk_python(test: &str) -> Option<std::path::PathBuf> {
+    let python = root().join(".venv-tinker/bin/python");
+    if python.is_file() {
+        return Some(python);
+    }
+    skip(test, "no .venv-tinker (scripts/tinker_env.sh creates it)");
+    None
+}
+
 #[test]
 fn sdk_basic_loop() {
-    let python = root().join(".venv-tinker/bin/python");
-    if !python.is_file() {
-        skip(
-            "sdk_basic_loop",
-            "no .venv-tinker (scripts/tinker_env.sh creates it)",
-        );
+    let Some(python) = sdk_python("sdk_basic_loop") else {
         return;
-    }
+    };
     let model = root().join("fixtures/hf/models/llama");
     let tmp = tempfile::tempdir().unwrap();
     let ckpts = tmp.path().join("tinker");
@@ -128,8 +147,8 @@ fn sdk_basic_loop() {
     );
 
     let result = tmp.path().join("result.json");
-    let out = Command::new(&python)
-        .arg(root().join("scripts/clients/tinker_basic_loop.py"))
+    let mut cmd = Command::new(&python);
+    cmd.arg(root().join("scripts/clients/tinker_basic_loop.py"))
         .args([
             "--base-url",
             &server.url,
@@ -141,17 +160,8 @@ fn sdk_basic_loop() {
         .arg("--tokens")
         .arg(&tokens)
         .arg("--out")
-        .arg(&result)
-        .output()
-        .expect("runs the SDK client");
-    assert!(
-        out.status.success(),
-        "the SDK client failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+        .arg(&result);
+    let r = run_client(cmd, &result);
 
     // forward's cross entropy = reinforge score's NLL, token by token and summed.
     let nll = -f(&reference["total_logprob"]);
@@ -331,14 +341,9 @@ fn sdk_basic_loop() {
 /// but the second differs, the optimizer having restarted (scripts/clients/tinker_resume.py).
 #[test]
 fn sdk_resume_with_optimizer() {
-    let python = root().join(".venv-tinker/bin/python");
-    if !python.is_file() {
-        skip(
-            "sdk_resume_with_optimizer",
-            "no .venv-tinker (scripts/tinker_env.sh creates it)",
-        );
+    let Some(python) = sdk_python("sdk_resume_with_optimizer") else {
         return;
-    }
+    };
     let model = root().join("fixtures/hf/models/llama");
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&[
@@ -351,19 +356,11 @@ fn sdk_resume_with_optimizer() {
         tmp.path().join("tinker").to_str().unwrap(),
     ]);
     let result = tmp.path().join("resume.json");
-    let out = Command::new(&python)
-        .arg(root().join("scripts/clients/tinker_resume.py"))
+    let mut cmd = Command::new(&python);
+    cmd.arg(root().join("scripts/clients/tinker_resume.py"))
         .args(["--base-url", &server.url, "--model", "llama", "--out"])
-        .arg(&result)
-        .output()
-        .expect("runs the SDK client");
-    assert!(
-        out.status.success(),
-        "the SDK client failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+        .arg(&result);
+    let r = run_client(cmd, &result);
     eprintln!("{r}");
     let losses = |k: &str| -> Vec<f64> { r[k].as_array().unwrap().iter().map(f).collect() };
     let want = losses("reference");
