@@ -349,9 +349,12 @@ impl AdamW {
 
     /// Drops every gradient (PyTorch's `zero_grad(set_to_none=True)`, its default), so the
     /// parameter-sized gradient buffers are not held between updates (while sampling, while
-    /// saving); the next backward pass allocates them again, and a gradient that is not defined
-    /// counts as zero everywhere here, so the next step is unchanged. Without the shim (no
-    /// libtorch headers at build time) the gradients are zeroed instead.
+    /// saving); the next backward pass allocates them again. The next step is unchanged for
+    /// every parameter that backward pass reaches (all of them in the RL update, whose
+    /// micro-batches with no row define zero gradients); one it does not reach is skipped by
+    /// [`Self::step`], as PyTorch's AdamW skips a `None` gradient, where a zeroed gradient would
+    /// have stepped it on its moments. Without the shim (no libtorch headers at build time) the
+    /// gradients are zeroed instead.
     pub fn release_grads(&mut self) {
         for p in &mut self.params {
             release_grad(p);
