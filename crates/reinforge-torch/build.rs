@@ -9,7 +9,8 @@
 //! (`REINFORGE_NCCL=1` makes missing headers an error). It sets `cfg(reinforge_nccl)`.
 //!
 //! Also compiles csrc/autocast_shim.cpp (`at::autocast` per device type, `cfg(reinforge_autocast)`)
-//! and csrc/optim_shim.cpp (libtorch's fused AdamW kernel, which tch does not bind)
+//! and csrc/optim_shim.cpp (libtorch's fused AdamW kernel and dropping a gradient, which tch
+//! does not bind)
 //! whenever libtorch's headers are there, and sets `cfg(reinforge_fused_adamw)`; without it
 //! the optimizer uses the tch expression of the same update.
 

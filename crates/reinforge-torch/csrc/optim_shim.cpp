@@ -29,4 +29,9 @@ int rf_fused_adamw(at::Tensor* p, at::Tensor* g, at::Tensor* m, at::Tensor* v, d
   return 1;
 }
 
+// Drops the gradient of `t` (PyTorch's `zero_grad(set_to_none=True)`): its memory goes back
+// to the allocator and the next backward pass allocates it afresh. tch can only zero a
+// gradient in place, which keeps a parameter-sized buffer alive between updates.
+void rf_clear_grad(at::Tensor* t) { t->mutable_grad().reset(); }
+
 }  // extern "C"

@@ -146,17 +146,23 @@ impl KvCache {
     }
 
     /// The batch rows `idx`, in that order: finished sequences leave the batch, and a repeated
-    /// index copies a row (samples sharing a prefilled prompt). Copies only the filled prefix
-    /// into buffers of the same slot capacity (and no fewer rows, for later joins).
+    /// index copies a row (samples sharing a prefilled prompt). Copies only the filled prefix.
+    /// Rows that fit the buffers are written back into them in place (the selected prefix goes
+    /// through one temporary), so rows retiring during decoding allocate no new buffers; more
+    /// rows than the capacity move into new buffers of the same slot capacity.
     pub fn retain_rows(&mut self, idx: &Tensor) {
         let n = idx.size().first().copied().unwrap_or(0);
         let len = self.len;
         for slot in self.layers.iter_mut() {
             let Some(b) = slot.as_ref() else { continue };
-            let out = Buffers::alloc(&b.k, n.max(b.row_capacity()), b.slot_capacity());
             let (k, v) = b.window(0, self.rows, 0, len);
-            out.write(0, 0, &k.index_select(0, idx), &v.index_select(0, idx));
-            *slot = Some(out);
+            let (k, v) = (k.index_select(0, idx), v.index_select(0, idx));
+            if n > b.row_capacity() {
+                *slot = Some(Buffers::alloc(&b.k, n, b.slot_capacity()));
+            }
+            if let Some(out) = slot.as_ref() {
+                out.write(0, 0, &k, &v);
+            }
         }
         self.rows = n;
     }

@@ -14,6 +14,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod dist;
 pub mod distill;
+pub mod heap;
 pub mod logprobs;
 pub mod lora;
 pub mod loss;

@@ -347,6 +347,20 @@ impl AdamW {
         }
     }
 
+    /// Drops every gradient (PyTorch's `zero_grad(set_to_none=True)`, its default), so the
+    /// parameter-sized gradient buffers are not held between updates (while sampling, while
+    /// saving); the next backward pass allocates them again. The next step is unchanged for
+    /// every parameter that backward pass reaches (all of them in the RL update, whose
+    /// micro-batches with no row define zero gradients); one it does not reach is skipped by
+    /// [`Self::step`], as PyTorch's AdamW skips a `None` gradient, where a zeroed gradient would
+    /// have stepped it on its moments. Without the shim (no libtorch headers at build time) the
+    /// gradients are zeroed instead.
+    pub fn release_grads(&mut self) {
+        for p in &mut self.params {
+            release_grad(p);
+        }
+    }
+
     /// Scales gradients so their global L2 norm is at most `max_norm` (as
     /// `torch.nn.utils.clip_grad_norm_`) and returns the norm before clipping. A NaN or infinite
     /// norm leaves the gradients as they are.
@@ -517,7 +531,20 @@ fn adamw_update_unfused(
     let _ = p.g_sub_(&(&*m / &denom).g_mul_scalar_(lr / bc1));
 }
 
-/// The binding of csrc/optim_shim.cpp (libtorch's `_fused_adamw_`).
+/// Drops `p`'s gradient: [`fused::clear_grad`] where the shim is built, else zeroes it.
+fn release_grad(p: &mut Tensor) {
+    if !p.grad().defined() {
+        return;
+    }
+    #[cfg(reinforge_fused_adamw)]
+    fused::clear_grad(p);
+    #[cfg(not(reinforge_fused_adamw))]
+    {
+        let _ = p.grad().zero_();
+    }
+}
+
+/// The binding of csrc/optim_shim.cpp (libtorch's `_fused_adamw_`, dropping a gradient).
 #[cfg(reinforge_fused_adamw)]
 mod fused {
     use std::ffi::{c_char, c_void, CStr};
@@ -526,6 +553,7 @@ mod fused {
     use tch::Tensor;
 
     extern "C" {
+        fn rf_clear_grad(t: *mut c_void);
         #[allow(clippy::too_many_arguments)]
         fn rf_fused_adamw(
             p: *mut c_void,
@@ -580,6 +608,13 @@ mod fused {
         Err(msg)
     }
 
+    /// Resets `p`'s gradient to undefined (`p.grad = None`).
+    pub fn clear_grad(p: &mut Tensor) {
+        // SAFETY: `p` is a live tch tensor (an `at::Tensor*`) for the whole call; resetting
+        // its gradient cannot throw.
+        unsafe { rf_clear_grad(p.as_mut_ptr().cast()) }
+    }
+
     /// Says once per process that the fused kernel refused and the slower path runs.
     pub fn warn_once(e: &str) {
         static ONCE: std::sync::Once = std::sync::Once::new();
@@ -617,6 +652,31 @@ mod tests {
         assert!(diff(&p1, &init) > 1e-2, "the parameters moved");
         assert!(diff(&p1, &p2) < 1e-6, "parameters {}", diff(&p1, &p2));
         assert!(diff(&m1, &m2) < 1e-6 && diff(&v1, &v2) < 1e-6);
+    }
+
+    #[test]
+    fn released_gradients_are_dropped_and_leave_the_steps_unchanged() {
+        let run = |release: bool| {
+            let vs = VarStore::new(Device::Cpu);
+            let w = vs.root().var("w", &[3], tch::nn::Init::Const(1.0));
+            let mut opt = AdamW::new(&vs, AdamWConfig::default());
+            for step in 1..=3 {
+                opt.zero_grad();
+                (&w * &w * Tensor::from_slice(&[1.0f32, -2.0, step as f32]))
+                    .sum(Kind::Float)
+                    .backward();
+                assert!(opt.clip_and_step(1.0, 0.1).stepped);
+                if release {
+                    opt.release_grads();
+                    #[cfg(reinforge_fused_adamw)]
+                    assert!(!w.grad().defined(), "the gradient is dropped");
+                }
+            }
+            Vec::<f32>::try_from(&w).unwrap()
+        };
+        let kept = run(false);
+        assert_ne!(kept, vec![1.0; 3], "the parameters moved");
+        assert_eq!(run(true), kept);
     }
 
     #[test]

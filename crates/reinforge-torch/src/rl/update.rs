@@ -344,6 +344,9 @@ impl PolicyRun<'_> {
             all_reduce_gradients(d.pg, &self.policy.vs, DEFAULT_BUCKET_BYTES)?;
         }
         let step = opt.clip_and_step_sharded(self.cfg.max_grad_norm, self.cfg.lr)?;
+        // The gradients are not read again: dropped, they are not held through the next
+        // sampling phase and the checkpoint save (a parameter-sized buffer).
+        opt.release_grads();
         if step.stepped {
             acc.stats.grad_norm += step.grad_norm;
         } else {
@@ -411,6 +414,9 @@ impl PolicyRun<'_> {
             let tokens: f64 = mb_rows.iter().map(|&i| self.local_tokens[i as usize]).sum();
             let share = if ran > 0.0 { tokens / ran } else { 1.0 / n };
             self.backward_micro(&mb_rows, info, weight * share, acc);
+            // The micro-batch's activations and logits are freed: back to the system, so
+            // the next micro-batch's (other sizes) do not pile up in malloc's heap.
+            crate::heap::release_freed_memory();
         }
     }
 

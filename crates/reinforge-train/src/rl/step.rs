@@ -29,6 +29,8 @@ pub fn step(
     s: &StepSettings,
 ) -> Result<StepMetrics> {
     let started = Instant::now();
+    // Each phase starts from its live tensors: what sampling freed goes back to the system.
+    reinforge_torch::heap::phase_boundary("sampling");
     let step = t.state.step;
     let critic = s.uses_critic();
     if critic && (t.critic.is_none() || t.dp.is_some()) {
@@ -45,6 +47,7 @@ pub fn step(
         critic: t.critic.as_ref().filter(|_| critic).map(|c| &c.critic),
     };
     let mut packed = rl::pack(models, &rollout_refs(&shard.rollouts), &s.pack);
+    reinforge_torch::heap::phase_boundary("log-prob passes");
     let (advantages, scores) = advantage::estimate(&shard, &packed, s)?;
     let (orders, critic_orders) = orders(s, step, shard.rewards.len());
     let plan = UpdatePlan {
@@ -62,11 +65,14 @@ pub fn step(
         critic: t.critic.as_mut().map(|c| (&c.critic, &mut c.opt)),
     };
     let updated = rl::update(learner, &mut packed, &advantages, &plan)?;
+    let gap = packed.gap.take();
+    drop(packed);
+    reinforge_torch::heap::phase_boundary("update");
     let record = StepRecord {
         step,
         shard: &shard,
         meta: drawn.meta,
-        gap: packed.gap,
+        gap,
         updated,
         critic: scores,
         started,
