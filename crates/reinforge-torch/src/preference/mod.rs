@@ -204,14 +204,7 @@ impl Share<'_> {
         read: impl Fn(&[usize], &Forward<'r>) -> Vec<Tensor> + 'r,
     ) -> Result<(Vec<Tensor>, Deferred<'r>)> {
         let local = &rows[self.local()];
-        let lens: Vec<usize> = local.iter().map(|&r| tokens(r)).collect();
-        let idx: Vec<i64> = (0..local.len() as i64).collect();
-        let micro: Vec<Vec<usize>> = self
-            .memory
-            .microbatches(&idx, &lens)
-            .iter()
-            .map(|mb| mb.iter().map(|&i| local[i as usize]).collect())
-            .collect();
+        let micro = microbatch_rows(&self.memory, local, tokens);
         let memory = self.memory;
         if micro.len() <= 1 {
             let fwd = Forward::new(policy, &memory);
@@ -253,6 +246,21 @@ impl Share<'_> {
     }
 }
 
+/// `rows` split in order into `memory`'s micro-batches, `tokens(r)` being row `r`'s size.
+fn microbatch_rows(
+    memory: &Memory,
+    rows: &[usize],
+    tokens: impl Fn(usize) -> usize,
+) -> Vec<Vec<usize>> {
+    let lens: Vec<usize> = rows.iter().map(|&r| tokens(r)).collect();
+    let idx: Vec<i64> = (0..rows.len() as i64).collect();
+    memory
+        .microbatches(&idx, &lens)
+        .iter()
+        .map(|mb| mb.iter().map(|&i| rows[i as usize]).collect())
+        .collect()
+}
+
 /// Per-row values of `rows` without gradient (reference log-probs, held-out figures): `read`
 /// computes `parts` values `[k]` for some `k` rows through a [`Forward`] of `policy` under
 /// `memory` (its packing; checkpointing needs no recompute without gradient), in the
@@ -268,13 +276,7 @@ pub fn read_without_grad(
 ) -> Vec<Tensor> {
     let _guard = tch::no_grad_guard();
     let chunks: Vec<Vec<usize>> = if memory.max_tokens_per_microbatch > 0 {
-        let lens: Vec<usize> = rows.iter().map(|&r| tokens(r)).collect();
-        let idx: Vec<i64> = (0..rows.len() as i64).collect();
-        memory
-            .microbatches(&idx, &lens)
-            .iter()
-            .map(|mb| mb.iter().map(|&i| rows[i as usize]).collect())
-            .collect()
+        microbatch_rows(memory, rows, tokens)
     } else {
         rows.chunks(batch.max(1)).map(<[usize]>::to_vec).collect()
     };
