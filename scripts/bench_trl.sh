@@ -17,6 +17,7 @@
 #   micro, ckpt, packed, micro+ckpt, all   same-work with memory.max_tokens_per_microbatch=$BUDGET
 #               (default 2048), memory.gradient_checkpointing=true, memory.padding_free=true,
 #               micro and ckpt, or all three (the memory table);
+#   NAME+compact    any of those with memory.heap=compact (the lowest-peak malloc policy);
 #   trl, trl-ckpt   TRL's GRPOTrainer, plain or with gradient checkpointing.
 # Environment: WARMUP (warm-up steps per run, default 2), MAX_LEN (max completion length, 48),
 #   LR (learning rate, 1e-6: small, so the policy stays near the base model and both sides
@@ -105,6 +106,9 @@ check_load() {  # warns when other work competes for the CPU; keeps the load ave
 }
 # The reinforge settings of each variant (TRL's are flags of scripts/bench_trl.py).
 reinforge_extra() {
+  # NAME+compact: variant NAME with memory.heap = "compact" (docs/memory.md).
+  case "$1" in *+compact) local base; base="$(reinforge_extra "${1%+compact}")" || return 1
+    echo "$base --set memory.heap=compact"; return ;; esac
   local same="--set grpo.skip_zero_advantage=false"
   local micro="--set memory.max_tokens_per_microbatch=$budget"
   local ckpt="--set memory.gradient_checkpointing=true"

@@ -5,7 +5,7 @@
 //! of the first and of the last `WINDOW` (32) steps, timed by the step hook.
 //!
 //! Usage: decode_bench MODEL_DIR PROMPTS_JSON NEW_TOKENS   (PROMPTS_JSON: a list of token-id
-//! lists; env THREADS, default 2)
+//! lists; env THREADS, default 2; HEAP: glibc | compact | reuse, default reuse)
 
 use std::time::Instant;
 
@@ -30,6 +30,18 @@ fn main() -> Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
     reinforge_torch::tch::set_num_threads(threads);
+    // The heap policy the reinforge binary sets at start (docs/memory.md); HEAP=glibc keeps
+    // glibc's defaults, HEAP=compact the compact policy, to compare.
+    use reinforge_torch::heap::{set_policy, HeapPolicy};
+    match std::env::var("HEAP").as_deref() {
+        Ok("glibc") => {}
+        Ok("compact") => set_policy(HeapPolicy::Compact),
+        _ => set_policy(HeapPolicy::Reuse),
+    }
+    // BF16=1: bfloat16 autocast (reinforge's `bf16 = true`), to compare.
+    if std::env::var("BF16").is_ok_and(|v| v == "1") {
+        reinforge_torch::precision::set_bf16(true)?;
+    }
     let prompts: Vec<Vec<i64>> = serde_json::from_str(&std::fs::read_to_string(prompts)?)?;
     let policy = Policy::load(std::path::Path::new(model), Device::Cpu)?;
     let params = SamplingParams {

@@ -1,4 +1,5 @@
-//! Giving freed host memory back to the system between the phases of a training step.
+//! Giving freed host memory back to the system between the phases of a training step, and
+//! how glibc's malloc keeps it inside a phase ([`HeapPolicy`]).
 //!
 //! libtorch's CPU allocator frees tensors to glibc's malloc. glibc serves blocks below its
 //! mmap threshold (raised at run time up to 32 MB as large blocks are freed) from heaps it
@@ -9,9 +10,12 @@
 //! every free page of every arena, not only the top of the heap) at a phase boundary makes the
 //! next phase start from the live tensors only. Elsewhere than glibc it does nothing.
 //!
-//! `REINFORGE_TRACE_RSS=1` prints the resident size at each boundary before and after the
-//! trim, and the peak so far (VmRSS, VmHWM of `/proc/self/status`), to stderr.
-
+//! Inside a phase glibc's defaults cost time instead: it returns the top of a heap to the
+//! system whenever more than its trim threshold (twice the dynamic mmap threshold) lies free
+//! there, so a decoding step's few large temporaries (32 rows x 49,152 logits: 6.3 MB each)
+//! are given back and faulted in again, zero-filled, every step (12.8 MB a step, 8% of a
+//! decoding profile in `clear_page`). [`HeapPolicy`] names the two trade-offs.
+//!
 /// Environment variable that turns on the per-boundary RSS trace.
 pub const TRACE_ENV: &str = "REINFORGE_TRACE_RSS";
 
@@ -29,6 +33,69 @@ pub fn phase_boundary(phase: &str) {
             gb(after),
             gb(peak)
         );
+    }
+}
+
+/// How glibc's malloc keeps freed memory inside a phase (`memory.heap`; glibc only: `mallopt`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeapPolicy {
+    /// Freed blocks below 32 MB stay in the heap for the next allocation of their size: no
+    /// heap is trimmed on `free` (trim threshold 1 GiB), blocks below 32 MB (glibc's own upper
+    /// bound for its dynamic threshold) are never mapped alone. Memory goes back to the system
+    /// at phase boundaries ([`phase_boundary`]) only. The default: a hot loop (decoding, a
+    /// micro-batch) reuses its memory instead of faulting it in again.
+    #[default]
+    Reuse,
+    /// The lowest peak: blocks of 4 MB or more are mapped alone and unmapped when freed, so
+    /// differently sized activations of successive micro-batches cannot pile up in the heaps,
+    /// and freed memory is also returned after every update micro-batch. Each large block is
+    /// faulted in afresh: slower.
+    Compact,
+}
+
+/// Bytes from which a block is mapped alone, and free bytes at a heap's top above which
+/// glibc returns them, under each policy.
+impl HeapPolicy {
+    fn thresholds(self) -> (i32, i32) {
+        match self {
+            HeapPolicy::Reuse => (32 << 20, 1 << 30),
+            HeapPolicy::Compact => (4 << 20, 8 << 20),
+        }
+    }
+}
+
+/// The policy in force (an index into [`HeapPolicy`]'s variants); malloc is per process.
+static POLICY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Applies `policy` to the process's malloc (glibc's `mallopt`; elsewhere only recorded).
+/// Setting a threshold turns glibc's dynamic mmap threshold off: both are always set.
+pub fn set_policy(policy: HeapPolicy) {
+    POLICY.store(policy as u8, std::sync::atomic::Ordering::Relaxed);
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let (mmap, trim) = policy.thresholds();
+        // SAFETY: mallopt takes two integers and locks malloc's state itself.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, mmap);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, trim);
+        }
+    }
+}
+
+/// The policy last set by [`set_policy`] ([`HeapPolicy::Reuse`] before any).
+pub fn policy() -> HeapPolicy {
+    match POLICY.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => HeapPolicy::Compact,
+        _ => HeapPolicy::Reuse,
+    }
+}
+
+/// An update micro-batch has ended: under [`HeapPolicy::Compact`] its freed activations go
+/// back to the system, so the next micro-batch's (other sizes) do not pile up in the heaps.
+pub fn microbatch_done() {
+    if policy() == HeapPolicy::Compact {
+        release_freed_memory();
     }
 }
 

@@ -29,6 +29,9 @@ pub struct Memory {
     /// once per group instead of once per completion. The same tokens, positions and visible
     /// keys as the padded rows: results equal theirs. Implies packing.
     pub shared_prompts: bool,
+    /// How malloc keeps freed host memory inside a phase: `reuse` (fast) or `compact` (the
+    /// lowest peak); see [`crate::heap::HeapPolicy`]. The results are the same.
+    pub heap: crate::heap::HeapPolicy,
 }
 
 impl Memory {

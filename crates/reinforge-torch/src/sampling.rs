@@ -278,7 +278,26 @@ pub fn empty_completion() -> Completion {
 /// [`generate`] with per-position alternatives and a per-step hook (the policy server's
 /// streaming, aborts and continuous batching). Without admissions the sampled tokens are
 /// [`generate`]'s. Returns one completion per prompt, then one per admitted prompt.
+///
+/// Under `bf16 = true` the whole generation is one autocast region: libtorch's autocast keeps
+/// its bfloat16 copy of each weight for the region, so the weights are cast once per call
+/// instead of once per decoding step (each step's forward would otherwise open and close its
+/// own region, casting all of them again). The casts, and so the tokens, are the same.
 pub fn generate_with(
+    model: &Transformer,
+    prompts: &[Vec<i64>],
+    params: &SamplingParams,
+    pad_id: i64,
+    device: Device,
+    hooks: &mut GenerateHooks,
+) -> Vec<Completion> {
+    crate::precision::autocast(device, || {
+        decode(model, prompts, params, pad_id, device, hooks)
+    })
+}
+
+/// [`generate_with`]'s loop: prefill, then one step per new token until every row has ended.
+fn decode(
     model: &Transformer,
     prompts: &[Vec<i64>],
     params: &SamplingParams,

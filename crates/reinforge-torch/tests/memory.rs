@@ -80,6 +80,7 @@ fn every_combination(budget: usize, shared: bool) -> Vec<Memory> {
             gradient_checkpointing: bits & 2 != 0,
             padding_free: bits & 4 != 0,
             shared_prompts: bits & 8 != 0,
+            ..Memory::default()
         })
         .collect()
 }

@@ -98,6 +98,7 @@ fn smollm2_memory_tools_leave_three_sft_steps_unchanged() {
         gradient_checkpointing: true,
         padding_free: true,
         shared_prompts: false,
+        ..Memory::default()
     };
     let shared = Memory {
         shared_prompts: true,

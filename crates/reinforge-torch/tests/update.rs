@@ -306,6 +306,7 @@ fn microbatches_and_checkpointing_equal_the_plain_update() {
                 gradient_checkpointing: bits & 2 != 0,
                 padding_free: packed,
                 shared_prompts: shared,
+                ..Memory::default()
             }
         })
         .collect();

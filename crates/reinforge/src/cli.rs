@@ -263,6 +263,9 @@ fn stopped_is_130(r: Result<()>) -> Result<ExitCode> {
 }
 
 pub fn main() -> Result<ExitCode> {
+    // Decoding and micro-batches reuse freed memory instead of faulting it in again each step
+    // (docs/memory.md); `reinforge train` may choose `memory.heap = "compact"`.
+    reinforge_torch::heap::set_policy(reinforge_torch::heap::HeapPolicy::Reuse);
     let command = Cli::command().mut_subcommand("train", |c| {
         let help = format!(
             "{}\n\n{}",

@@ -414,9 +414,7 @@ impl PolicyRun<'_> {
             let tokens: f64 = mb_rows.iter().map(|&i| self.local_tokens[i as usize]).sum();
             let share = if ran > 0.0 { tokens / ran } else { 1.0 / n };
             self.backward_micro(&mb_rows, info, weight * share, acc);
-            // The micro-batch's activations and logits are freed: back to the system, so
-            // the next micro-batch's (other sizes) do not pile up in malloc's heap.
-            crate::heap::release_freed_memory();
+            crate::heap::microbatch_done();
         }
     }
 

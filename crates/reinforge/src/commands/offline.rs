@@ -115,6 +115,9 @@ impl MemoryArgs {
             // Offline rows rarely repeat a prompt (a DPO pair's two sides run through the
             // preference trainers' own packing).
             shared_prompts: false,
+            // The process default (set by main): offline steps are not the RL step whose
+            // peak the compact heap is for.
+            heap: reinforge_torch::heap::policy(),
         }
     }
 }
