@@ -29,6 +29,7 @@
 pub mod backend;
 pub mod proto;
 pub mod routes;
+pub mod sampler;
 pub mod state;
 
 use axum::routing::{get, post};
