@@ -314,11 +314,7 @@ pub fn run_with_policy(
 pub fn run_with_backends(
     args: &ServeArgs,
     generator: Option<Box<dyn Generator>>,
-    tinker: Option<(
-        tinker::Config,
-        Box<dyn tinker::TinkerBackend>,
-        Box<dyn Generator>,
-    )>,
+    tinker: Option<tinker::Backends>,
     models: ModelLoader,
 ) -> Result<()> {
     let _ = tracing_subscriber::fmt()

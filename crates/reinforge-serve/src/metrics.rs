@@ -67,34 +67,31 @@ impl PolicyMetrics {
         let name = |n: &str| format!("{prefix}_{n}");
         let requests = IntCounterVec::new(
             Opts::new(
-                &name("requests_total"),
+                name("requests_total"),
                 "policy generation requests by endpoint and outcome",
             ),
             &["endpoint", "outcome"],
         )
         .unwrap();
         let prompt_tokens = IntCounter::new(
-            &name("prompt_tokens_total"),
+            name("prompt_tokens_total"),
             "prompt tokens of policy requests",
         )
         .unwrap();
         let generated_tokens = IntCounter::new(
-            &name("generated_tokens_total"),
+            name("generated_tokens_total"),
             "completion tokens returned by the policy",
         )
         .unwrap();
         let batch_rows = Histogram::with_opts(
-            HistogramOpts::new(&name("batch_rows"), "rows of each decoded batch")
+            HistogramOpts::new(name("batch_rows"), "rows of each decoded batch")
                 .buckets(exponential_buckets(1.0, 2.0, 11).unwrap()),
         )
         .unwrap();
-        let queue_depth = IntGauge::new(
-            &name("queue_depth"),
-            "policy requests waiting for the model",
-        )
-        .unwrap();
+        let queue_depth =
+            IntGauge::new(name("queue_depth"), "policy requests waiting for the model").unwrap();
         let weight_loads = IntCounterVec::new(
-            Opts::new(&name("weight_loads_total"), "weight loads by status"),
+            Opts::new(name("weight_loads_total"), "weight loads by status"),
             &["status"],
         )
         .unwrap();

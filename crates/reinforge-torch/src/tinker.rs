@@ -1,10 +1,10 @@
 //! The tensor side of the Tinker API (`reinforge serve --model DIR --tinker`): token ids in,
 //! numbers out, so reinforge-serve and the binary never build a tensor.
 //!
-//! A [`TinkerModel`] is one client's training model (LoRA adapters on its own copy of the base,
-//! or every weight): [`TinkerModel::forward_backward`] computes the log-probs of each datum's
-//! `target_tokens` under the model (position `i` of `model_input` predicts `target_tokens[i]`,
-//! Tinker's alignment) and the built-in loss, summed over tokens and data, and accumulates the
+//! A [`TinkerModel`] is one client's training model (LoRA adapters on the server's shared base,
+//! or every weight of its own copy): [`TinkerModel::forward_backward`] computes the log-probs
+//! of each datum's `target_tokens` under the model (position `i` of `model_input` predicts
+//! `target_tokens[i]`, Tinker's alignment) in padding-free packed passes, and the built-in loss, summed over tokens and data, and accumulates the
 //! gradients; [`TinkerModel::optim_step`] applies them with the Adam parameters the client sent
 //! (reinforge's AdamW: PyTorch's `torch.optim.AdamW`, which the SDK's `optim_step` documents)
 //! and clears them. The losses follow the formulas of Tinker's documentation

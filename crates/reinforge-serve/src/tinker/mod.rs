@@ -38,6 +38,14 @@ use axum::Router;
 pub use backend::TinkerBackend;
 pub use state::{Config, Tinker};
 
+/// What the Tinker API runs on: its configuration, the training backend and the sampling
+/// engine's generator ([`sampler`]).
+pub type Backends = (
+    Config,
+    Box<dyn TinkerBackend>,
+    Box<dyn crate::policy::Generator>,
+);
+
 use crate::AppState;
 
 /// The Tinker routes (merged into the app when the server has a Tinker backend).

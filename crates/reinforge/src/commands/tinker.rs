@@ -492,7 +492,7 @@ mod tests {
     /// no match.
     #[test]
     fn stop_strings_match_on_the_completing_token() {
-        let tok = HfTokenizer::from_dir(&fixture()).unwrap();
+        let tok = HfTokenizer::from_dir(fixture()).unwrap();
         let ids: Vec<i64> = tok
             .encode("The answer is 9\n\nUser: what next", false)
             .unwrap()
@@ -544,7 +544,7 @@ mod tests {
     #[test]
     fn a_stop_string_ends_the_row_early() {
         let (_backend, mut s) = sampler();
-        let tok = HfTokenizer::from_dir(&fixture()).unwrap();
+        let tok = HfTokenizer::from_dir(fixture()).unwrap();
         let prompt = vec![1i64, 5, 6, 7];
         let max_tokens = 16;
         let greedy = |stops: Vec<String>| Batch {
