@@ -537,6 +537,27 @@ mod tests {
             rows[0].tokens, rows[1].tokens,
             "the rows are distinct draws"
         );
+        // Unseeded and greedy (deterministic), beside a prompt of another length in the batch
+        // (left padding): each row decodes what the one-request path decodes for its prompt
+        // alone.
+        let other = vec![1i64, 200, 201];
+        let greedy = Batch {
+            prompts: vec![prompt.clone(), prompt.clone(), other.clone()],
+            sampling: sampling(0.0, 8, vec![]),
+            seed: None,
+        };
+        let (rows, _) = decode(&mut s, &greedy);
+        let params = SamplingParams {
+            temperature: 0.0,
+            ..params
+        };
+        for (r, p) in rows.iter().zip([&prompt, &prompt, &other]) {
+            let want = tt::sample(&backend.base, p, 1, &params, None).remove(0);
+            assert_eq!(r.tokens, want.tokens);
+            for (a, b) in r.logprobs.iter().zip(&want.logprobs) {
+                assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+            }
+        }
     }
 
     /// A stop string ends its row on the completing token: that many decoding steps, not
