@@ -376,6 +376,9 @@ fn retried_requests_run_once() {
     let s = setup(Duration::from_secs(300));
     let sess = session(&s);
     let (_, m) = model(&s, &sess);
+    // Created before the steps (the session may hold 2 pending requests, and a loaded
+    // machine's worker may not have run create_model yet).
+    assert_eq!(result(&s, &m["request_id"]).status(), 200);
     let m = m["model_id"].as_str().unwrap().to_string();
     let step = |seq: i64, lr: f64| {
         let (st, v, _) = post(
