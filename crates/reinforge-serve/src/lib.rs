@@ -153,11 +153,13 @@ impl AppState {
         })
     }
 
-    /// Adds the Tinker routes over `backend` ([`tinker`]).
+    /// Adds the Tinker routes over `backend` (training) and `sampler` (the sampling engine's
+    /// generator, [`tinker::sampler`]).
     pub fn with_tinker(
         mut self,
         config: tinker::Config,
         backend: Box<dyn tinker::TinkerBackend>,
+        sampler: Box<dyn Generator>,
     ) -> Result<Self> {
         std::fs::create_dir_all(&config.checkpoint_dir).with_context(|| {
             format!(
@@ -165,7 +167,10 @@ impl AppState {
                 config.checkpoint_dir.display()
             )
         })?;
-        self.tinker = Some(Arc::new(tinker::Tinker::new(config, backend)?));
+        let metrics = self.metrics.tinker_sampler.clone();
+        self.tinker = Some(Arc::new(tinker::Tinker::new(
+            config, backend, sampler, metrics,
+        )?));
         Ok(self)
     }
 
@@ -304,11 +309,12 @@ pub fn run_with_policy(
     run_with_backends(args, generator, None, models)
 }
 
-/// [`run_with_policy`], plus the Tinker API ([`tinker`]) over a backend when one is given.
+/// [`run_with_policy`], plus the Tinker API ([`tinker`]) over a training backend and a
+/// sampling generator when given.
 pub fn run_with_backends(
     args: &ServeArgs,
     generator: Option<Box<dyn Generator>>,
-    tinker: Option<(tinker::Config, Box<dyn tinker::TinkerBackend>)>,
+    tinker: Option<tinker::Backends>,
     models: ModelLoader,
 ) -> Result<()> {
     let _ = tracing_subscriber::fmt()
@@ -319,8 +325,8 @@ pub fn run_with_backends(
         .with_writer(std::io::stderr)
         .try_init();
     let mut state = AppState::with_policy(args, generator, models)?;
-    if let Some((config, backend)) = tinker {
-        state = state.with_tinker(config, backend)?;
+    if let Some((config, backend, sampler)) = tinker {
+        state = state.with_tinker(config, backend, sampler)?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

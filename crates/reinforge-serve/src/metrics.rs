@@ -35,6 +35,9 @@ pub struct Metrics {
     pub sandbox_runs: IntCounterVec,
     /// The policy server's metrics (zero when no model is served).
     pub policy: PolicyMetrics,
+    /// The Tinker sampling engine's (`reinforge_tinker_sampler_batch_rows`, ...; zero without
+    /// `--tinker`).
+    pub tinker_sampler: PolicyMetrics,
 }
 
 /// Counters of the OpenAI-compatible policy routes (cheap to clone: the same series) ([`crate::policy`]).
@@ -57,40 +60,38 @@ pub struct PolicyMetrics {
 }
 
 impl PolicyMetrics {
-    fn new(registry: &Registry) -> Self {
+    /// The series of one batching engine, named `<prefix>_requests_total`, ...:
+    /// `reinforge_policy` for the OpenAI routes, `reinforge_tinker_sampler` for the Tinker
+    /// sampling engine.
+    fn new(registry: &Registry, prefix: &str) -> Self {
+        let name = |n: &str| format!("{prefix}_{n}");
         let requests = IntCounterVec::new(
             Opts::new(
-                "reinforge_policy_requests_total",
+                name("requests_total"),
                 "policy generation requests by endpoint and outcome",
             ),
             &["endpoint", "outcome"],
         )
         .unwrap();
         let prompt_tokens = IntCounter::new(
-            "reinforge_policy_prompt_tokens_total",
+            name("prompt_tokens_total"),
             "prompt tokens of policy requests",
         )
         .unwrap();
         let generated_tokens = IntCounter::new(
-            "reinforge_policy_generated_tokens_total",
+            name("generated_tokens_total"),
             "completion tokens returned by the policy",
         )
         .unwrap();
         let batch_rows = Histogram::with_opts(
-            HistogramOpts::new("reinforge_policy_batch_rows", "rows of each decoded batch")
+            HistogramOpts::new(name("batch_rows"), "rows of each decoded batch")
                 .buckets(exponential_buckets(1.0, 2.0, 11).unwrap()),
         )
         .unwrap();
-        let queue_depth = IntGauge::new(
-            "reinforge_policy_queue_depth",
-            "policy requests waiting for the model",
-        )
-        .unwrap();
+        let queue_depth =
+            IntGauge::new(name("queue_depth"), "policy requests waiting for the model").unwrap();
         let weight_loads = IntCounterVec::new(
-            Opts::new(
-                "reinforge_policy_weight_loads_total",
-                "weight loads by status",
-            ),
+            Opts::new(name("weight_loads_total"), "weight loads by status"),
             &["status"],
         )
         .unwrap();
@@ -174,9 +175,11 @@ impl Metrics {
         for c in [&rewards, &prompt_mismatch] {
             registry.register(Box::new(c.clone())).unwrap();
         }
-        let policy = PolicyMetrics::new(&registry);
+        let policy = PolicyMetrics::new(&registry, "reinforge_policy");
+        let tinker_sampler = PolicyMetrics::new(&registry, "reinforge_tinker_sampler");
         Metrics {
             policy,
+            tinker_sampler,
             registry,
             requests,
             latency,

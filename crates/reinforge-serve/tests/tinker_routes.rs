@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Result;
 use prost::Message;
 use reinforge_serve::tinker::backend::{
-    AdamParams, Datum, ForwardOutput, Lora, LossFn, Sampled, Sampling, TinkerBackend, Weights,
+    AdamParams, Datum, ForwardOutput, Lora, LossFn, TinkerBackend,
 };
 use reinforge_serve::tinker::proto;
 use reinforge_serve::AppState;
@@ -87,21 +87,6 @@ impl TinkerBackend for Scripted {
     fn drop_model(&mut self, id: &str) {
         self.models.lock().unwrap().retain(|m| m != id);
     }
-    fn sample(
-        &mut self,
-        _: &Weights,
-        prompt: &[i64],
-        n: usize,
-        s: &Sampling,
-    ) -> Result<Vec<Sampled>> {
-        Ok((0..n)
-            .map(|i| Sampled {
-                tokens: vec![(prompt.len() + i) as i64; s.max_tokens],
-                logprobs: vec![-0.5; s.max_tokens],
-                stopped: false,
-            })
-            .collect())
-    }
     fn max_context(&self) -> usize {
         64
     }
@@ -118,6 +103,8 @@ struct Setup {
     gate: Arc<Gate>,
     models: Arc<Mutex<Vec<String>>>,
     calls: Arc<Mutex<usize>>,
+    /// The sampling engine's scripted generator.
+    probe: common::scripted::Probe,
     _dir: tempfile::TempDir,
 }
 
@@ -139,16 +126,19 @@ fn setup(session_timeout: Duration) -> Setup {
         max_pending_per_session: 2,
         max_snapshots_per_model: 2,
         session_timeout,
+        max_batch_rows: 64,
     };
+    let (sampler, probe) = common::scripted::Scripted::new(VOCAB, 64, vec![1]);
     let state = AppState::new(&args)
         .unwrap()
-        .with_tinker(config, Box::new(backend))
+        .with_tinker(config, Box::new(backend), Box::new(sampler))
         .unwrap();
     Setup {
         server: common::start_state(state),
         gate,
         models,
         calls,
+        probe,
         _dir: dir,
     }
 }
@@ -386,6 +376,9 @@ fn retried_requests_run_once() {
     let s = setup(Duration::from_secs(300));
     let sess = session(&s);
     let (_, m) = model(&s, &sess);
+    // Created before the steps (the session may hold 2 pending requests, and a loaded
+    // machine's worker may not have run create_model yet).
+    assert_eq!(result(&s, &m["request_id"]).status(), 200);
     let m = m["model_id"].as_str().unwrap().to_string();
     let step = |seq: i64, lr: f64| {
         let (st, v, _) = post(
@@ -400,6 +393,11 @@ fn retried_requests_run_once() {
     assert_eq!(step(7, 1e-3), first, "a retry is the same future");
     let other = step(8, 1e-3);
     assert_ne!(other, first);
+    // Both done before the next (the session may hold 2 pending: a loaded machine's worker
+    // may not have run them yet).
+    for id in [&first, &other] {
+        assert_eq!(result(&s, id).status(), 200);
+    }
     let reused = step(7, 2e-3);
     assert_ne!(reused, first, "another body under seq_id 7 is new work");
     let mut fb = request(&m, "cross_entropy", vec![datum(&[1, 2], &[2, 3])]);
@@ -439,4 +437,117 @@ fn stop_strings_without_a_tokenizer_are_refused() {
     assert_eq!(st, 400, "{e}");
     let (st, v, _) = ask(json!([1]));
     assert_eq!(st, 200, "{v}");
+}
+
+/// An `asample` request's body on `weights` (`{"base_model": ...}` or a sampling session).
+fn sample_body(weights: Value, prompt: &[i64], n: usize, seed: Option<u64>) -> Value {
+    let mut body = json!({"num_samples": n,
+        "prompt": {"chunks": [{"type": "encoded_text", "tokens": prompt}]},
+        "sampling_params": {"max_tokens": 3, "seed": seed}});
+    for (k, v) in weights.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+/// The sequences of a finished `asample` future.
+fn sampled(s: &Setup, id: &Value) -> Vec<Vec<i32>> {
+    let r = result(s, id);
+    assert_eq!(r.content_type(), "application/x-protobuf");
+    let mut bytes = vec![];
+    std::io::Read::read_to_end(&mut r.into_reader(), &mut bytes).unwrap();
+    proto::SampleResponse::decode(bytes.as_slice())
+        .unwrap()
+        .sequences
+        .iter()
+        .map(|q| {
+            q.tokens
+                .chunks(4)
+                .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Sampling goes through the batching engine on its own thread: the `asample` requests of two
+/// clients (and each request's samples) decode in one batch, requests for other weights (a
+/// snapshot) in a batch of their own, and none of it waits behind a `forward_backward` held
+/// on the training worker.
+#[test]
+fn samples_of_two_clients_share_a_batch_beside_training() {
+    let s = setup(Duration::from_secs(300));
+    // Three sessions: each holds at most 2 pending requests here.
+    let (train, a, b) = (session(&s), session(&s), session(&s));
+    let (st, m) = model(&s, &train);
+    assert_eq!(st, 200, "{m}");
+    let m = m["model_id"].as_str().unwrap().to_string();
+    let (st, v, _) = post(
+        &s,
+        "save_weights_for_sampler",
+        json!({"model_id": m, "seq_id": 100}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let snap = result(&s, &v["request_id"]).into_json::<Value>().unwrap();
+    let snapshot = snap["sampling_session_id"].as_str().unwrap().to_string();
+    let base = |session: &str| {
+        let (st, v, _) = post(
+            &s,
+            "create_sampling_session",
+            json!({"session_id": session, "base_model": "scripted"}),
+        );
+        assert_eq!(st, 200, "{v}");
+        json!({"sampling_session_id": v["sampling_session_id"]})
+    };
+    let (base_a, base_b) = (base(&a), base(&b));
+    // Training is held on the worker while every sample below is asked for and answered.
+    s.gate.set(true);
+    let (st, held) = post_proto(
+        &s,
+        &request(&m, "cross_entropy", vec![datum(&[1, 2], &[2, 3])]),
+    );
+    assert_eq!(st, 200, "{held}");
+    // A seeded request first, decoding slowly alone, so the next ones queue together.
+    s.probe.set_delay(Duration::from_millis(150));
+    let ask = |w: &Value, prompt: &[i64], n: usize, seed: Option<u64>| {
+        let (st, v, _) = post(&s, "asample", sample_body(w.clone(), prompt, n, seed));
+        assert_eq!(st, 200, "{v}");
+        v["request_id"].clone()
+    };
+    let first = ask(&base_a, &[2, 2], 1, Some(5));
+    std::thread::sleep(Duration::from_millis(100));
+    let from_a = ask(&base_a, &[3, 4], 2, None);
+    let from_b = ask(&base_b, &[5, 6, 7], 3, None);
+    let on_snapshot = ask(&json!({"sampling_session_id": snapshot}), &[3, 4], 1, None);
+    for (id, rows) in [(&first, 1), (&from_a, 2), (&from_b, 3), (&on_snapshot, 1)] {
+        let seqs = sampled(&s, id);
+        assert_eq!(seqs.len(), rows);
+        // max_tokens 3, or fewer when the scripted draw hits the EOS id.
+        assert!(seqs.iter().all(|q| (1..=3).contains(&q.len())), "{seqs:?}");
+    }
+    assert_eq!(
+        *s.calls.lock().unwrap(),
+        0,
+        "the forward_backward is still held"
+    );
+    let batches = s.probe.batches();
+    let prompts: Vec<Vec<Vec<i64>>> = batches.iter().map(|b| b.prompts.clone()).collect();
+    assert_eq!(
+        prompts,
+        vec![
+            vec![vec![2, 2]],
+            vec![
+                vec![3, 4],
+                vec![3, 4],
+                vec![5, 6, 7],
+                vec![5, 6, 7],
+                vec![5, 6, 7]
+            ],
+            vec![vec![3, 4]],
+        ],
+        "the seeded request alone, both clients' rows in one batch, the snapshot's apart"
+    );
+    assert_eq!(batches[1].sampling.weights, None);
+    assert_eq!(batches[2].sampling.weights, Some(snapshot));
+    s.gate.set(false);
+    assert_eq!(result(&s, &held["request_id"]).status(), 200);
 }

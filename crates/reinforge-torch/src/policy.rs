@@ -111,6 +111,13 @@ impl Policy {
         Ok(Self { vs, model })
     }
 
+    /// A [`SharedPolicy`] over this policy's own tensors (no copy): the Tinker server's
+    /// sampling thread reads the base that its training models share
+    /// ([`Self::sharing_frozen_weights`]); nothing writes those weights.
+    pub fn shared_view(&self) -> Result<SharedPolicy> {
+        Ok(SharedPolicy(self.sharing_frozen_weights()?))
+    }
+
     /// A frozen copy that threads may share (a generator thread sampling from earlier
     /// weights while this policy trains).
     pub fn shared_copy(&self) -> Result<SharedPolicy> {

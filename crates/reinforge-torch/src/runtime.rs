@@ -140,6 +140,18 @@ pub fn manual_seed(seed: i64) {
     tch::manual_seed(seed);
 }
 
+/// Seeds libtorch's default generator with `seed` and runs `f` while no other caller of this
+/// function draws from it: the generator is one per process, so two threads each seeding and
+/// drawing (the Tinker server's sampling thread and its training thread initialising LoRA
+/// adapters) would interleave their draws and neither would be reproducible. Draws made
+/// outside this function (unseeded sampling) are not held back.
+pub fn with_seed<R>(seed: i64, f: impl FnOnce() -> R) -> R {
+    static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _held = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
+    tch::manual_seed(seed);
+    f()
+}
+
 /// Sets libtorch's intra-op CPU threads; 0 keeps libtorch's default.
 pub fn set_threads(threads: usize) {
     if threads > 0 {

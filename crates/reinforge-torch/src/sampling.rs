@@ -82,6 +82,11 @@ pub struct StepControl {
     /// of new tokens: they are prefilled and decode from the next step on, as rows
     /// `len(prompts) + admitted so far + i`, with the batch's other sampling parameters.
     pub admit: Vec<(Vec<i64>, usize)>,
+    /// Rows (completion indices) that end with this step's token as if it were a stop token
+    /// (kept, not truncated): the caller's own stop conditions, such as stop strings matched
+    /// on the decoded text, so a row stops decoding when its text completes one rather than
+    /// at `max_new_tokens`.
+    pub end: Vec<usize>,
 }
 
 /// A step hook: the step's tokens in, the decision out.
@@ -363,6 +368,14 @@ fn decode(
                 out[rows[j as usize]].aborted = true;
             }
             break;
+        }
+        if !control.end.is_empty() {
+            // Rows of this step only (a row that ended on `max_new_tokens` with the same token
+            // ends stopped too).
+            for &i in rows.iter().filter(|i| control.end.contains(i)) {
+                out[i].truncated = false;
+            }
+            keep.retain(|&j| !control.end.contains(&rows[j as usize]));
         }
         if !keep.is_empty() {
             let mut next_tokens = draw.tokens;

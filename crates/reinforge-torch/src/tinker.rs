@@ -1,10 +1,10 @@
 //! The tensor side of the Tinker API (`reinforge serve --model DIR --tinker`): token ids in,
 //! numbers out, so reinforge-serve and the binary never build a tensor.
 //!
-//! A [`TinkerModel`] is one client's training model (LoRA adapters on its own copy of the base,
-//! or every weight): [`TinkerModel::forward_backward`] computes the log-probs of each datum's
-//! `target_tokens` under the model (position `i` of `model_input` predicts `target_tokens[i]`,
-//! Tinker's alignment) and the built-in loss, summed over tokens and data, and accumulates the
+//! A [`TinkerModel`] is one client's training model (LoRA adapters on the server's shared base,
+//! or every weight of its own copy): [`TinkerModel::forward_backward`] computes the log-probs
+//! of each datum's `target_tokens` under the model (position `i` of `model_input` predicts
+//! `target_tokens[i]`, Tinker's alignment) in padding-free packed passes, and the built-in loss, summed over tokens and data, and accumulates the
 //! gradients; [`TinkerModel::optim_step`] applies them with the Adam parameters the client sent
 //! (reinforge's AdamW: PyTorch's `torch.optim.AdamW`, which the SDK's `optim_step` documents)
 //! and clears them. The losses follow the formulas of Tinker's documentation
@@ -18,10 +18,12 @@ use std::path::Path;
 use anyhow::{ensure, Context, Result};
 use tch::{Kind, Tensor};
 
+use crate::batch::SequenceBatch;
 use crate::checkpoint::LoadOptions;
 use crate::lora::{LoraConfig, TARGET_MODULES};
+use crate::memory::Memory;
 use crate::optim::{AdamW, AdamWConfig};
-use crate::policy::Policy;
+use crate::policy::{Policy, SharedPolicy};
 use crate::sampling::{generate, SamplingParams};
 
 /// One training example, Tinker's `Datum` restricted to token chunks.
@@ -122,8 +124,7 @@ impl TinkerModel {
     /// starts at zero, so the model computes the base model's log-probs until it is trained.
     pub fn create_lora(base: &Policy, lora: &LoraConfig, seed: i64) -> Result<Self> {
         let mut policy = base.sharing_frozen_weights()?;
-        tch::manual_seed(seed);
-        policy.enable_lora(lora)?;
+        crate::runtime::with_seed(seed, || policy.enable_lora(lora))?;
         Ok(Self {
             policy,
             optim: None,
@@ -206,8 +207,65 @@ impl TinkerModel {
 
     /// Log-probs of every datum's targets and the loss; with `backward`, the loss's gradients
     /// are added to those already accumulated (Tinker's `forward_backward`; without it,
-    /// `forward`). The server has checked the inputs (lengths, token ids, the loss's inputs).
-    pub fn forward_backward(&mut self, data: &[Datum], loss: Loss, backward: bool) -> Forward {
+    /// `forward`). The data run packed, padding-free (the trainer's `SequenceBatch` packing,
+    /// docs/memory.md): each pass concatenates the inputs of as many data as fit in
+    /// `max_tokens` (0: all of them), each attending only to itself, so a request costs a few
+    /// passes, not one per datum, and no pad token is computed. Per-token results equal the
+    /// one-pass-per-datum path ([`Self::forward_backward_per_datum`]). The server has checked
+    /// the inputs (lengths, token ids, the loss's inputs).
+    pub fn forward_backward(
+        &mut self,
+        data: &[Datum],
+        loss: Loss,
+        backward: bool,
+        max_tokens: usize,
+    ) -> Forward {
+        let memory = Memory {
+            max_tokens_per_microbatch: max_tokens,
+            padding_free: true,
+            ..Memory::default()
+        };
+        let lens: Vec<usize> = data.iter().map(|d| d.input.len()).collect();
+        let rows: Vec<i64> = (0..data.len() as i64).collect();
+        let mut out = Forward {
+            logprobs: vec![vec![]; data.len()],
+            loss_sum: 0.0,
+        };
+        for pass in memory.microbatches(&rows, &lens) {
+            let part: Vec<&Datum> = pass.iter().map(|&i| &data[i as usize]).collect();
+            let device = self.policy.device();
+            let run = || {
+                let logps = packed_target_logprobs(&self.policy, &part);
+                let term = logps
+                    .iter()
+                    .zip(&part)
+                    .map(|(lp, d)| loss_terms(lp, d, loss, device).sum(Kind::Float))
+                    .fold(Tensor::zeros([], (Kind::Float, device)), |a, b| a + b);
+                (logps, term)
+            };
+            let (logps, term) = if backward {
+                let (logps, term) = run();
+                term.backward();
+                (logps, term)
+            } else {
+                tch::no_grad(run)
+            };
+            out.loss_sum += term.double_value(&[]);
+            for (&i, lp) in pass.iter().zip(logps) {
+                out.logprobs[i as usize] = host_values(&lp);
+            }
+        }
+        out
+    }
+
+    /// [`Self::forward_backward`] with one forward pass per datum: the reference the packed
+    /// path is tested against.
+    pub fn forward_backward_per_datum(
+        &mut self,
+        data: &[Datum],
+        loss: Loss,
+        backward: bool,
+    ) -> Forward {
         let mut out = Forward {
             logprobs: Vec::with_capacity(data.len()),
             loss_sum: 0.0,
@@ -226,10 +284,7 @@ impl TinkerModel {
                 tch::no_grad(run)
             };
             out.loss_sum += term.double_value(&[]);
-            // host: the numbers go back to the client.
-            let host = logp.detach().to_device(tch::Device::Cpu);
-            out.logprobs
-                .push(Vec::<f32>::try_from(host).unwrap_or_default());
+            out.logprobs.push(host_values(&logp));
         }
         out
     }
@@ -256,10 +311,46 @@ impl TinkerModel {
         }
     }
 
-    /// A frozen copy of the current weights for a sampling client (`save_weights_for_sampler`).
-    pub fn snapshot(&self) -> Result<Policy> {
-        self.policy.frozen_copy()
+    /// A frozen copy of the current weights (LoRA folded in) for a sampling client
+    /// (`save_weights_for_sampler`), readable from the sampling thread.
+    pub fn snapshot(&self) -> Result<SharedPolicy> {
+        self.policy.shared_copy()
     }
+}
+
+/// The values of `t` on the host, for the client.
+fn host_values(t: &Tensor) -> Vec<f32> {
+    // host: the numbers go back to the client.
+    let host = t.detach().to_device(tch::Device::Cpu);
+    Vec::<f32>::try_from(host).unwrap_or_default()
+}
+
+/// Log-probs of each datum's targets (`[len]` each, float32), from one forward pass over the
+/// data's inputs packed padding-free ([`SequenceBatch::packed`]: concatenated, each with its
+/// own positions, attending only to itself); the LM head runs on real tokens only.
+fn packed_target_logprobs(policy: &Policy, data: &[&Datum]) -> Vec<Tensor> {
+    let device = policy.device();
+    let inputs: Vec<&[i64]> = data.iter().map(|d| d.input.as_slice()).collect();
+    let none: Vec<&[i64]> = vec![&[]; data.len()];
+    let Some(packed) = SequenceBatch::new(&inputs, &none, 0, device).packed() else {
+        return data
+            .iter()
+            .map(|_| Tensor::zeros([0], (Kind::Float, device)))
+            .collect();
+    };
+    let hidden = policy.model.hidden(&packed.input(), None).squeeze_dim(0);
+    let logits = policy.model.logits(&hidden).to_kind(Kind::Float);
+    let targets: Vec<i64> = data
+        .iter()
+        .flat_map(|d| d.targets.iter().copied())
+        .collect();
+    let targets = Tensor::from_slice(&targets).to_device(device);
+    let logp = logits
+        .gather(-1, &targets.unsqueeze(-1), false)
+        .squeeze_dim(-1)
+        - logits.logsumexp([-1], false);
+    let lens: Vec<i64> = data.iter().map(|d| d.input.len() as i64).collect();
+    logp.split_with_sizes(lens.as_slice(), 0)
 }
 
 /// Log-probs `[N]` of `targets` at each position of `input` (one sequence, no padding), in
@@ -316,7 +407,8 @@ pub struct Sample {
 
 /// Draws `n` completions of `prompt` from `policy` with reinforge's KV-cache sampler, seeding
 /// torch's generator with `seed` first when given (the same seed, prompt and weights give the
-/// same tokens).
+/// same tokens). The server samples through its batching engine (the binary's
+/// `TinkerSampler`); this one-request draw is the reference its seeded batches reproduce.
 pub fn sample(
     policy: &Policy,
     prompt: &[i64],
@@ -324,11 +416,13 @@ pub fn sample(
     params: &SamplingParams,
     seed: Option<i64>,
 ) -> Vec<Sample> {
-    if let Some(s) = seed {
-        tch::manual_seed(s);
-    }
     let prompts = vec![prompt.to_vec(); n];
-    generate(&policy.model, &prompts, params, 0, policy.device())
+    let draw = || generate(&policy.model, &prompts, params, 0, policy.device());
+    let completions = match seed {
+        Some(s) => crate::runtime::with_seed(s, draw),
+        None => draw(),
+    };
+    completions
         .into_iter()
         .map(|c| Sample {
             stopped: !c.truncated,
@@ -412,7 +506,7 @@ mod shared_base_tests {
     }
 
     fn loss(m: &mut TinkerModel) -> f64 {
-        m.forward_backward(&[datum()], Loss::CrossEntropy, false)
+        m.forward_backward(&[datum()], Loss::CrossEntropy, false, 0)
             .loss_sum
     }
 
@@ -431,7 +525,7 @@ mod shared_base_tests {
         let before = base.vs.variables()[name].copy();
         let (a0, b0) = (loss(&mut a), loss(&mut b));
         for _ in 0..3 {
-            a.forward_backward(&[datum()], Loss::CrossEntropy, true);
+            a.forward_backward(&[datum()], Loss::CrossEntropy, true, 0);
             a.optim_step(&AdamStep {
                 learning_rate: 1e-2,
                 beta1: 0.9,
@@ -445,5 +539,121 @@ mod shared_base_tests {
         assert_eq!(loss(&mut b), b0, "the other model is unchanged");
         let after = &base.vs.variables()[name];
         assert_eq!(f64::try_from((after - &before).abs().max()).unwrap(), 0.0);
+    }
+}
+
+#[cfg(test)]
+mod packed_tests {
+    use super::*;
+
+    fn fixture() -> Policy {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama");
+        Policy::load(&dir, tch::Device::Cpu).unwrap()
+    }
+
+    /// Data of different lengths (the fixture's vocabulary is 512), with weights and the
+    /// policy losses' inputs.
+    fn data() -> Vec<Datum> {
+        [
+            vec![1i64, 5, 9, 300, 7],
+            vec![1, 40, 41, 42, 43, 44, 45, 46, 47],
+            vec![2, 3, 4],
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(k, input)| {
+            let n = input.len();
+            let targets: Vec<i64> = input[1..].iter().copied().chain([11]).collect();
+            Datum {
+                weights: (0..n).map(|i| (i % 3) as f32 * 0.5).collect(),
+                sampling_logprobs: (0..n).map(|i| -6.0 - 0.1 * i as f32).collect(),
+                advantages: (0..n)
+                    .map(|i| if (i + k) % 2 == 0 { 1.0 } else { -0.5 })
+                    .collect(),
+                input,
+                targets,
+            }
+        })
+        .collect()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-5 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    fn adam() -> AdamStep {
+        AdamStep {
+            learning_rate: 1e-2,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            grad_clip_norm: 0.0,
+        }
+    }
+
+    /// Packed passes (one for the request, or several under a small token budget) give the
+    /// per-datum path's log-probs and loss within 1e-5 for every loss, and the same
+    /// gradients: after an optimizer step from the same adapters, the adapters and the next
+    /// losses agree too.
+    #[test]
+    fn packed_passes_equal_one_pass_per_datum() {
+        let base = fixture();
+        let cfg = lora_config(4, true, true);
+        let data = data();
+        let losses = [
+            Loss::CrossEntropy,
+            Loss::ImportanceSampling,
+            Loss::Ppo {
+                low: 0.8,
+                high: 1.2,
+            },
+        ];
+        // 0: one pass; 12: the 5-token datum alone, the 9- and 3-token data together.
+        for budget in [0, 12] {
+            for loss in losses {
+                let mut one = TinkerModel::create_lora(&base, &cfg, 5).unwrap();
+                let mut packed = TinkerModel::create_lora(&base, &cfg, 5).unwrap();
+                // B starts at zero: one step first, so the adapters change the outputs.
+                for m in [&mut one, &mut packed] {
+                    m.forward_backward_per_datum(&data, Loss::CrossEntropy, true);
+                    m.optim_step(&adam());
+                }
+                let a = one.forward_backward_per_datum(&data, loss, true);
+                let b = packed.forward_backward(&data, loss, true, budget);
+                assert!(
+                    close(a.loss_sum, b.loss_sum),
+                    "{loss:?} {budget}: {} vs {}",
+                    a.loss_sum,
+                    b.loss_sum
+                );
+                assert_eq!(a.logprobs.len(), b.logprobs.len());
+                for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                    assert_eq!(x.len(), y.len());
+                    for (p, q) in x.iter().zip(y) {
+                        assert!(close(*p as f64, *q as f64), "{loss:?} {budget}: {p} vs {q}");
+                    }
+                }
+                one.optim_step(&adam());
+                packed.optim_step(&adam());
+                let (va, vb) = (one.policy.vs.variables(), packed.policy.vs.variables());
+                let mut adapters = 0;
+                for (name, t) in &va {
+                    if crate::lora::is_lora_param(name) {
+                        adapters += 1;
+                        let d = f64::try_from((t - &vb[name]).abs().max()).unwrap();
+                        assert!(d <= 1e-5, "{loss:?} {budget}: {name} differs by {d}");
+                    }
+                }
+                assert!(adapters > 0);
+                let next_a = one.forward_backward_per_datum(&data, loss, false).loss_sum;
+                let next_b = packed.forward_backward(&data, loss, false, budget).loss_sum;
+                assert!(
+                    close(next_a, next_b),
+                    "{loss:?} {budget}: {next_a} vs {next_b}"
+                );
+                assert!(!close(next_a, a.loss_sum), "the step changed the model");
+            }
+        }
     }
 }

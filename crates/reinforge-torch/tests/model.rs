@@ -304,6 +304,7 @@ fn rows_admitted_mid_batch_decode_as_they_would_alone() {
             } else {
                 vec![]
             },
+            end: vec![],
         }
     };
     let mut hooks = GenerateHooks {

@@ -28,6 +28,15 @@ pub struct Sampling {
     /// Score every prompt token with its `k` most likely alternatives (vLLM's
     /// `prompt_logprobs: k`, what a distillation teacher serves); 0 = none.
     pub prompt_logprobs: usize,
+    /// Which weights decode: `None` the loaded ones; `Some(key)` the weights the generator
+    /// holds under `key` (the Tinker sampler's snapshots). Part of the batching-compatibility
+    /// check (the engine batches only equal `Sampling`s), so requests for different weights
+    /// never share a batch, as vLLM's multi-LoRA serving keys a request by its adapter.
+    pub weights: Option<String>,
+    /// Strings that end a row on the token completing one in the decoded text (the token is
+    /// kept), for generators that hold the tokenizer (the Tinker sampler). The OpenAI routes
+    /// leave it empty: they match their stop strings on the text afterwards ([`super::text`]).
+    pub stop_strings: Vec<String>,
 }
 
 /// One prompt token scored given the tokens before it (vLLM's `prompt_logprobs` entry): the

@@ -634,6 +634,8 @@ fn build(
             stop_token_ids: stop_ids,
             top_logprobs: logprobs.unwrap_or(0),
             prompt_logprobs: 0,
+            weights: None,
+            stop_strings: vec![],
         },
         seed: c.seed.map(|s| s as u64),
         stream,

@@ -3,10 +3,11 @@
 //! --tinker`); this crate stays free of libtorch, as with the policy routes' `Generator`
 //! ([`crate::policy::backend`]).
 //!
-//! Threading: one worker thread owns the backend and runs the queued requests one at a time in
-//! the order they arrived (the SDK submits a training client's requests in order, each after
-//! the previous one was accepted), so a `forward_backward` is done before the `optim_step`
-//! sent after it, and a checkpoint sees every step sent before it.
+//! Threading: one worker thread owns the backend and runs the queued training requests one at
+//! a time in the order they arrived (the SDK submits a training client's requests in order,
+//! each after the previous one was accepted), so a `forward_backward` is done before the
+//! `optim_step` sent after it, and a checkpoint sees every step sent before it. Sampling does
+//! not queue here: it runs on its own thread, the sampling engine ([`super::sampler`]).
 //!
 //! The request has been checked before it reaches the backend (ids, lengths, the loss's
 //! inputs: [`super::check`]); an error from it fails the request's future (category
@@ -106,33 +107,18 @@ pub enum Weights {
     Snapshot(String),
 }
 
-/// Sampling options (`SamplingParams`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sampling {
-    pub max_tokens: usize,
-    pub temperature: f64,
-    /// 0 = off.
-    pub top_k: i64,
-    pub top_p: f64,
-    pub stop_tokens: Vec<i64>,
-    /// Stop strings (`stop` as text): a sequence ends with the token that completes one of
-    /// them, which is kept (the cookbook's renderers split the decoded reply on the stop
-    /// sequence, so a reply with or without it parses). Only sent to a backend whose
-    /// [`TinkerBackend::decodes_text`].
-    pub stop_strings: Vec<String>,
-    pub seed: Option<u64>,
+impl Weights {
+    /// The sampling engine's weights key ([`crate::policy::Sampling::weights`]): `None` for
+    /// the base, the snapshot's id otherwise.
+    pub fn key(&self) -> Option<String> {
+        match self {
+            Weights::Base => None,
+            Weights::Snapshot(id) => Some(id.clone()),
+        }
+    }
 }
 
-/// One sampled sequence.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sampled {
-    pub tokens: Vec<i64>,
-    pub logprobs: Vec<f32>,
-    /// False when `max_tokens` ended it.
-    pub stopped: bool,
-}
-
-/// Training and sampling on the served base model.
+/// Training on the served base model (sampling runs on the sampling engine, [`super::sampler`]).
 pub trait TinkerBackend: Send + 'static {
     /// Creates the training model `model_id` on the base: LoRA adapters, or every weight
     /// trainable without `lora`.
@@ -153,19 +139,12 @@ pub trait TinkerBackend: Send + 'static {
     /// Replaces the model's weights with those `save` wrote into `dir`; with `optimizer`
     /// also the optimizer's state (an error when `dir` has none), else the optimizer restarts.
     fn load(&mut self, model_id: &str, dir: &Path, optimizer: bool) -> Result<()>;
-    /// Keeps a copy of the model's current weights as `sampler_id`.
+    /// Keeps a copy of the model's current weights as `sampler_id`, where the sampling
+    /// engine's generator finds it (the key of [`Weights::key`]).
     fn snapshot(&mut self, model_id: &str, sampler_id: &str) -> Result<()>;
     /// Frees a training model or a snapshot (a closed session's, an evicted snapshot); an
     /// unknown id is ignored.
     fn drop_model(&mut self, id: &str);
-    /// Draws `n` sequences continuing `prompt`.
-    fn sample(
-        &mut self,
-        weights: &Weights,
-        prompt: &[i64],
-        n: usize,
-        sampling: &Sampling,
-    ) -> Result<Vec<Sampled>>;
     /// The context length of the base model.
     fn max_context(&self) -> usize;
     /// Token ids are `0..vocab_size`.

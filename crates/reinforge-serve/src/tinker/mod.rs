@@ -29,6 +29,7 @@
 pub mod backend;
 pub mod proto;
 pub mod routes;
+pub mod sampler;
 pub mod state;
 
 use axum::routing::{get, post};
@@ -36,6 +37,14 @@ use axum::Router;
 
 pub use backend::TinkerBackend;
 pub use state::{Config, Tinker};
+
+/// What the Tinker API runs on: its configuration, the training backend and the sampling
+/// engine's generator ([`sampler`]).
+pub type Backends = (
+    Config,
+    Box<dyn TinkerBackend>,
+    Box<dyn crate::policy::Generator>,
+);
 
 use crate::AppState;
 

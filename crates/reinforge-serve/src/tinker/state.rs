@@ -1,6 +1,7 @@
 //! The server's bookkeeping: sessions and their heartbeats, training models, sampling
 //! sessions, checkpoints, and the futures store, plus the worker thread that owns the
-//! [`TinkerBackend`] and runs queued work in arrival order.
+//! [`TinkerBackend`] and runs queued training work in arrival order, and the sampling engine
+//! ([`super::sampler`]) on a thread of its own.
 //!
 //! Futures follow the SDK's protocol (`tinker/lib/api_future_impl.py`): a request returns
 //! `{"request_id"}` at once, the work runs on the worker, and `retrieve_future` answers the
@@ -14,6 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::backend::{TinkerBackend, Weights};
+use crate::metrics::PolicyMetrics;
+use crate::policy::{Engine, Generator};
 
 /// What `--tinker` was started with.
 #[derive(Debug, Clone)]
@@ -30,6 +33,9 @@ pub struct Config {
     pub max_snapshots_per_model: usize,
     /// A session without a heartbeat for this long is closed and its models freed.
     pub session_timeout: Duration,
+    /// Rows of different `asample` requests the sampling engine decodes in one batch at most
+    /// (`--max-batch-rows`).
+    pub max_batch_rows: usize,
 }
 
 /// A finished request's result.
@@ -182,11 +188,19 @@ pub struct Tinker {
     pub decodes_text: bool,
     store: Arc<Mutex<Store>>,
     queue: Mutex<mpsc::Sender<(u64, Work)>>,
+    /// The sampling engine (`asample`), beside the training worker.
+    pub sampler: Engine,
 }
 
 impl Tinker {
-    /// Starts the worker thread that owns `backend`.
-    pub fn new(config: Config, backend: Box<dyn TinkerBackend>) -> std::io::Result<Self> {
+    /// Starts the worker thread that owns `backend` and the sampling engine over `sampler`
+    /// (which finds the snapshots `backend` takes).
+    pub fn new(
+        config: Config,
+        backend: Box<dyn TinkerBackend>,
+        sampler: Box<dyn Generator>,
+        metrics: PolicyMetrics,
+    ) -> std::io::Result<Self> {
         let (max_context, vocab_size, eos, decodes_text) = (
             backend.max_context(),
             backend.vocab_size(),
@@ -216,6 +230,7 @@ impl Tinker {
                     }
                 }
             })?;
+        let sampler = super::sampler::start(sampler, config.max_batch_rows, metrics);
         Ok(Self {
             config,
             max_context,
@@ -224,6 +239,7 @@ impl Tinker {
             decodes_text,
             store,
             queue: Mutex::new(tx),
+            sampler,
         })
     }
 
@@ -319,7 +335,25 @@ impl Tinker {
         id
     }
 
-    fn finish(&self, id: u64, result: Result<Payload, Failure>) {
+    /// A pending future of `session` for work run elsewhere (the sampling engine), completed
+    /// by [`Self::finish`].
+    pub fn pending(&self, session: Option<String>) -> u64 {
+        let mut s = self.store();
+        s.next_id += 1;
+        let id = s.next_id;
+        s.futures.insert(
+            id,
+            FutureEntry {
+                session,
+                state: FutureState::Pending,
+                retrieved: None,
+            },
+        );
+        id
+    }
+
+    /// Completes future `id` (gone with its expired session: ignored).
+    pub fn finish(&self, id: u64, result: Result<Payload, Failure>) {
         if let Some(f) = self.store().futures.get_mut(&id) {
             f.state = FutureState::Done(result);
         }

@@ -80,9 +80,12 @@ pub fn run(cmd: &ServeCommand) -> Result<()> {
                 n.to_string_lossy().into_owned()
             })
         });
-        let backend = super::tinker::TorchTinker::load(dir, name.clone(), opts, eos.clone())?;
+        let mut backend = super::tinker::TorchTinker::load(dir, name.clone(), opts, eos.clone())?;
+        backend.max_packed_tokens = cmd.tinker.tinker_max_packed_tokens;
+        let sampler: Box<dyn Generator> = Box::new(backend.sampler()?);
         let backend: Box<dyn reinforge_serve::tinker::TinkerBackend> = Box::new(backend);
-        Some((cmd.tinker.config(name), backend))
+        let config = cmd.tinker.config(name, cmd.serve.max_batch_rows);
+        Some((config, backend, sampler))
     } else {
         None
     };
@@ -198,6 +201,7 @@ impl Generator for TorchGenerator {
             reinforge_torch::StepControl {
                 stop: c.stop,
                 admit: c.admit,
+                end: vec![],
             }
         };
         let mut hooks = GenerateHooks {

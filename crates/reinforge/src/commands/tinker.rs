@@ -1,24 +1,30 @@
 //! `reinforge serve --model DIR --tinker`: [`TorchTinker`] implements reinforge-serve's
 //! `TinkerBackend` over reinforge-torch's `tinker` module (forward/backward with the built-in
-//! losses, AdamW steps, LoRA, snapshots, the KV-cache sampler); this file maps the server's
-//! types onto those functions and keeps the models by id.
+//! losses, AdamW steps, LoRA, snapshots), and [`TinkerSampler`] the `Generator` of its
+//! sampling engine (the KV-cache sampler over the base or a snapshot); this file maps the
+//! server's types onto those functions and keeps the models by id.
 //!
-//! Each training model loads its own copy of the base checkpoint (LoRA adapters on it, or
-//! every weight trainable); sampling from the base uses one more copy. Memory therefore grows
-//! with the models held, which `--tinker-max-models` bounds per session.
+//! LoRA training models and the sampler share the base checkpoint's tensors (one copy in
+//! memory); a full fine-tuning model loads its own copy, and each sampler snapshot is a copy
+//! of its model's weights with the adapters folded in. `--tinker-max-models` bounds the
+//! models per session.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, ensure, Context, Result};
 use clap::Args;
 use reinforge_hf::HfTokenizer;
+use reinforge_serve::policy::backend::{
+    Batch, Finish, Generator, Sequence, StepControl, StepToken, StepTokens,
+};
 use reinforge_serve::tinker::backend::{
-    AdamParams, Datum, ForwardOutput, Lora, LossFn, Sampled, Sampling, TinkerBackend, Weights,
+    AdamParams, Datum, ForwardOutput, Lora, LossFn, TinkerBackend,
 };
 use reinforge_torch::checkpoint::LoadOptions;
 use reinforge_torch::tinker::{self as tt, TinkerModel};
-use reinforge_torch::{Policy, SamplingParams};
+use reinforge_torch::{generate_with, GenerateHooks, Policy, RowEnd, SamplingParams, SharedPolicy};
 
 /// The Tinker flags of `reinforge serve`.
 #[derive(Args, Debug, Clone)]
@@ -39,11 +45,21 @@ pub struct TinkerArgs {
     /// SDK retries).
     #[arg(long, default_value_t = 256, value_parser = super::args::count)]
     pub tinker_max_pending: usize,
+    /// Tokens of one packed forward pass of forward_backward: a request's data are
+    /// concatenated padding-free into passes of at most this many tokens (a longer datum runs
+    /// alone); 0 packs the whole request into one pass.
+    #[arg(long, default_value_t = 4096)]
+    pub tinker_max_packed_tokens: usize,
 }
 
 impl TinkerArgs {
-    /// The server's Tinker configuration for the model named `base_model`.
-    pub fn config(&self, base_model: String) -> reinforge_serve::tinker::Config {
+    /// The server's Tinker configuration for the model named `base_model`, its sampling
+    /// engine merging up to `max_batch_rows` rows of different requests.
+    pub fn config(
+        &self,
+        base_model: String,
+        max_batch_rows: usize,
+    ) -> reinforge_serve::tinker::Config {
         reinforge_serve::tinker::Config {
             base_model,
             checkpoint_dir: self.tinker_dir.clone(),
@@ -51,8 +67,17 @@ impl TinkerArgs {
             max_pending_per_session: self.tinker_max_pending,
             max_snapshots_per_model: 4,
             session_timeout: std::time::Duration::from_secs(300),
+            max_batch_rows,
         }
     }
+}
+
+/// Sampler snapshots by id, written by the training worker and read by the sampling engine's
+/// thread.
+type Snapshots = Arc<Mutex<HashMap<String, Arc<SharedPolicy>>>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The Tinker backend over libtorch.
@@ -62,10 +87,13 @@ pub struct TorchTinker {
     opts: LoadOptions,
     base: Policy,
     models: HashMap<String, TinkerModel>,
-    snapshots: HashMap<String, Policy>,
+    snapshots: Snapshots,
     eos: Vec<i64>,
     /// The checkpoint's tokenizer (stop strings), when it has tokenizer files.
-    tokenizer: Option<HfTokenizer>,
+    tokenizer: Option<Arc<HfTokenizer>>,
+    /// Tokens of one packed `forward_backward` pass (`--tinker-max-packed-tokens`; 0: no
+    /// limit).
+    pub max_packed_tokens: usize,
 }
 
 impl TorchTinker {
@@ -75,10 +103,9 @@ impl TorchTinker {
         let base = Policy::load_with(dir, &opts)
             .with_context(|| format!("loading the model in {}", dir.display()))?;
         let tokenizer = if dir.join("tokenizer.json").is_file() {
-            Some(
-                HfTokenizer::from_dir(dir)
-                    .with_context(|| format!("loading the tokenizer in {}", dir.display()))?,
-            )
+            Some(Arc::new(HfTokenizer::from_dir(dir).with_context(|| {
+                format!("loading the tokenizer in {}", dir.display())
+            })?))
         } else {
             None
         };
@@ -88,9 +115,21 @@ impl TorchTinker {
             opts,
             base,
             models: HashMap::new(),
-            snapshots: HashMap::new(),
+            snapshots: Snapshots::default(),
             eos,
             tokenizer,
+            max_packed_tokens: 0,
+        })
+    }
+
+    /// The sampling engine's generator: the base's own tensors (no copy) and the snapshots
+    /// this backend takes.
+    pub fn sampler(&self) -> Result<TinkerSampler> {
+        Ok(TinkerSampler {
+            base: Arc::new(self.base.shared_view()?),
+            snapshots: self.snapshots.clone(),
+            eos: self.eos.clone(),
+            tokenizer: self.tokenizer.clone(),
         })
     }
 
@@ -150,9 +189,10 @@ impl TinkerBackend for TorchTinker {
         backward: bool,
     ) -> Result<ForwardOutput> {
         let data: Vec<tt::Datum> = data.iter().map(datum).collect();
+        let budget = self.max_packed_tokens;
         let out = self
             .model(model_id)?
-            .forward_backward(&data, loss(l), backward);
+            .forward_backward(&data, loss(l), backward, budget);
         Ok(ForwardOutput {
             logprobs: out.logprobs,
             loss_sum: out.loss_sum,
@@ -192,59 +232,14 @@ impl TinkerBackend for TorchTinker {
 
     fn snapshot(&mut self, model_id: &str, sampler_id: &str) -> Result<()> {
         let copy = self.model(model_id)?.snapshot()?;
-        self.snapshots.insert(sampler_id.to_string(), copy);
+        lock(&self.snapshots).insert(sampler_id.to_string(), Arc::new(copy));
         Ok(())
     }
 
+    /// A snapshot being sampled from stays in memory until its batch ends.
     fn drop_model(&mut self, id: &str) {
         self.models.remove(id);
-        self.snapshots.remove(id);
-    }
-
-    fn sample(
-        &mut self,
-        weights: &Weights,
-        prompt: &[i64],
-        n: usize,
-        s: &Sampling,
-    ) -> Result<Vec<Sampled>> {
-        let policy = match weights {
-            Weights::Base => &self.base,
-            Weights::Snapshot(id) => self
-                .snapshots
-                .get(id)
-                .ok_or_else(|| anyhow!("snapshot `{id}` is no longer held"))?,
-        };
-        let params = SamplingParams {
-            temperature: s.temperature,
-            top_p: s.top_p,
-            top_k: s.top_k,
-            max_new_tokens: s.max_tokens,
-            stop_tokens: s.stop_tokens.clone(),
-        };
-        let mut out: Vec<Sampled> =
-            tt::sample(policy, prompt, n, &params, s.seed.map(|x| x as i64))
-                .into_iter()
-                .map(|x| Sampled {
-                    tokens: x.tokens,
-                    logprobs: x.logprobs,
-                    stopped: x.stopped,
-                })
-                .collect();
-        if !s.stop_strings.is_empty() {
-            let tok = self
-                .tokenizer
-                .as_ref()
-                .ok_or_else(|| anyhow!("stop strings need the checkpoint's tokenizer"))?;
-            for seq in &mut out {
-                if let Some(end) = stop_string_end(tok, &seq.tokens, &s.stop_strings)? {
-                    seq.tokens.truncate(end);
-                    seq.logprobs.truncate(end);
-                    seq.stopped = true;
-                }
-            }
-        }
-        Ok(out)
+        lock(&self.snapshots).remove(id);
     }
 
     fn max_context(&self) -> usize {
@@ -264,53 +259,338 @@ impl TinkerBackend for TorchTinker {
     }
 }
 
-/// The length of the shortest prefix of `tokens` whose text contains one of `stops` (the
-/// sequence then ends with the token that completed it), or `None` when none occurs. The
-/// sampler draws up to `max_tokens` first; cutting afterwards gives the same sequences as
-/// stopping early, the draws being left to right.
-fn stop_string_end(tok: &HfTokenizer, tokens: &[i64], stops: &[String]) -> Result<Option<usize>> {
-    let ids: Vec<u32> = tokens.iter().map(|&t| t as u32).collect();
-    let hit = |k: usize| -> Result<bool> {
-        let text = tok.decode(&ids[..k], false)?;
-        Ok(stops.iter().any(|s| text.contains(s.as_str())))
-    };
-    if !hit(ids.len())? {
-        return Ok(None);
-    }
-    for k in 1..ids.len() {
-        if hit(k)? {
-            return Ok(Some(k));
+/// The generator of the Tinker sampling engine (reinforge-serve's `tinker::sampler`): decodes
+/// a batch with the KV-cache sampler on the weights its key names (the base, or a snapshot
+/// of [`TorchTinker`]), ends a row on a stop token or as soon as its text completes a stop
+/// string, and seeds a seeded batch (which runs alone) under
+/// `reinforge_torch::runtime::with_seed`, so it draws what the one-request path
+/// (`reinforge_torch::tinker::sample`) draws.
+pub struct TinkerSampler {
+    base: Arc<SharedPolicy>,
+    snapshots: Snapshots,
+    eos: Vec<i64>,
+    tokenizer: Option<Arc<HfTokenizer>>,
+}
+
+impl TinkerSampler {
+    /// The weights `key` names.
+    fn weights(&self, key: Option<&str>) -> Result<Arc<SharedPolicy>> {
+        match key {
+            None => Ok(self.base.clone()),
+            Some(id) => lock(&self.snapshots)
+                .get(id)
+                .cloned()
+                .ok_or_else(|| anyhow!("snapshot `{id}` is no longer held")),
         }
     }
-    Ok(Some(ids.len()))
+}
+
+impl Generator for TinkerSampler {
+    fn generate(
+        &mut self,
+        batch: &Batch,
+        on_step: &mut dyn FnMut(StepTokens) -> StepControl,
+    ) -> Result<Vec<Sequence>> {
+        let s = &batch.sampling;
+        let policy = self.weights(s.weights.as_deref())?;
+        let params = SamplingParams {
+            temperature: s.temperature,
+            top_p: s.top_p,
+            top_k: s.top_k.max(0),
+            max_new_tokens: s.max_tokens,
+            stop_tokens: s.stop_token_ids.clone(),
+        };
+        ensure!(
+            s.stop_strings.is_empty() || self.tokenizer.is_some(),
+            "stop strings need the checkpoint's tokenizer"
+        );
+        let mut stops = StopStrings::new(self.tokenizer.as_deref(), &s.stop_strings);
+        let mut hook = |step: &[reinforge_torch::StepToken]| {
+            let mut end = vec![];
+            let tokens: Vec<StepToken> = step
+                .iter()
+                .map(|t| {
+                    let mut finish = t.end.map(|e| match e {
+                        RowEnd::Stop => Finish::Stop,
+                        RowEnd::Length => Finish::Length,
+                    });
+                    if finish != Some(Finish::Stop) && stops.completes(t.row, t.token) {
+                        finish = Some(Finish::Stop);
+                        end.push(t.row);
+                    }
+                    StepToken {
+                        row: t.row,
+                        token: t.token,
+                        logprob: t.logprob,
+                        end: finish,
+                    }
+                })
+                .collect();
+            let c = on_step(&tokens);
+            reinforge_torch::StepControl {
+                stop: c.stop,
+                admit: c.admit,
+                end,
+            }
+        };
+        let mut hooks = GenerateHooks {
+            top_logprobs: 0,
+            on_step: Some(&mut hook),
+            row_rng: None,
+        };
+        // Pad id 0 as the one-request path (padding is masked; only rows of different
+        // prompt lengths have any).
+        let mut run = || {
+            generate_with(
+                policy.model(),
+                &batch.prompts,
+                &params,
+                0,
+                policy.device(),
+                &mut hooks,
+            )
+        };
+        let completions = match batch.seed {
+            Some(seed) => reinforge_torch::runtime::with_seed(seed as i64, run),
+            None => run(),
+        };
+        Ok(completions
+            .into_iter()
+            .map(|c| Sequence {
+                finish: if c.aborted {
+                    Finish::Abort
+                } else if c.truncated {
+                    Finish::Length
+                } else {
+                    Finish::Stop
+                },
+                tokens: c.tokens,
+                logprobs: c.logprobs,
+                top: vec![],
+                prompt: vec![],
+            })
+            .collect())
+    }
+
+    /// Snapshots come from the training worker, not from disk.
+    fn load_weights(&mut self, dir: &Path) -> Result<()> {
+        Err(anyhow!(
+            "the Tinker sampler loads no weights ({}): snapshots come from save_weights_for_sampler",
+            dir.display()
+        ))
+    }
+
+    /// Not computed: each request names its weights (the base or a snapshot).
+    fn checksum(&self) -> String {
+        "per-request weights".into()
+    }
+
+    fn max_model_len(&self) -> usize {
+        self.base.model().config().max_position_embeddings
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.base.model().config().vocab_size
+    }
+
+    fn eos_token_ids(&self) -> Vec<i64> {
+        self.eos.clone()
+    }
+}
+
+/// Stop strings matched on each row's text as it grows: a row's new token completes one when
+/// the decoded text of its last tokens contains it (which it did not a token earlier, or the
+/// row would have ended). The window, the longest stop string's bytes plus 16 tokens, holds
+/// any occurrence the new token completes (a token decodes to at least one byte but for
+/// special tokens) without decoding the whole row at every step.
+struct StopStrings<'a> {
+    tokenizer: Option<&'a HfTokenizer>,
+    stops: &'a [String],
+    window: usize,
+    rows: HashMap<usize, Vec<u32>>,
+}
+
+impl<'a> StopStrings<'a> {
+    fn new(tokenizer: Option<&'a HfTokenizer>, stops: &'a [String]) -> Self {
+        let longest = stops.iter().map(String::len).max().unwrap_or(0);
+        Self {
+            tokenizer,
+            stops,
+            window: longest + 16,
+            rows: HashMap::new(),
+        }
+    }
+
+    /// Appends `token` to `row`; whether the row's text now contains a stop string (a text
+    /// the tokenizer cannot decode contains none).
+    fn completes(&mut self, row: usize, token: i64) -> bool {
+        let Some(tok) = self.tokenizer.filter(|_| !self.stops.is_empty()) else {
+            return false;
+        };
+        let ids = self.rows.entry(row).or_default();
+        ids.push(token as u32);
+        let from = ids.len().saturating_sub(self.window);
+        tok.decode(&ids[from..], false)
+            .is_ok_and(|text| self.stops.iter().any(|s| text.contains(s.as_str())))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reinforge_serve::policy::Sampling;
 
-    /// The cut falls on the token that completes the stop string, whatever the tokenizer
-    /// splits it into; no stop string, no cut.
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama")
+    }
+
+    fn sampler() -> (TorchTinker, TinkerSampler) {
+        let opts = LoadOptions::for_device(reinforge_torch::Device::Cpu);
+        let backend = TorchTinker::load(&fixture(), "llama".into(), opts, vec![]).unwrap();
+        let sampler = backend.sampler().unwrap();
+        (backend, sampler)
+    }
+
+    fn sampling(temperature: f64, max_tokens: usize, stop_strings: Vec<String>) -> Sampling {
+        Sampling {
+            temperature,
+            top_p: 1.0,
+            top_k: 0,
+            max_tokens,
+            stop_token_ids: vec![],
+            top_logprobs: 0,
+            prompt_logprobs: 0,
+            weights: None,
+            stop_strings,
+        }
+    }
+
+    /// Decodes `batch`, counting the decoding steps.
+    fn decode(s: &mut TinkerSampler, batch: &Batch) -> (Vec<Sequence>, usize) {
+        let mut steps = 0;
+        let rows = s
+            .generate(batch, &mut |_| {
+                steps += 1;
+                StepControl::default()
+            })
+            .unwrap();
+        (rows, steps)
+    }
+
+    /// The first `k` such that the text of `ids[..k]` contains one of `stops`: where a stop
+    /// string ends a row (the old path cut the finished row there).
+    fn first_stop(tok: &HfTokenizer, ids: &[i64], stops: &[String]) -> Option<usize> {
+        (1..=ids.len()).find(|&k| {
+            let v: Vec<u32> = ids[..k].iter().map(|&t| t as u32).collect();
+            let text = tok.decode(&v, false).unwrap();
+            stops.iter().any(|s| text.contains(s.as_str()))
+        })
+    }
+
+    /// Token by token, the match falls on the token that completes the stop string, whatever
+    /// the tokenizer splits it into, as decoding the whole prefix finds it; no stop string,
+    /// no match.
     #[test]
-    fn stop_strings_cut_after_the_completing_token() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama");
-        let tok = HfTokenizer::from_dir(&dir).unwrap();
+    fn stop_strings_match_on_the_completing_token() {
+        let tok = HfTokenizer::from_dir(fixture()).unwrap();
         let ids: Vec<i64> = tok
             .encode("The answer is 9\n\nUser: what next", false)
             .unwrap()
             .into_iter()
             .map(i64::from)
             .collect();
+        for (stop, want) in [("\n\nUser:", true), ("Assistant:", false)] {
+            let stops = vec![stop.to_string()];
+            let mut m = StopStrings::new(Some(&tok), &stops);
+            let hit = ids.iter().position(|&t| m.completes(0, t)).map(|i| i + 1);
+            assert_eq!(hit, first_stop(&tok, &ids, &stops), "{stop:?}");
+            assert_eq!(hit.is_some_and(|k| k < ids.len()), want, "{stop:?}");
+        }
+    }
+
+    /// A seeded batch (the engine runs it alone) draws the tokens and log-probs of the
+    /// one-request path with the same seed, on the base's shared tensors.
+    #[test]
+    fn seeded_batches_draw_what_the_one_request_path_draws() {
+        let (backend, mut s) = sampler();
+        let prompt = vec![1i64, 17, 42, 99];
+        let batch = Batch {
+            prompts: vec![prompt.clone(); 4],
+            sampling: sampling(1.0, 8, vec![]),
+            seed: Some(7),
+        };
+        let (rows, _) = decode(&mut s, &batch);
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            max_new_tokens: 8,
+            stop_tokens: vec![],
+        };
+        let want = tt::sample(&backend.base, &prompt, 4, &params, Some(7));
+        assert_eq!(rows.len(), 4);
+        for (r, w) in rows.iter().zip(&want) {
+            assert_eq!(r.tokens, w.tokens);
+            assert_eq!(r.logprobs, w.logprobs);
+        }
+        assert_ne!(
+            rows[0].tokens, rows[1].tokens,
+            "the rows are distinct draws"
+        );
+        // Unseeded and greedy (deterministic), beside a prompt of another length in the batch
+        // (left padding): each row decodes what the one-request path decodes for its prompt
+        // alone.
+        let other = vec![1i64, 200, 201];
+        let greedy = Batch {
+            prompts: vec![prompt.clone(), prompt.clone(), other.clone()],
+            sampling: sampling(0.0, 8, vec![]),
+            seed: None,
+        };
+        let (rows, _) = decode(&mut s, &greedy);
+        let params = SamplingParams {
+            temperature: 0.0,
+            ..params
+        };
+        for (r, p) in rows.iter().zip([&prompt, &prompt, &other]) {
+            let want = tt::sample(&backend.base, p, 1, &params, None).remove(0);
+            assert_eq!(r.tokens, want.tokens);
+            for (a, b) in r.logprobs.iter().zip(&want.logprobs) {
+                assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+            }
+        }
+    }
+
+    /// A stop string ends its row on the completing token: that many decoding steps, not
+    /// `max_tokens`, and the tokens before it are those drawn without the stop string.
+    #[test]
+    fn a_stop_string_ends_the_row_early() {
+        let (_backend, mut s) = sampler();
+        let tok = HfTokenizer::from_dir(fixture()).unwrap();
+        let prompt = vec![1i64, 5, 6, 7];
+        let max_tokens = 16;
+        let greedy = |stops: Vec<String>| Batch {
+            prompts: vec![prompt.clone()],
+            sampling: sampling(0.0, max_tokens, stops),
+            seed: None,
+        };
+        let (free, steps) = decode(&mut s, &greedy(vec![]));
+        assert_eq!((free[0].tokens.len(), steps), (max_tokens, max_tokens));
+        // The text of the first few tokens as the stop string: found early.
         let text = |k: usize| {
-            let v: Vec<u32> = ids[..k].iter().map(|&t| t as u32).collect();
+            let v: Vec<u32> = free[0].tokens[..k].iter().map(|&t| t as u32).collect();
             tok.decode(&v, false).unwrap()
         };
-        let stops = vec!["\n\nUser:".to_string()];
-        let end = stop_string_end(&tok, &ids, &stops).unwrap().unwrap();
-        assert!(text(end).contains("\n\nUser:"), "{:?}", text(end));
-        assert!(!text(end - 1).contains("\n\nUser:"), "{:?}", text(end - 1));
-        assert!(end < ids.len());
-        let none = vec!["Assistant:".to_string()];
-        assert_eq!(stop_string_end(&tok, &ids, &none).unwrap(), None);
+        let k = (3..max_tokens)
+            .find(|&k| !text(k).trim().is_empty())
+            .unwrap();
+        let stops = vec![text(k)];
+        let end = first_stop(&tok, &free[0].tokens, &stops).unwrap();
+        assert!(end <= k);
+        let (cut, steps) = decode(&mut s, &greedy(stops));
+        assert_eq!(steps, end, "decoding stopped at the stop string");
+        assert_eq!(cut[0].tokens, free[0].tokens[..end]);
+        assert_eq!(cut[0].logprobs, free[0].logprobs[..end]);
+        assert_eq!(cut[0].finish, Finish::Stop);
+        assert_eq!(free[0].finish, Finish::Length);
     }
 }

@@ -1,16 +1,18 @@
 //! Sampling sessions and `asample`.
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::Json;
-use prost::Message;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::weights::tinker_path;
 use super::{bad, check_base_model, check_pending, not_found, service, Answer};
 use crate::error::{ApiError, ApiJson};
-use crate::tinker::backend::{Sampling, Weights};
-use crate::tinker::proto;
+use crate::policy::engine::{QueueFull, Submission};
+use crate::policy::Sampling;
+use crate::tinker::backend::Weights;
+use crate::tinker::sampler;
 use crate::tinker::state::{Failure, Payload, Sampler, Tinker};
 use crate::AppState;
 
@@ -151,8 +153,9 @@ fn one_sample() -> usize {
 /// Most sequences one `asample` may ask for.
 const MAX_SAMPLES: usize = 256;
 
-/// `POST /api/v1/asample`: `num_samples` sequences with their log-probs; the future's result
-/// is a protobuf `SampleResponse`.
+/// `POST /api/v1/asample`: `num_samples` sequences with their log-probs, decoded by the
+/// sampling engine ([`sampler`]) together with other requests; the future's result is a
+/// protobuf `SampleResponse`.
 pub async fn asample(State(state): State<AppState>, ApiJson(req): ApiJson<Sample>) -> Answer {
     let t = service(&state)?;
     if req.prompt_logprobs == Some(true)
@@ -190,33 +193,35 @@ pub async fn asample(State(state): State<AppState>, ApiJson(req): ApiJson<Sample
         check_pending(&t, &session)?;
     }
     let n = req.num_samples;
-    let id = t.submit(
-        (!session.is_empty()).then_some(session),
-        Box::new(move |b| {
-            let seqs = b
-                .sample(&weights, &prompt, n, &sampling)
-                .map_err(Failure::server)?;
-            let msg = proto::SampleResponse {
-                sequences: seqs
-                    .into_iter()
-                    .map(|s| proto::SampledSequence {
-                        stop_reason: if s.stopped {
-                            proto::STOP_REASON_STOP
-                        } else {
-                            proto::STOP_REASON_LENGTH
-                        },
-                        tokens: s
-                            .tokens
-                            .iter()
-                            .flat_map(|&x| (x as i32).to_le_bytes())
-                            .collect(),
-                        logprobs: Some(s.logprobs.iter().flat_map(|x| x.to_le_bytes()).collect()),
-                    })
-                    .collect(),
-            };
-            Ok(Payload::Proto(msg.encode_to_vec()))
-        }),
-    );
+    let sub = Submission {
+        rows: vec![prompt; n],
+        seed: req.sampling_params.seed,
+        sampling: Sampling {
+            weights: weights.key(),
+            ..sampling
+        },
+        stream: false,
+    };
+    let events = t.sampler.submit(sub).map_err(|QueueFull(q)| ApiError {
+        status: StatusCode::TOO_MANY_REQUESTS,
+        message: format!("{q} sampling requests are queued, the server's limit"),
+        field: None,
+        retry_after: Some(1),
+    })?;
+    let id = t.pending((!session.is_empty()).then_some(session));
+    let tc = t.clone();
+    tokio::spawn(async move {
+        let result = sampler::rows(events).await;
+        tc.finish(
+            id,
+            result
+                .map(|rows| Payload::Proto(sampler::response(rows)))
+                .map_err(|message| Failure {
+                    message,
+                    category: "server",
+                }),
+        );
+    });
     let ids: Vec<String> = (0..n).map(|i| format!("{id}-{i}")).collect();
     Ok(Json(
         json!({"request_id": id.to_string(), "sample_sequence_ids": ids}),
@@ -251,7 +256,7 @@ fn prompt_tokens(chunks: &[Value]) -> Result<Vec<i64>, ApiError> {
     Ok(out)
 }
 
-/// The backend's sampling options, checked against the model.
+/// The engine's sampling options, checked against the model (the weights key is the caller's).
 fn sampling(p: &SamplingParams, t: &Tinker, prompt: &[i64]) -> Result<Sampling, ApiError> {
     let prompt_len = prompt.len();
     let max_tokens = p
@@ -278,15 +283,17 @@ fn sampling(p: &SamplingParams, t: &Tinker, prompt: &[i64]) -> Result<Sampling, 
             "temperature must be >= 0 and top_p in (0, 1]",
         ));
     }
-    let (stop_tokens, stop_strings) = stop(p.stop.as_ref(), t)?;
+    let (stop_token_ids, stop_strings) = stop(p.stop.as_ref(), t)?;
     Ok(Sampling {
         max_tokens,
         temperature: p.temperature,
         top_k: p.top_k.max(0),
         top_p: p.top_p,
-        stop_tokens,
+        stop_token_ids,
+        top_logprobs: 0,
+        prompt_logprobs: 0,
+        weights: None,
         stop_strings,
-        seed: p.seed,
     })
 }
 
