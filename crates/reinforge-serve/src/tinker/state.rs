@@ -134,6 +134,26 @@ impl Store {
         format!("{prefix}_{}", self.next_id)
     }
 
+    /// A new future of `session` in `state`; returns its id. Results handed out over a minute
+    /// ago are dropped first (they are not asked for again), whichever kind of request adds one.
+    fn insert_future(&mut self, session: Option<String>, state: FutureState) -> u64 {
+        self.futures.retain(|_, f| {
+            f.retrieved
+                .is_none_or(|t| t.elapsed() < Duration::from_secs(60))
+        });
+        self.next_id += 1;
+        let id = self.next_id;
+        self.futures.insert(
+            id,
+            FutureEntry {
+                session,
+                state,
+                retrieved: None,
+            },
+        );
+        id
+    }
+
     /// Requests of `session` not yet finished.
     pub fn pending_of(&self, session: &str) -> usize {
         self.futures
@@ -250,25 +270,7 @@ impl Tinker {
 
     /// Queues `work` as a new future of `session` and returns its id.
     pub fn submit(&self, session: Option<String>, work: Work) -> u64 {
-        let id = {
-            let mut s = self.store();
-            s.next_id += 1;
-            let id = s.next_id;
-            // Results handed out over a minute ago are not asked for again.
-            s.futures.retain(|_, f| {
-                f.retrieved
-                    .is_none_or(|t| t.elapsed() < Duration::from_secs(60))
-            });
-            s.futures.insert(
-                id,
-                FutureEntry {
-                    session,
-                    state: FutureState::Pending,
-                    retrieved: None,
-                },
-            );
-            id
-        };
+        let id = self.store().insert_future(session, FutureState::Pending);
         let sent = lock(&self.queue).send((id, work));
         if sent.is_err() {
             self.finish(
@@ -321,35 +323,14 @@ impl Tinker {
 
     /// A future that is already complete (requests answered without the model).
     pub fn ready(&self, session: Option<String>, result: Result<Payload, Failure>) -> u64 {
-        let mut s = self.store();
-        s.next_id += 1;
-        let id = s.next_id;
-        s.futures.insert(
-            id,
-            FutureEntry {
-                session,
-                state: FutureState::Done(result),
-                retrieved: None,
-            },
-        );
-        id
+        self.store()
+            .insert_future(session, FutureState::Done(result))
     }
 
     /// A pending future of `session` for work run elsewhere (the sampling engine), completed
     /// by [`Self::finish`].
     pub fn pending(&self, session: Option<String>) -> u64 {
-        let mut s = self.store();
-        s.next_id += 1;
-        let id = s.next_id;
-        s.futures.insert(
-            id,
-            FutureEntry {
-                session,
-                state: FutureState::Pending,
-                retrieved: None,
-            },
-        );
-        id
+        self.store().insert_future(session, FutureState::Pending)
     }
 
     /// Completes future `id` (gone with its expired session: ignored).
