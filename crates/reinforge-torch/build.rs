@@ -8,7 +8,8 @@
 //! `nvidia/nccl/include` beside it, or `CUDA_HOME`/`NCCL_HOME`. `REINFORGE_NCCL=0` leaves it out
 //! (`REINFORGE_NCCL=1` makes missing headers an error). It sets `cfg(reinforge_nccl)`.
 //!
-//! Also compiles csrc/autocast_shim.cpp (`at::autocast` per device type, `cfg(reinforge_autocast)`)
+//! Also compiles csrc/autocast_shim.cpp (`at::autocast` per device type, `cfg(reinforge_autocast)`),
+//! csrc/linear_shim.cpp (oneDNN's linear for gradient-free CPU passes, `cfg(reinforge_onednn_linear)`)
 //! and csrc/optim_shim.cpp (libtorch's fused AdamW kernel and dropping a gradient, which tch
 //! does not bind)
 //! whenever libtorch's headers are there, and sets `cfg(reinforge_fused_adamw)`; without it
@@ -21,9 +22,11 @@ fn main() {
     println!("cargo:rustc-check-cfg=cfg(reinforge_fused_adamw)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_nccl)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_autocast)");
+    println!("cargo:rustc-check-cfg=cfg(reinforge_onednn_linear)");
     println!("cargo:rerun-if-changed=csrc/autocast_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/optim_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/linear_shim.cpp");
     for var in [
         "LIBTORCH",
         "REINFORGE_GLOO_INCLUDE",
@@ -145,7 +148,8 @@ fn nccl_headers(libtorch: &Path) -> Option<Vec<PathBuf>> {
     Some(vec![cuda, nccl])
 }
 
-/// Compiles the fused-AdamW and autocast shims when libtorch's headers are present.
+/// Compiles the fused-AdamW, autocast and oneDNN-linear shims when libtorch's headers are
+/// present.
 fn compile_optim_shim(libtorch: &Path) {
     let include = libtorch.join("include");
     if !include.join("ATen/ATen.h").is_file() {
@@ -171,6 +175,15 @@ fn compile_optim_shim(libtorch: &Path) {
         .warnings(false)
         .compile("reinforge_autocast");
     println!("cargo:rustc-cfg=reinforge_autocast");
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("csrc/linear_shim.cpp")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .warnings(false)
+        .compile("reinforge_linear");
+    println!("cargo:rustc-cfg=reinforge_onednn_linear");
 }
 
 /// Where `gloo/context.h` is: `REINFORGE_GLOO_INCLUDE`, the project's .venv/gloo (next to

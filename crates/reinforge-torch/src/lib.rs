@@ -15,6 +15,7 @@ pub mod config;
 pub mod dist;
 pub mod distill;
 pub mod heap;
+pub mod linear;
 pub mod logprobs;
 pub mod lora;
 pub mod loss;

@@ -58,7 +58,7 @@ impl Linear {
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
-        let y = x.linear(&self.w, self.b.as_ref());
+        let y = crate::linear::linear(x, &self.w, self.b.as_ref());
         match &self.lora {
             Some(adapter) => y + adapter.forward(x),
             None => y,
@@ -580,7 +580,7 @@ impl Transformer {
     /// under bf16 mixed precision, as transformers' head under autocast (readers cast).
     pub fn logits(&self, hidden: &Tensor) -> Tensor {
         crate::precision::autocast(self.embed.device(), || {
-            hidden.linear::<Tensor>(self.head.as_ref().unwrap_or(&self.embed), None)
+            crate::linear::linear(hidden, self.head.as_ref().unwrap_or(&self.embed), None)
         })
     }
 }
