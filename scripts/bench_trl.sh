@@ -13,10 +13,13 @@
 # Usage: scripts/bench_trl.sh [STEPS] [THREADS] [ROUNDS]      (defaults: 8 2 2)
 # VARIANTS (default "reinforge same-work trl") names what runs, alternated in that order each round:
 #   reinforge   the default settings (zero-advantage rows skipped: exact, less work than TRL);
-#   same-work   grpo.skip_zero_advantage=false: the work TRL does;
-#   micro, ckpt, packed, micro+ckpt, all   same-work with memory.max_tokens_per_microbatch=$BUDGET
+#   same-work   grpo.skip_zero_advantage=false: the work TRL does (each group's prompt packed
+#               once, memory.shared_prompts, as by default; `shared` is the same variant);
+#   padded      same-work on the plain path: memory.shared_prompts=false (padded rows);
+#   micro, ckpt, packed, micro+ckpt, all   padded with memory.max_tokens_per_microbatch=$BUDGET
 #               (default 2048), memory.gradient_checkpointing=true, memory.padding_free=true,
 #               micro and ckpt, or all three (the memory table);
+#   all+shared  same-work with micro-batches and checkpointing;
 #   NAME+compact    any of those with memory.heap=compact (the lowest-peak malloc policy);
 #   trl, trl-ckpt   TRL's GRPOTrainer, plain or with gradient checkpointing.
 # Environment: WARMUP (warm-up steps per run, default 2), MAX_LEN (max completion length, 48),
@@ -110,19 +113,21 @@ reinforge_extra() {
   case "$1" in *+compact) local base; base="$(reinforge_extra "${1%+compact}")" || return 1
     echo "$base --set memory.heap=compact"; return ;; esac
   local same="--set grpo.skip_zero_advantage=false"
+  # The plain path: padded rows, each prompt once per row (shared_prompts is on by default).
+  local plain="$same --set memory.shared_prompts=false"
   local micro="--set memory.max_tokens_per_microbatch=$budget"
   local ckpt="--set memory.gradient_checkpointing=true"
   local packed="--set memory.padding_free=true"
   case "$1" in
     reinforge) echo "" ;;
-    same-work) echo "$same" ;;
-    micro) echo "$same $micro" ;;
-    ckpt) echo "$same $ckpt" ;;
-    packed) echo "$same $packed" ;;
-    micro+ckpt) echo "$same $micro $ckpt" ;;
-    all) echo "$same $micro $ckpt $packed" ;;
-    shared) echo "$same --set memory.shared_prompts=true" ;;
-    all+shared) echo "$same $micro $ckpt --set memory.shared_prompts=true" ;;
+    same-work|shared) echo "$same" ;;
+    padded) echo "$plain" ;;
+    micro) echo "$plain $micro" ;;
+    ckpt) echo "$plain $ckpt" ;;
+    packed) echo "$plain $packed" ;;
+    micro+ckpt) echo "$plain $micro $ckpt" ;;
+    all) echo "$plain $micro $ckpt $packed" ;;
+    all+shared) echo "$same $micro $ckpt" ;;
     *) return 1 ;;
   esac
 }
@@ -229,13 +234,14 @@ for name in rows:
     else:
         summary[name]["mean_rows_skipped_frac"] = mean(name, "rows_skipped_frac")
 trl_ref = "trl" if "trl" in summary else next((v for v in variants if is_trl(v)), None)
-plain = "same-work" if "same-work" in summary else None
+# The plain path the memory table divides by: `padded` (shared prompts off) when it ran.
+plain = next((v for v in ("padded", "same-work") if v in summary), None)
 for name in variants:
     if trl_ref and not is_trl(name):
         summary[name]["step_ratio_over_" + trl_ref] = summary[name]["median_step_s"] / summary[trl_ref]["median_step_s"]
         summary[name]["rss_ratio_over_" + trl_ref] = summary[name]["peak_rss_gb"] / summary[trl_ref]["peak_rss_gb"]
     if plain and not is_trl(name):
-        summary[name]["rss_ratio_over_same_work"] = summary[name]["peak_rss_gb"] / summary[plain]["peak_rss_gb"]
+        summary[name]["rss_ratio_over_" + plain] = summary[name]["peak_rss_gb"] / summary[plain]["peak_rss_gb"]
 if "trl-ckpt" in summary:
     for name in variants:
         if not is_trl(name):

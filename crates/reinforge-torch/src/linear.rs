@@ -4,10 +4,13 @@
 //! `at::linear` runs the BLAS (MKL's sgemm in PyPI's torch). oneDNN's matrix multiply, the
 //! one torch.compile's CPU backend calls for linears (`mkldnn::_linear_pointwise`), was
 //! 1.4-1.5x faster for a SmolLM2 decoding step's matrix products on the development machine
-//! (docs/memory.md), so it is the default there. The choice is named: `REINFORGE_CPU_LINEAR`
-//! = `onednn` (default) or `blas` (what PyTorch's eager `F.linear` runs), or
-//! [`set_cpu_linear`]. Passes with gradients, autocast regions, other dtypes and devices always
-//! run `at::linear`. The two kernels agree to float32 rounding (sums in another order).
+//! (docs/memory.md), so sampling uses it: every forward with a KV cache (the sampler, the
+//! servers' engines) runs inside [`sampling`]. The training passes keep `at::linear`, so that
+//! a pass without gradient (old log-probs, a checkpointed layer's first run) computes exactly
+//! what its gradient twin computes. The choice is named: `REINFORGE_CPU_LINEAR` = `onednn`
+//! (default) or `blas` (what PyTorch's eager `F.linear` runs), or [`set_cpu_linear`]. Autocast
+//! regions, other dtypes and devices always run `at::linear`. The two kernels agree to float32
+//! rounding (sums in another order).
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -30,7 +33,9 @@ impl FromStr for CpuLinear {
         match s {
             "onednn" => Ok(Self::Onednn),
             "blas" => Ok(Self::Blas),
-            _ => Err(format!("REINFORGE_CPU_LINEAR must be onednn or blas, got {s:?}")),
+            _ => Err(format!(
+                "REINFORGE_CPU_LINEAR must be onednn or blas, got {s:?}"
+            )),
         }
     }
 }
@@ -78,10 +83,24 @@ fn code(choice: CpuLinear) -> u8 {
     }
 }
 
-/// `x W^T (+ b)` for `x` `[.., in]` and `w` `[out, in]`, by the [`cpu_linear`] kernel where it
-/// applies, else `at::linear`.
+thread_local! {
+    /// Whether this thread is inside [`sampling`].
+    static SAMPLING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a sampling forward: no gradient, its results not compared bit for bit with a
+/// training pass) with [`cpu_linear`]'s kernel for its linears. Nests.
+pub fn sampling<T>(f: impl FnOnce() -> T) -> T {
+    let outer = SAMPLING.with(|s| s.replace(true));
+    let out = f();
+    SAMPLING.with(|s| s.set(outer));
+    out
+}
+
+/// `x W^T (+ b)` for `x` `[.., in]` and `w` `[out, in]`: inside [`sampling`], by the
+/// [`cpu_linear`] kernel where it applies; otherwise (and where it does not apply) `at::linear`.
 pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
-    if cpu_linear() == CpuLinear::Onednn {
+    if SAMPLING.with(|s| s.get()) && cpu_linear() == CpuLinear::Onednn {
         if let Some(y) = onednn_linear(x, w, b) {
             return y;
         }

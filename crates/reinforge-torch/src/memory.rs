@@ -10,8 +10,13 @@
 use serde::{Deserialize, Serialize};
 
 /// The memory settings of a run's forward and backward passes.
+///
+/// Two starting points: [`Memory::default`] is the plain path (every tool off: padded rows, one
+/// pass per mini-batch), the reference the equality tests compare against; a run config's
+/// absent keys take [`Memory::recommended`] (prompts shared), which gives the same results
+/// with less work.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default = "Memory::recommended")]
 pub struct Memory {
     /// Largest token count of one forward pass: padded (rows x longest row), or the rows'
     /// real tokens with `padding_free`; 0: no limit (one pass per mini-batch). A row longer
@@ -27,7 +32,8 @@ pub struct Memory {
     /// Pack the rows (as `padding_free`) with each distinct prompt once: the completions of
     /// one prompt (a GRPO group) attend to its keys, so the prompt's forward and backward run
     /// once per group instead of once per completion. The same tokens, positions and visible
-    /// keys as the padded rows: results equal theirs. Implies packing.
+    /// keys as the padded rows: results equal theirs. Implies packing. On in
+    /// [`Memory::recommended`] (a run config's default).
     pub shared_prompts: bool,
     /// How malloc keeps freed host memory inside a phase: `reuse` (fast) or `compact` (the
     /// lowest peak); see [`crate::heap::HeapPolicy`]. The results are the same.
@@ -35,6 +41,17 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// What a run config's absent `[memory]` keys take: the plain path with each group's prompt
+    /// packed once (`shared_prompts`), which computes the same results as padded rows with no
+    /// pad token and each prompt once per group (docs/memory.md: 0.375x the padded update's
+    /// time at TRL's benchmark size).
+    pub fn recommended() -> Self {
+        Self {
+            shared_prompts: true,
+            ..Self::default()
+        }
+    }
+
     /// `rows` (indices into `lens`, the rows' token counts) split in order into micro-batches
     /// whose size stays within the budget: rows x the longest row, or with `padding_free` (or
     /// `shared_prompts`, counting each prompt per row: a bound) the sum of their lengths (verl's `use_dynamic_bsz` with `use_remove_padding`).

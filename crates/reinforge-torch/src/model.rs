@@ -474,19 +474,26 @@ impl Transformer {
     }
 
     /// Logits `[B, T, V]` for the tokens of `input` (or `[B, 1, V]` for the last position only
-    /// when `last_only`). With a cache, the keys/values of this call are appended to it.
+    /// when `last_only`). With a cache, the keys/values of this call are appended to it, and the
+    /// forward is a sampling one ([`crate::linear::sampling`]: the faster CPU linear kernel).
     pub fn forward(
         &self,
         input: &ForwardInput,
         cache: Option<&mut KvCache>,
         last_only: bool,
     ) -> Tensor {
-        let mut h = self.hidden(input, cache);
-        if last_only {
-            let t = h.size()[1];
-            h = h.narrow(1, t - 1, 1);
+        let run = |cache| {
+            let mut h = self.hidden(input, cache);
+            if last_only {
+                let t = h.size()[1];
+                h = h.narrow(1, t - 1, 1);
+            }
+            self.logits(&h)
+        };
+        match cache {
+            Some(c) => crate::linear::sampling(|| run(Some(c))),
+            None => run(None),
         }
-        self.logits(&h)
     }
 
     /// Final hidden states `[B, T, H]` (after the last RMSNorm) for the tokens of `input`:

@@ -26,7 +26,11 @@ fn onednn_matches_at_linear_for_batched_inputs_with_and_without_bias() {
             let got = got.expect("oneDNN applies to float32 CPU tensors without gradients");
             assert_eq!(got.size(), want.size());
             let d = max_rel_diff(&got, &want);
-            assert!(d < 1e-5, "shape {shape:?} bias {}: relative diff {d}", bias.is_some());
+            assert!(
+                d < 1e-5,
+                "shape {shape:?} bias {}: relative diff {d}",
+                bias.is_some()
+            );
         }
     }
     // A transposed (non-contiguous) input gives the same result.
@@ -40,7 +44,10 @@ fn onednn_matches_at_linear_for_batched_inputs_with_and_without_bias() {
 fn onednn_stands_aside_where_a_gradient_or_another_dtype_is_involved() {
     let w = Tensor::randn([8, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let x = Tensor::randn([2, 4], (Kind::Float, Device::Cpu));
-    assert!(onednn_linear(&x, &w, None).is_none(), "a weight that needs a gradient");
+    assert!(
+        onednn_linear(&x, &w, None).is_none(),
+        "a weight that needs a gradient"
+    );
     // The model's entry point then records the graph: the weight gets its gradient.
     let y = reinforge_torch::linear::linear(&x, &w, None);
     y.sum(Kind::Float).backward();
@@ -56,5 +63,29 @@ fn the_kernel_choice_parses_its_two_names_and_rejects_others() {
     assert_eq!("onednn".parse::<CpuLinear>(), Ok(CpuLinear::Onednn));
     assert_eq!("blas".parse::<CpuLinear>(), Ok(CpuLinear::Blas));
     let err = "mkl".parse::<CpuLinear>().unwrap_err();
-    assert!(err.contains("REINFORGE_CPU_LINEAR") && err.contains("mkl"), "{err}");
+    assert!(
+        err.contains("REINFORGE_CPU_LINEAR") && err.contains("mkl"),
+        "{err}"
+    );
+}
+
+#[test]
+fn only_sampling_forwards_use_onednn_so_training_passes_stay_bit_exact() {
+    tch::manual_seed(3);
+    let w = Tensor::randn([64, 96], (Kind::Float, Device::Cpu));
+    let x = Tensor::randn([9, 96], (Kind::Float, Device::Cpu));
+    let blas = x.linear::<Tensor>(&w, None);
+    // A pass without gradient outside sampling (old log-probs, a checkpointed layer's first
+    // run) computes exactly what `at::linear` computes.
+    let outside = tch::no_grad(|| reinforge_torch::linear::linear(&x, &w, None));
+    assert!(outside.equal(&blas));
+    // Inside sampling it runs the chosen kernel: oneDNN's result where the shim is built.
+    let inside = tch::no_grad(|| {
+        reinforge_torch::linear::sampling(|| reinforge_torch::linear::linear(&x, &w, None))
+    });
+    let onednn = tch::no_grad(|| onednn_linear(&x, &w, None)).unwrap_or(blas);
+    if reinforge_torch::linear::cpu_linear() == CpuLinear::Onednn {
+        assert!(inside.equal(&onednn));
+    }
+    assert!(max_rel_diff(&inside, &outside) < 1e-5);
 }

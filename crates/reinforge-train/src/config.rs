@@ -262,7 +262,7 @@ impl Default for TrainConfig {
             threads: 1,
             max_nonfinite_steps: 5,
             zero_stage: 0,
-            memory: Memory::default(),
+            memory: Memory::recommended(),
             integrity: MonitorConfig::default(),
             logging: LoggingConfig::default(),
             task: TaskConfig::default(),
