@@ -9,7 +9,7 @@
 //! (`REINFORGE_NCCL=1` makes missing headers an error). It sets `cfg(reinforge_nccl)`.
 //!
 //! Also compiles csrc/autocast_shim.cpp (`at::autocast` per device type, `cfg(reinforge_autocast)`),
-//! csrc/linear_shim.cpp (oneDNN's linear for gradient-free CPU passes, `cfg(reinforge_onednn_linear)`)
+//! csrc/linear_shim.cpp (oneDNN's linear for sampling forwards on the CPU, `cfg(reinforge_onednn_linear)`)
 //! and csrc/optim_shim.cpp (libtorch's fused AdamW kernel and dropping a gradient, which tch
 //! does not bind)
 //! whenever libtorch's headers are there, and sets `cfg(reinforge_fused_adamw)`; without it

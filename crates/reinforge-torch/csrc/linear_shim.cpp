@@ -1,5 +1,5 @@
-// oneDNN's matrix multiply for the float32 linear layers of passes that need no gradient on
-// the CPU (sampling, serving, log-prob passes): `mkldnn::_linear_pointwise`, the op that
+// oneDNN's matrix multiply for the float32 linear layers of sampling forwards on the CPU
+// (src/linear.rs decides when): `mkldnn::_linear_pointwise`, the op that
 // torch.compile's CPU backend (inductor's mkldnn fusion) calls for linears. libtorch's
 // `at::linear` on float32 CPU tensors calls the BLAS (MKL's sgemm in PyPI's torch), which on
 // the development machine (AMD EPYC, AVX2) took 1.4-1.5x oneDNN's time for a SmolLM2 decoding
