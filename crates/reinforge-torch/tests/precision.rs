@@ -8,7 +8,7 @@ mod hf_support;
 
 use std::collections::HashMap;
 
-use hf_support::{fixture, max_diff, FIXTURES};
+use hf_support::{fixture, max_diff, mean_diff, FIXTURES};
 use reinforge_torch::logprobs::token_logprobs;
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{precision, Policy, SequenceBatch};
@@ -38,22 +38,28 @@ fn bf16_autocast_matches_transformers_and_trains_in_float32() {
         assert_eq!(ours.kind(), Kind::BFloat16, "{name}: the head runs in bf16");
         let ours_f32 = logits(&p, &e);
         assert_eq!(ours_f32.kind(), Kind::Float, "{name}: the switch turns off");
-        let vs_hf = max_diff(&ours, hf_bf16, mask);
-        let hf_drift = max_diff(hf_bf16, &e["logits"], mask);
-        let our_drift = max_diff(&ours, &ours_f32, mask);
+        // Means, not maxima: bf16 kernels round differently by machine (oneDNN with AVX512-BF16
+        // vs libtorch's fallback on AVX2), and on an AVX2 machine transformers' own logits
+        // differ from its fixture's by up to 0.033 at most but 0.0024-0.0035 on average (about
+        // 0.4 of the mean drift, which stays within 3% across the two machines).
+        let vs_hf = mean_diff(&ours, hf_bf16, mask);
+        let hf_drift = mean_diff(hf_bf16, &e["logits"], mask);
+        let our_drift = mean_diff(&ours, &ours_f32, mask);
         println!(
-            "{name}: max |ours - transformers| under bf16 autocast {vs_hf:.3e}; \
-             bf16 vs f32 drift: ours {our_drift:.3e}, transformers {hf_drift:.3e}"
+            "{name}: mean |ours - transformers| under bf16 autocast {vs_hf:.3e} (max {:.3e}); \
+             mean bf16 vs f32 drift: ours {our_drift:.3e}, transformers {hf_drift:.3e}",
+            max_diff(&ours, hf_bf16, mask)
         );
-        // The same policy as transformers: far closer to its bf16 logits than either is to
-        // float32, and a drift from float32 of the same size as transformers' own.
+        // The same policy as transformers: closer to its bf16 logits than to float32 (a
+        // float32 head would sit at 1.0 drift), and a drift from float32 of the same size as
+        // transformers' own (bf16 norms or softmax would drift far more, float32 far less).
         assert!(hf_drift > 0.0, "{name}: the reference is not bf16");
         assert!(
-            vs_hf <= 0.25 * hf_drift,
+            vs_hf <= 0.6 * hf_drift,
             "{name}: {vs_hf} vs drift {hf_drift}"
         );
         assert!(
-            our_drift <= 1.5 * hf_drift,
+            (0.75 * hf_drift..=1.33 * hf_drift).contains(&our_drift),
             "{name}: {our_drift} vs {hf_drift}"
         );
     }

@@ -286,6 +286,15 @@ fn is_weights_scale_the_update() {
 /// shared prompts or without) change how an update runs,
 /// not what it computes: for every registered loss, with an entropy bonus (so the entropy's
 /// gradient flows too), the parameters and the loss equal the plain path's.
+///
+/// Micro-batches and checkpointing run the padded forward itself, so the parameters stay within
+/// 1e-5 (the bound; at most 8.4e-7 measured). Packing and shared prompts run attention
+/// over another layout (per segment, the prompt's keys joined once), which libtorch rounds
+/// differently; AdamW divides each gradient element by its own magnitude, so an element whose
+/// gradient is near its epsilon turns that last-bit difference into a step difference of up to
+/// the rate (1e-2 here). Measured on an AVX2 CPU after these 4 steps: up to 6.3e-5 (CISPO with
+/// shared prompts), against parameters that moved by 3.5e-2; an AVX-512 CPU stayed under 1e-5.
+/// Those layouts get 2% of the rate; the loss is held to 1e-5 for every layout (4.5e-8 seen).
 #[test]
 fn microbatches_and_checkpointing_equal_the_plain_update() {
     use reinforge_torch::Memory;
@@ -328,7 +337,12 @@ fn microbatches_and_checkpointing_equal_the_plain_update() {
         for &memory in &memories {
             let (other, loss_other) = run_with(false, &adv, with(memory));
             let d = max_param_diff(&plain, &other);
-            assert!(d < 1e-5, "{loss:?}: {memory:?}: parameters differ by {d}");
+            let bound = if memory.padding_free || memory.shared_prompts {
+                2e-4
+            } else {
+                1e-5
+            };
+            assert!(d < bound, "{loss:?}: {memory:?}: parameters differ by {d}");
             assert!(
                 (loss_plain - loss_other).abs() < 1e-5,
                 "{loss:?}: {memory:?}: loss {loss_plain} vs {loss_other}"

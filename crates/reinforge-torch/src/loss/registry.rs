@@ -200,7 +200,11 @@ mod tests {
                 (l - l0).abs().max(dg)
             };
             for (what, extra, inert) in [
-                ("zero-advantage row", (0.0, 1.0), kind.zero_advantage_rows_are_inert()),
+                (
+                    "zero-advantage row",
+                    (0.0, 1.0),
+                    kind.zero_advantage_rows_are_inert(),
+                ),
                 ("empty row", (0.7, 0.0), kind.empty_rows_are_inert()),
             ] {
                 let d = change(extra);

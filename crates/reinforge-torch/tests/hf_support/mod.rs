@@ -76,6 +76,15 @@ pub fn max_diff(a: &Tensor, b: &Tensor, mask: &Tensor) -> f64 {
         .double_value(&[])
 }
 
+/// Mean absolute difference over the real (unmasked) positions: steadier than [`max_diff`]
+/// where roundings differ by machine (bf16 kernels), as the mean of thousands of logits is.
+pub fn mean_diff(a: &Tensor, b: &Tensor, mask: &Tensor) -> f64 {
+    let real = mask.to_kind(Kind::Float).unsqueeze(-1);
+    let diff = (a.to_kind(Kind::Float) - b.to_kind(Kind::Float)).abs() * &real;
+    let count = real.sum(Kind::Float).double_value(&[]) * a.size()[a.dim() - 1] as f64;
+    diff.sum(Kind::Double).double_value(&[]) / count
+}
+
 /// Writes the batch and reinforge's logits as the reference file `check_hf_checkpoint.py`
 /// reads (`input_ids`, `attention_mask`, `position_ids`, `logits`).
 pub fn write_reference(
