@@ -27,7 +27,10 @@
 #   sample completions of comparable length; speed does not depend on it), SEED (0),
 #   BENCH_NO_BUILD=1 (use target/release/reinforge as it is instead of `cargo build --release`),
 #   REINFORGE_EXTRA (more `--set k=v` words for reinforge), PROMPTS (prompts per step, 4; the
-#   completions per prompt stay 8).
+#   completions per prompt stay 8), MEM_LIMIT_GB (run each reinforge variant in a memory cgroup
+#   of that many GiB, as root; a variant the limit kills is reported as "killed", its peak RSS
+#   a lower bound and the ratios over it upper bounds, and the run goes on: the plain path of
+#   the 256-token case needs more memory than a 24 GiB machine has).
 # Run it on an otherwise idle machine: with other CPU work the libtorch thread pools of both
 # sides slow down by large, erratic factors (the script warns when the load average is high).
 set -euo pipefail
@@ -107,6 +110,30 @@ check_load() {  # warns when other work competes for the CPU; keeps the load ave
     echo "warning: load average $l1 before $1: other processes compete for the CPU, timings will be noisy" >&2
   fi
 }
+# MEM_LIMIT_GB: a memory cgroup (v2's memory.max, or v1's memory.limit_in_bytes) that each
+# reinforge process joins before it starts (`in_limit`), removed at exit.
+limit_dir=""
+if [ -n "${MEM_LIMIT_GB:-}" ]; then
+  [[ "$MEM_LIMIT_GB" =~ ^[1-9][0-9]*$ ]] || { echo "error: MEM_LIMIT_GB must be a positive integer (GiB)" >&2; exit 2; }
+  bytes=$((MEM_LIMIT_GB * 1024 * 1024 * 1024))
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    limit_dir="/sys/fs/cgroup/reinforge-bench-$$"
+    mkdir "$limit_dir" && echo "$bytes" > "$limit_dir/memory.max"
+  elif [ -d /sys/fs/cgroup/memory ]; then
+    limit_dir="/sys/fs/cgroup/memory/reinforge-bench-$$"
+    mkdir "$limit_dir" && echo "$bytes" > "$limit_dir/memory.limit_in_bytes"
+  fi || { echo "error: MEM_LIMIT_GB needs a writable cgroup memory controller (run as root)" >&2; exit 1; }
+  [ -n "$limit_dir" ] || { echo "error: MEM_LIMIT_GB: no cgroup memory controller found" >&2; exit 1; }
+  trap 'rmdir "$limit_dir" 2>/dev/null || true' EXIT
+  echo "==> reinforge variants run under a ${MEM_LIMIT_GB} GiB memory limit ($limit_dir)" >&2
+fi
+in_limit() {  # command...: runs it inside the MEM_LIMIT_GB cgroup, if any
+  if [ -n "$limit_dir" ]; then
+    bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$limit_dir" "$@"
+  else
+    "$@"
+  fi
+}
 # The reinforge settings of each variant (TRL's are flags of scripts/bench_trl.py).
 reinforge_extra() {
   # NAME+compact: variant NAME with memory.heap = "compact" (docs/memory.md).
@@ -135,8 +162,9 @@ run_reinforge() {  # variant round
   local v="$1" round="$2" extra
   extra="$(reinforge_extra "$v")"
   rm -rf "$out/rf-runs"
+  local status=0
   # shellcheck disable=SC2086
-  /usr/bin/time -v -o "$out/$v-r$round.time" "$bin" train --model "$model" --data "$data" \
+  in_limit /usr/bin/time -v -o "$out/$v-r$round.time" "$bin" train --model "$model" --data "$data" \
     --set name=r$round --set runs_dir="$out/rf-runs" --set seed="$seed" --set threads="$threads" \
     --set grpo.algorithm=grpo --set grpo.steps="$total" --set grpo.checkpoint_every=1000000 \
     --set grpo.prompts_per_step=$prompts --set grpo.num_generations=$generations \
@@ -144,8 +172,14 @@ run_reinforge() {  # variant round
     --set grpo.top_p=1.0 --set grpo.top_k=0 --set grpo.beta=0.0 \
     --set grpo.ppo_epochs=1 --set grpo.mini_batches=1 --set grpo.lr="$lr" \
     --set grpo.weight_decay=0.0 --set grpo.max_grad_norm=1.0 \
-    $extra ${REINFORGE_EXTRA:-} > "$out/$v-r$round.log" 2>&1 \
-    || { echo "error: reinforge ($v) failed, see $out/$v-r$round.log" >&2; tail -20 "$out/$v-r$round.log" >&2; exit 1; }
+    $extra ${REINFORGE_EXTRA:-} > "$out/$v-r$round.log" 2>&1 || status=$?
+  if [ "$status" -ne 0 ] && [ -n "$limit_dir" ] && grep -q "Command terminated by signal 9" "$out/$v-r$round.time"; then
+    echo "==> $v was killed at the ${MEM_LIMIT_GB} GiB limit: its peak RSS is a lower bound" >&2
+    touch "$out/$v-r$round.killed"
+    rm -rf "$out/rf-runs"
+    return
+  fi
+  [ "$status" -eq 0 ] || { echo "error: reinforge ($v) failed, see $out/$v-r$round.log" >&2; tail -20 "$out/$v-r$round.log" >&2; exit 1; }
   cp "$out/rf-runs/r$round/metrics.jsonl" "$out/$v-r$round.jsonl"
   cp "$out/rf-runs/r$round/config.toml" "$out/$v-config.toml"
   rm -rf "$out/rf-runs"  # the run's checkpoints (hundreds of MB each)
@@ -194,8 +228,13 @@ variants = (out / "variants.txt").read_text().split()
 is_trl = lambda v: v.startswith("trl")
 rows = {v: [] for v in variants}
 rss = {v: [] for v in variants}
+# Variants the MEM_LIMIT_GB cgroup killed: no steps; their peak RSS is a lower bound.
+killed = {v for v in variants for r in range(1, rounds + 1) if (out / f"{v}-r{r}.killed").exists()}
 for r in range(1, rounds + 1):
     for v in variants:
+        if v in killed:
+            rss[v].append(peak_gb(out / f"{v}-r{r}.time"))
+            continue
         for m in lines(out / f"{v}-r{r}.jsonl"):
             if is_trl(v):
                 if "summary" not in m and m["step"] >= warmup:
@@ -213,7 +252,9 @@ for r in range(1, rounds + 1):
 med = lambda name, k: statistics.median(x[k] for x in rows[name])
 mean = lambda name, k: statistics.fmean(x[k] for x in rows[name])
 summary = {}
-for name in rows:
+for name in sorted(killed):
+    summary[name] = {"killed_at_limit": True, "peak_rss_gb_at_least": max(rss[name])}
+for name in (v for v in rows if v not in killed):
     if not rows[name]:
         sys.exit(f"error: no post-warm-up steps of {name} in {out}")
     summary[name] = {
@@ -236,7 +277,13 @@ for name in rows:
 trl_ref = "trl" if "trl" in summary else next((v for v in variants if is_trl(v)), None)
 # The plain path the memory table divides by: `padded` (shared prompts off) when it ran.
 plain = next((v for v in ("padded", "same-work") if v in summary), None)
-for name in variants:
+if plain in killed:
+    # Killed at the limit: each ratio over it is at most this.
+    for name in variants:
+        if name not in killed and not is_trl(name):
+            summary[name]["rss_ratio_over_" + plain + "_at_most"] = summary[name]["peak_rss_gb"] / summary[plain]["peak_rss_gb_at_least"]
+    plain = None
+for name in (v for v in variants if v not in killed):
     if trl_ref and not is_trl(name):
         summary[name]["step_ratio_over_" + trl_ref] = summary[name]["median_step_s"] / summary[trl_ref]["median_step_s"]
         summary[name]["rss_ratio_over_" + trl_ref] = summary[name]["peak_rss_gb"] / summary[trl_ref]["peak_rss_gb"]
@@ -244,7 +291,7 @@ for name in variants:
         summary[name]["rss_ratio_over_" + plain] = summary[name]["peak_rss_gb"] / summary[plain]["peak_rss_gb"]
 if "trl-ckpt" in summary:
     for name in variants:
-        if not is_trl(name):
+        if not is_trl(name) and name not in killed:
             summary[name]["rss_ratio_over_trl-ckpt"] = summary[name]["peak_rss_gb"] / summary["trl-ckpt"]["peak_rss_gb"]
 (out / "steps.json").write_text(json.dumps(rows, indent=1) + "\n")
 (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -255,6 +302,9 @@ print(f"GRPO step on {pathlib.Path(s['model']).name}, CPU f32, {s['threads']} th
 print(f"{'':18} {'step':>9} {'generation':>11} {'update':>9} {'compl. tokens':>14} {'peak RSS':>9} {'step/token':>11} {'skipped':>8}")
 for name in variants:
     x = summary[name]
+    if name in killed:
+        print(f"{name:18} killed at the memory limit: peak RSS at least {x['peak_rss_gb_at_least']:.2f}GB")
+        continue
     label = f"TRL {s['trl']}" + name[3:] if is_trl(name) else name
     skipped = "" if is_trl(name) else f"{100 * x['mean_rows_skipped_frac']:7.0f}%"
     print(f"{label:18} {x['median_step_s']:8.2f}s {x['median_gen_s']:10.2f}s {x['median_update_s']:8.2f}s "

@@ -23,10 +23,11 @@ fn main() {
     println!("cargo:rustc-check-cfg=cfg(reinforge_nccl)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_autocast)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_onednn_linear)");
-    println!("cargo:rerun-if-changed=csrc/autocast_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
-    println!("cargo:rerun-if-changed=csrc/optim_shim.cpp");
-    println!("cargo:rerun-if-changed=csrc/linear_shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/shim_error.h");
+    for (file, _, _) in SHIMS {
+        println!("cargo:rerun-if-changed={file}");
+    }
     for var in [
         "LIBTORCH",
         "REINFORGE_GLOO_INCLUDE",
@@ -40,7 +41,7 @@ fn main() {
         println!("cargo:warning=LIBTORCH is not set: building without torch.distributed");
         return;
     };
-    compile_optim_shim(&libtorch);
+    compile_shims(&libtorch);
     let Some(gloo) = gloo_include(&libtorch) else {
         println!(
             "cargo:warning=Gloo headers not found (scripts/setup.sh installs them into .venv/gloo): \
@@ -52,19 +53,8 @@ fn main() {
         "cargo:rerun-if-changed={}",
         gloo.join("gloo/context.h").display()
     );
-    let include = libtorch.join("include");
-    let mut build = cc::Build::new();
-    build
-        .cpp(true)
-        .std("c++17")
-        .file("csrc/c10d_shim.cpp")
-        .include(&include)
-        .include(include.join("torch/csrc/api/include"))
-        .include(&gloo)
-        .define("USE_C10D_GLOO", None)
-        .flag_if_supported("-Wno-unused-parameter")
-        .flag_if_supported("-Wno-deprecated-declarations")
-        .warnings(false);
+    let mut build = shim_build(&libtorch.join("include"), "csrc/c10d_shim.cpp");
+    build.include(&gloo).define("USE_C10D_GLOO", None);
     let nccl = nccl_includes(&libtorch);
     if let Some(dirs) = &nccl {
         build
@@ -148,42 +138,52 @@ fn nccl_headers(libtorch: &Path) -> Option<Vec<PathBuf>> {
     Some(vec![cuda, nccl])
 }
 
-/// Compiles the fused-AdamW, autocast and oneDNN-linear shims when libtorch's headers are
-/// present.
-fn compile_optim_shim(libtorch: &Path) {
+/// The shims compiled whenever libtorch's headers are present: (source, library, cfg set).
+const SHIMS: [(&str, &str, &str); 3] = [
+    (
+        "csrc/optim_shim.cpp",
+        "reinforge_optim",
+        "reinforge_fused_adamw",
+    ),
+    (
+        "csrc/autocast_shim.cpp",
+        "reinforge_autocast",
+        "reinforge_autocast",
+    ),
+    (
+        "csrc/linear_shim.cpp",
+        "reinforge_linear",
+        "reinforge_onednn_linear",
+    ),
+];
+
+/// Compiles the fused-AdamW, autocast and oneDNN-linear shims ([`SHIMS`]) when libtorch's
+/// headers are present.
+fn compile_shims(libtorch: &Path) {
     let include = libtorch.join("include");
     if !include.join("ATen/ATen.h").is_file() {
         println!("cargo:warning=libtorch headers not found: AdamW without the fused kernel");
         return;
     }
-    cc::Build::new()
+    for (file, lib, cfg) in SHIMS {
+        shim_build(&include, file).compile(lib);
+        println!("cargo:rustc-cfg={cfg}");
+    }
+}
+
+/// A C++17 build of one shim source against libtorch's headers (ATen and the C++ API).
+fn shim_build(include: &Path, file: &str) -> cc::Build {
+    let mut build = cc::Build::new();
+    build
         .cpp(true)
         .std("c++17")
-        .file("csrc/optim_shim.cpp")
-        .include(&include)
+        .file(file)
+        .include(include)
         .include(include.join("torch/csrc/api/include"))
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-deprecated-declarations")
-        .warnings(false)
-        .compile("reinforge_optim");
-    println!("cargo:rustc-cfg=reinforge_fused_adamw");
-    cc::Build::new()
-        .cpp(true)
-        .std("c++17")
-        .file("csrc/autocast_shim.cpp")
-        .include(&include)
-        .warnings(false)
-        .compile("reinforge_autocast");
-    println!("cargo:rustc-cfg=reinforge_autocast");
-    cc::Build::new()
-        .cpp(true)
-        .std("c++17")
-        .file("csrc/linear_shim.cpp")
-        .include(&include)
-        .include(include.join("torch/csrc/api/include"))
-        .warnings(false)
-        .compile("reinforge_linear");
-    println!("cargo:rustc-cfg=reinforge_onednn_linear");
+        .warnings(false);
+    build
 }
 
 /// Where `gloo/context.h` is: `REINFORGE_GLOO_INCLUDE`, the project's .venv/gloo (next to

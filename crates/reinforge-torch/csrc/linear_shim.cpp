@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "shim_error.h"
+
 namespace {
 
 // Whether oneDNN's op can stand in for `at::linear(x, w, b)`: float32 CPU tensors, no
@@ -57,10 +59,7 @@ int rf_onednn_linear(const at::Tensor* x, const at::Tensor* w, const at::Tensor*
     *out = new at::Tensor(stack.back().toTensor());
     return 0;
   } catch (const std::exception& e) {
-    if (err != nullptr && len > 0) {
-      std::strncpy(err, e.what(), len - 1);
-      err[len - 1] = '\0';
-    }
+    reinforge_copy_error(e, err, len);
   }
   return 2;
 }

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "shim_error.h"
+
 extern "C" {
 
 // One AdamW step (decoupled weight decay) of `p` in place from gradient `g`, first and second
@@ -21,10 +23,7 @@ int rf_fused_adamw(at::Tensor* p, at::Tensor* g, at::Tensor* m, at::Tensor* v, d
                       /*amsgrad=*/false, /*maximize=*/false);
     return 0;
   } catch (const std::exception& e) {
-    if (err != nullptr && len > 0) {
-      std::strncpy(err, e.what(), len - 1);
-      err[len - 1] = '\0';
-    }
+    reinforge_copy_error(e, err, len);
   }
   return 1;
 }
