@@ -10,7 +10,6 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 

@@ -5,9 +5,6 @@
 // tch binds no fused optimizer kernel, hence this C ABI; C++ exceptions come back as text.
 #include <ATen/ATen.h>
 
-#include <cstring>
-#include <string>
-
 #include "shim_error.h"
 
 extern "C" {
