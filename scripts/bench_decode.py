@@ -8,6 +8,7 @@ prompts on both sides.
   bench_decode.py report OUT_JSONL                       the report of a finished run
 
 Env: ROWS (32), NEW_TOKENS (128), LONG_TOKENS (256), ROUNDS (3, alternated), LONG_ROUNDS (1),
+COMPARE_SDPA (1: reinforge also with REINFORGE_DECODE_ATTENTION=sdpa, alternated),
 THREADS (2).
 
 Decode seconds are the time of a NEW_TOKENS run minus the time of a 1-token run of the same
@@ -38,22 +39,23 @@ def load():
     return round(os.getloadavg()[0], 2)
 
 
-def timed_cli(bin_path, model, prompts_file, new_tokens, threads):
-    """Wall seconds of one `reinforge generate` process over the prompt file."""
+def timed_cli(bin_path, model, prompts_file, new_tokens, threads, env=None):
+    """Wall seconds of one `reinforge generate` process over the prompt file (`env`: more
+    environment variables)."""
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as out:
         cmd = [bin_path, "generate", "--model", model, "--input", prompts_file, "--output", out.name,
                "--max-new-tokens", str(new_tokens), "--temperature", "0", "--ignore-eos",
                "--batch-size", "1024", "--threads", str(threads)]
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})})
         seconds = time.perf_counter() - start
         tokens = sum(json.loads(line)["completion_tokens"] for line in open(out.name))
     return seconds, tokens
 
 
-def run_json(cmd):
-    """The last stdout line of `cmd`, parsed as JSON."""
-    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
+def run_json(cmd, env=None):
+    """The last stdout line of `cmd`, parsed as JSON (`env`: more environment variables)."""
+    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -73,6 +75,11 @@ def run(model, bin_path, example, out_path):
            for c in chats]
     ids_file = os.path.join(work, "prompt_ids.json")
     json.dump(ids, open(ids_file, "w"))
+    # COMPARE_SDPA=1: reinforge also with libtorch's sdpa for decoding attention (the kernel's
+    # before), alternated in the same rounds.
+    ours_variants = [("", {})]
+    if os.environ.get("COMPARE_SDPA") == "1":
+        ours_variants.append((" (sdpa attention)", {"REINFORGE_DECODE_ATTENTION": "sdpa"}))
     me = os.path.abspath(__file__)
     py = sys.executable
     with open(out_path, "w") as out:
@@ -86,19 +93,23 @@ def run(model, bin_path, example, out_path):
         # per-token runs, so that a run cut short still reports every case.
         for r in range(max(rounds, long_rounds)):
             if r < rounds:
-                l0 = load()
-                s1, _ = timed_cli(bin_path, model, prompts_file, 1, threads)
-                sn, tokens = timed_cli(bin_path, model, prompts_file, new, threads)
-                emit({"case": "decode", "impl": "reinforge generate", "round": r, "new_tokens": new,
-                      "tokens": tokens, "seconds": sn, "seconds_1": s1, "load_before": l0, "load_after": load()})
+                for name, env in ours_variants:
+                    l0 = load()
+                    s1, _ = timed_cli(bin_path, model, prompts_file, 1, threads, env)
+                    sn, tokens = timed_cli(bin_path, model, prompts_file, new, threads, env)
+                    emit({"case": "decode", "impl": "reinforge generate" + name, "round": r, "new_tokens": new,
+                          "tokens": tokens, "seconds": sn, "seconds_1": s1, "load_before": l0,
+                          "load_after": load()})
                 l0 = load()
                 hf = run_json([py, me, "hf", model, ids_file, str(new)])
                 emit({"case": "decode", "impl": "transformers", "round": r, "load_before": l0,
                       "load_after": load(), **hf})
             if r < long_rounds:
-                l0 = load()
-                ours = run_json([example, model, ids_file, str(long_new)])
-                emit({"case": "per-token", "round": r, "load_before": l0, "load_after": load(), **ours})
+                for name, env in ours_variants:
+                    l0 = load()
+                    ours = run_json([example, model, ids_file, str(long_new)], env)
+                    ours["impl"] = ours.get("impl", "reinforge sampler") + name
+                    emit({"case": "per-token", "round": r, "load_before": l0, "load_after": load(), **ours})
                 l0 = load()
                 hf = run_json([py, me, "hf", model, ids_file, str(long_new)])
                 emit({"case": "per-token", "round": r, "load_before": l0, "load_after": load(), **hf})
@@ -166,9 +177,8 @@ def report(out_path):
         print(f"{impl:>18}: decode {statistics.median(tok_s):7.1f} tok/s (median of {len(rs)}: "
               f"{', '.join(f'{x:.1f}' for x in tok_s)}); whole call {statistics.median(whole):.1f} tok/s "
               f"({rs[0]['rows']} rows x {rs[0]['new_tokens']} tokens, {rs[0]['threads']} threads)")
-    if "reinforge generate" in rates and "transformers" in rates:
-        print(f"decode ratio reinforge generate / transformers: "
-              f"{rates['reinforge generate'] / rates['transformers']:.2f}x")
+    for impl in [i for i in rates if i.startswith("reinforge")] if "transformers" in rates else []:
+        print(f"decode ratio {impl} / transformers: {rates[impl] / rates['transformers']:.2f}x")
     per = [l for l in lines if l["case"] == "per-token" and l.get("first_ms") and l.get("last_ms")]
     for impl in sorted({l["impl"] for l in per}):
         rs = [l for l in per if l["impl"] == impl]

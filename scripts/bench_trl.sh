@@ -20,7 +20,9 @@
 #               (default 2048), memory.gradient_checkpointing=true, memory.padding_free=true,
 #               micro and ckpt, or all three (the memory table);
 #   all+shared  same-work with micro-batches and checkpointing;
-#   NAME+compact    any of those with memory.heap=compact (the lowest-peak malloc policy);
+#   NAME+compact, NAME+reuse   any of those with memory.heap=compact (the lowest-peak malloc
+#               policy) or memory.heap=reuse (the default `auto` is compact exactly when
+#               micro-batches or checkpointing are on);
 #   trl, trl-ckpt   TRL's GRPOTrainer, plain or with gradient checkpointing.
 # Environment: WARMUP (warm-up steps per run, default 2), MAX_LEN (max completion length, 48),
 #   LR (learning rate, 1e-6: small, so the policy stays near the base model and both sides
@@ -136,9 +138,9 @@ in_limit() {  # command...: runs it inside the MEM_LIMIT_GB cgroup, if any
 }
 # The reinforge settings of each variant (TRL's are flags of scripts/bench_trl.py).
 reinforge_extra() {
-  # NAME+compact: variant NAME with memory.heap = "compact" (docs/memory.md).
-  case "$1" in *+compact) local base; base="$(reinforge_extra "${1%+compact}")" || return 1
-    echo "$base --set memory.heap=compact"; return ;; esac
+  # NAME+compact, NAME+reuse: variant NAME under that memory.heap policy (docs/memory.md).
+  case "$1" in *+compact|*+reuse) local base; base="$(reinforge_extra "${1%+*}")" || return 1
+    echo "$base --set memory.heap=${1##*+}"; return ;; esac
   local same="--set grpo.skip_zero_advantage=false"
   # The plain path: padded rows, each prompt once per row (shared_prompts is on by default).
   local plain="$same --set memory.shared_prompts=false"

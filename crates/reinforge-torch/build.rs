@@ -9,7 +9,8 @@
 //! (`REINFORGE_NCCL=1` makes missing headers an error). It sets `cfg(reinforge_nccl)`.
 //!
 //! Also compiles csrc/autocast_shim.cpp (`at::autocast` per device type, `cfg(reinforge_autocast)`),
-//! csrc/linear_shim.cpp (oneDNN's linear for sampling forwards on the CPU, `cfg(reinforge_onednn_linear)`)
+//! csrc/linear_shim.cpp (oneDNN's linear for sampling forwards on the CPU, `cfg(reinforge_onednn_linear)`),
+//! csrc/decode_attention_shim.cpp (one-pass attention of decoding steps, `cfg(reinforge_decode_attention)`)
 //! and csrc/optim_shim.cpp (libtorch's fused AdamW kernel and dropping a gradient, which tch
 //! does not bind)
 //! whenever libtorch's headers are there, and sets `cfg(reinforge_fused_adamw)`; without it
@@ -23,6 +24,7 @@ fn main() {
     println!("cargo:rustc-check-cfg=cfg(reinforge_nccl)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_autocast)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_onednn_linear)");
+    println!("cargo:rustc-check-cfg=cfg(reinforge_decode_attention)");
     println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/shim_error.h");
     for (file, _, _) in SHIMS {
@@ -139,7 +141,7 @@ fn nccl_headers(libtorch: &Path) -> Option<Vec<PathBuf>> {
 }
 
 /// The shims compiled whenever libtorch's headers are present: (source, library, cfg set).
-const SHIMS: [(&str, &str, &str); 3] = [
+const SHIMS: [(&str, &str, &str); 4] = [
     (
         "csrc/optim_shim.cpp",
         "reinforge_optim",
@@ -155,9 +157,14 @@ const SHIMS: [(&str, &str, &str); 3] = [
         "reinforge_linear",
         "reinforge_onednn_linear",
     ),
+    (
+        "csrc/decode_attention_shim.cpp",
+        "reinforge_decode_attention",
+        "reinforge_decode_attention",
+    ),
 ];
 
-/// Compiles the fused-AdamW, autocast and oneDNN-linear shims ([`SHIMS`]) when libtorch's
+/// Compiles the fused-AdamW, autocast, oneDNN-linear and decode-attention shims ([`SHIMS`]) when libtorch's
 /// headers are present.
 fn compile_shims(libtorch: &Path) {
     let include = libtorch.join("include");
@@ -180,6 +187,10 @@ fn shim_build(include: &Path, file: &str) -> cc::Build {
         .file(file)
         .include(include)
         .include(include.join("torch/csrc/api/include"))
+        // ATen's `parallel_for` is inline OpenMP in libtorch's headers: without -fopenmp it runs
+        // on one thread. The OpenMP runtime is libtorch's own libgomp, which torch-sys links.
+        .flag_if_supported("-fopenmp")
+        .flag_if_supported("-Wno-psabi")
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-deprecated-declarations")
         .warnings(false);

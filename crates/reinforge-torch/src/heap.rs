@@ -43,24 +43,38 @@ pub enum HeapPolicy {
     /// Freed blocks below 32 MB stay in the heap for the next allocation of their size: no
     /// heap is trimmed on `free` (trim threshold 1 GiB), blocks below 32 MB (glibc's own upper
     /// bound for its dynamic threshold) are never mapped alone. Memory goes back to the system
-    /// at phase boundaries ([`phase_boundary`]) only. The default: a hot loop (decoding, a
-    /// micro-batch) reuses its memory instead of faulting it in again.
-    #[default]
+    /// at phase boundaries ([`phase_boundary`]) only: a hot loop (decoding, a micro-batch)
+    /// reuses its memory instead of faulting it in again.
     Reuse,
     /// The lowest peak: blocks of 4 MB or more are mapped alone and unmapped when freed, so
     /// differently sized activations of successive micro-batches cannot pile up in the heaps,
     /// and freed memory is also returned after every update micro-batch. Each large block is
     /// faulted in afresh: slower.
     Compact,
+    /// The default: `compact` when the run bounds its memory (micro-batches under a token
+    /// budget, or activation checkpointing: docs/memory.md measured half `reuse`'s peak there),
+    /// `reuse` otherwise ([`HeapPolicy::resolve`]).
+    #[default]
+    Auto,
 }
 
-/// Bytes from which a block is mapped alone, and free bytes at a heap's top above which
-/// glibc returns them, under each policy.
 impl HeapPolicy {
-    fn thresholds(self) -> (i32, i32) {
+    /// The policy itself, or for [`HeapPolicy::Auto`] the one that suits a run that does
+    /// (`bounded`) or does not bound its memory.
+    pub fn resolve(self, bounded: bool) -> HeapPolicy {
         match self {
-            HeapPolicy::Reuse => (32 << 20, 1 << 30),
+            HeapPolicy::Auto if bounded => HeapPolicy::Compact,
+            HeapPolicy::Auto => HeapPolicy::Reuse,
+            p => p,
+        }
+    }
+
+    /// Bytes from which a block is mapped alone, and free bytes at a heap's top above which
+    /// glibc returns them.
+    fn thresholds(self) -> (i32, i32) {
+        match self.resolve(false) {
             HeapPolicy::Compact => (4 << 20, 8 << 20),
+            _ => (32 << 20, 1 << 30),
         }
     }
 }
@@ -68,9 +82,11 @@ impl HeapPolicy {
 /// The policy in force (an index into [`HeapPolicy`]'s variants); malloc is per process.
 static POLICY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
-/// Applies `policy` to the process's malloc (glibc's `mallopt`; elsewhere only recorded).
-/// Setting a threshold turns glibc's dynamic mmap threshold off: both are always set.
+/// Applies `policy` to the process's malloc (glibc's `mallopt`; elsewhere only recorded);
+/// [`HeapPolicy::Auto`], unresolved, applies `reuse`. Setting a threshold turns glibc's
+/// dynamic mmap threshold off: both are always set.
 pub fn set_policy(policy: HeapPolicy) {
+    let policy = policy.resolve(false);
     POLICY.store(policy as u8, std::sync::atomic::Ordering::Relaxed);
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -122,6 +138,35 @@ fn status_kib() -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_is_compact_exactly_when_the_run_bounds_its_memory() {
+        use crate::memory::Memory;
+        let plain = Memory::default();
+        assert_eq!(plain.heap, HeapPolicy::Auto, "auto is the default");
+        assert_eq!(plain.heap_policy(), HeapPolicy::Reuse);
+        let budget = Memory {
+            max_tokens_per_microbatch: 4096,
+            ..plain
+        };
+        let ckpt = Memory {
+            gradient_checkpointing: true,
+            ..plain
+        };
+        assert_eq!(budget.heap_policy(), HeapPolicy::Compact);
+        assert_eq!(ckpt.heap_policy(), HeapPolicy::Compact);
+        // A named policy is kept whatever the other settings.
+        let reuse = Memory {
+            heap: HeapPolicy::Reuse,
+            ..budget
+        };
+        assert_eq!(reuse.heap_policy(), HeapPolicy::Reuse);
+        let compact = Memory {
+            heap: HeapPolicy::Compact,
+            ..plain
+        };
+        assert_eq!(compact.heap_policy(), HeapPolicy::Compact);
+    }
 
     #[test]
     fn a_boundary_keeps_live_memory_and_reads_the_resident_size() {

@@ -12,6 +12,7 @@ pub mod batch;
 pub mod cache;
 pub mod checkpoint;
 pub mod config;
+pub mod decode_attention;
 pub mod dist;
 pub mod distill;
 pub mod heap;

@@ -97,10 +97,15 @@ pub fn sampling<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// Whether this thread is inside [`sampling`] (other sampling-only kernels ask too).
+pub(crate) fn in_sampling() -> bool {
+    SAMPLING.with(|s| s.get())
+}
+
 /// `x W^T (+ b)` for `x` `[.., in]` and `w` `[out, in]`: inside [`sampling`], by the
 /// [`cpu_linear`] kernel where it applies; otherwise (and where it does not apply) `at::linear`.
 pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
-    if SAMPLING.with(|s| s.get()) && cpu_linear() == CpuLinear::Onednn {
+    if in_sampling() && cpu_linear() == CpuLinear::Onednn {
         if let Some(y) = onednn_linear(x, w, b) {
             return y;
         }

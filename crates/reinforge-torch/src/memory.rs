@@ -35,8 +35,9 @@ pub struct Memory {
     /// keys as the padded rows: results equal theirs. Implies packing. On in
     /// [`Memory::recommended`] (a run config's default).
     pub shared_prompts: bool,
-    /// How malloc keeps freed host memory inside a phase: `reuse` (fast) or `compact` (the
-    /// lowest peak); see [`crate::heap::HeapPolicy`]. The results are the same.
+    /// How malloc keeps freed host memory inside a phase: `reuse` (fast), `compact` (the
+    /// lowest peak) or `auto` (compact when micro-batches or checkpointing are on); see
+    /// [`crate::heap::HeapPolicy`]. The results are the same.
     pub heap: crate::heap::HeapPolicy,
 }
 
@@ -50,6 +51,13 @@ impl Memory {
             shared_prompts: true,
             ..Self::default()
         }
+    }
+
+    /// The malloc policy these settings run under: `heap`, with `auto` resolved by whether
+    /// the passes bound their memory (a token budget or checkpointing).
+    pub fn heap_policy(&self) -> crate::heap::HeapPolicy {
+        let bounded = self.max_tokens_per_microbatch > 0 || self.gradient_checkpointing;
+        self.heap.resolve(bounded)
     }
 
     /// `rows` (indices into `lens`, the rows' token counts) split in order into micro-batches

@@ -629,6 +629,9 @@ impl Attend {
             Tensor::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, None, gqa)
         };
         match self {
+            // A decoding step in a sampling forward: the one-pass kernel where it applies.
+            Self::Mask(mask) if q.size()[2] == 1 => crate::decode_attention::attend(q, k, v, mask)
+                .unwrap_or_else(|| sdpa(q, k, v, Some(mask))),
             Self::Mask(mask) => sdpa(q, k, v, Some(mask)),
             Self::Segments(segments, window) => {
                 let parts: Vec<Tensor> = segments

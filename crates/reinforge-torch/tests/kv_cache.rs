@@ -16,6 +16,18 @@ fn tiny() -> ModelConfig {
     .unwrap()
 }
 
+/// Heads of 8 dimensions, four query heads per key/value head: decoding steps run the decode
+/// attention kernel (src/decode_attention.rs), which needs a multiple of 8; `tiny`'s heads of
+/// 4 run sdpa.
+fn tiny_kernel_heads() -> ModelConfig {
+    serde_json::from_value(serde_json::json!({
+        "vocab_size": 11, "hidden_size": 64, "intermediate_size": 48, "num_hidden_layers": 2,
+        "num_attention_heads": 8, "num_key_value_heads": 2, "max_position_embeddings": 128,
+        "tie_word_embeddings": true, "rms_norm_eps": 1e-6
+    }))
+    .unwrap()
+}
+
 /// A running batch decoded through the cache: each row's tokens, the key mask (left padding
 /// false) and the logits of each row's next token.
 struct Batch {
@@ -128,7 +140,17 @@ fn tokens(n: usize, s: usize) -> Vec<i64> {
 /// equal its uncached forward pass.
 #[test]
 fn cache_matches_uncached_forward_through_joins_and_retirements() {
-    let p = Policy::new(&tiny(), Device::Cpu, 11).unwrap();
+    joins_and_retirements(&tiny());
+}
+
+/// The same sequence where decoding steps run the decode attention kernel.
+#[test]
+fn kernel_attention_matches_uncached_forward_through_joins_and_retirements() {
+    joins_and_retirements(&tiny_kernel_heads());
+}
+
+fn joins_and_retirements(cfg: &ModelConfig) {
+    let p = Policy::new(cfg, Device::Cpu, 11).unwrap();
     let _guard = reinforge_torch::tch::no_grad_guard();
     let mut b = Batch::prefill(&p, &[vec![1, 2, 3], vec![4, 5], vec![6, 7, 8, 9]], 8);
     let mut checked = 0;

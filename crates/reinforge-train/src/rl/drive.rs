@@ -53,7 +53,7 @@ pub fn run(
             "data-parallel training samples on the local engine, synchronously: set rollout.engine = \"local\" and rollout.max_staleness = 0"
         );
     }
-    reinforge_torch::heap::set_policy(cfg.memory.heap);
+    reinforge_torch::heap::set_policy(cfg.memory.heap_policy());
     let settings =
         StepSettings::new(&cfg.grpo, &cfg.ppo, cfg.seed, env.pad_id()).with_memory(cfg.memory);
     let (step, writes) = (trainer.state.step, trainer.writes());

@@ -1,0 +1,180 @@
+// Attention of one new token per row over a KV cache (decoding), float32 on the CPU, for
+// sampling forwards (src/decode_attention.rs decides when). libtorch's CPU
+// `scaled_dot_product_attention` with `enable_gqa` reads each key/value head once per query
+// head of its group, in small blocks, and at a few hundred cached positions it took about as
+// long as the step's matrix products (docs/memory.md). Decoding is bound by reading the cache,
+// so this reads it once: each (row, key/value head) item computes the scores of all its group's
+// query heads in one pass over the keys, libtorch's softmax normalises them, and one pass over
+// the values accumulates the outputs. No libtorch op computes attention that way on the CPU
+// (flash attention has no grouped-query decode path there), hence this file. Used by
+// src/decode_attention.rs.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "shim_error.h"
+
+// The per-item loops are compiled twice on x86-64 (AVX2 with FMA, and the baseline) and the
+// loader picks one by the CPU (GCC's function multiversioning), so one binary runs everywhere.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RF_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define RF_CLONES
+#endif
+
+namespace {
+
+// Eight floats, loaded and stored unaligned: GCC's vector extension, so the loops below are
+// AVX2 in the x86-64-v3 clone and pairs of SSE operations in the baseline one (autovectorising
+// the scalar loops gave neither).
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
+
+// The sum of `a`'s eight lanes (as two halves of four, then pairs).
+inline __attribute__((always_inline)) float hsum(v8 a) {
+  typedef float v4 __attribute__((vector_size(16)));
+  v4 lo, hi;
+  __builtin_memcpy(&lo, &a, sizeof lo);
+  __builtin_memcpy(&hi, reinterpret_cast<const char*>(&a) + sizeof lo, sizeof hi);
+  const v4 x = lo + hi;
+  return (x[0] + x[2]) + (x[1] + x[3]);
+}
+
+// Scores `[g, s]` of `g` query rows `q` (`[g, d]`, contiguous; `d` a multiple of 8) against
+// `s` keys `k` (row stride `ks`), scaled, with `-inf` where `allowed` is false: one pass over
+// the keys, each key read from memory once for all `g` queries.
+RF_CLONES void scores(const float* __restrict q, const float* __restrict k, int64_t ks,
+                      const bool* allowed, int64_t g, int64_t s, int64_t d, float scale,
+                      float* __restrict out) {
+  const float neg = -std::numeric_limits<float>::infinity();
+  for (int64_t t = 0; t < s; ++t) {
+    if (!allowed[t]) {
+      for (int64_t h = 0; h < g; ++h) out[h * s + t] = neg;
+      continue;
+    }
+    const float* kt = k + t * ks;
+    for (int64_t h = 0; h < g; ++h) {
+      const float* qh = q + h * d;
+      // Two partial sums halve the chain of dependent multiply-adds.
+      v8 even = {}, odd = {};
+      int64_t j = 0;
+      for (; j + 16 <= d; j += 16) {
+        even += *reinterpret_cast<const v8*>(qh + j) * *reinterpret_cast<const v8*>(kt + j);
+        odd += *reinterpret_cast<const v8*>(qh + j + 8) * *reinterpret_cast<const v8*>(kt + j + 8);
+      }
+      if (j < d) even += *reinterpret_cast<const v8*>(qh + j) * *reinterpret_cast<const v8*>(kt + j);
+      out[h * s + t] = hsum(even + odd) * scale;
+    }
+  }
+}
+
+// `out[h] = sum_t p[h, t] v[t]` for `g` rows of weights `p` (`[g, s]`) over `s` values `v`
+// (row stride `vs`; `d` a multiple of 8). Each output row is summed in registers, 32 lanes at a
+// time in four independent sums; the values are read from memory once and from the cache
+// again for the group's other heads.
+RF_CLONES void mix(const float* __restrict p, const float* __restrict v, int64_t vs, int64_t g,
+                   int64_t s, int64_t d, float* __restrict out) {
+  auto at = [](const float* x) { return *reinterpret_cast<const v8*>(x); };
+  for (int64_t h = 0; h < g; ++h) {
+    const float* ph = p + h * s;
+    float* oh = out + h * d;
+    int64_t c = 0;
+    for (; c + 32 <= d; c += 32) {
+      v8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+      for (int64_t t = 0; t < s; ++t) {
+        const float* vt = v + t * vs + c;
+        const float w = ph[t];
+        a0 += w * at(vt);
+        a1 += w * at(vt + 8);
+        a2 += w * at(vt + 16);
+        a3 += w * at(vt + 24);
+      }
+      *reinterpret_cast<v8*>(oh + c) = a0;
+      *reinterpret_cast<v8*>(oh + c + 8) = a1;
+      *reinterpret_cast<v8*>(oh + c + 16) = a2;
+      *reinterpret_cast<v8*>(oh + c + 24) = a3;
+    }
+    for (; c < d; c += 8) {
+      v8 a = {};
+      for (int64_t t = 0; t < s; ++t) a += ph[t] * at(v + t * vs + c);
+      *reinterpret_cast<v8*>(oh + c) = a;
+    }
+  }
+}
+
+// Whether the kernel computes `sdpa(q, k, v, mask, enable_gqa)` here: float32 CPU tensors, one
+// query per row, keys/values `[B, Hkv, S, D]` with unit stride along D (a multiple of 8), a
+// boolean mask `[B, 1, 1, S]`, no gradient to record.
+bool applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+             const at::Tensor& mask) {
+  for (const at::Tensor* t : {&q, &k, &v}) {
+    if (!t->is_cpu() || t->scalar_type() != at::kFloat || t->dim() != 4) return false;
+    if (at::GradMode::is_enabled() && t->requires_grad()) return false;
+  }
+  const int64_t b = q.size(0), heads = q.size(1), d = q.size(3);
+  const int64_t kv = k.size(1), s = k.size(2);
+  if (q.size(2) != 1 || kv == 0 || heads % kv != 0) return false;
+  if (d % 8 != 0) return false;
+  if (k.sizes() != v.sizes() || k.size(0) != b || k.size(3) != d) return false;
+  if (k.stride(3) != 1 || v.stride(3) != 1) return false;
+  return mask.scalar_type() == at::kBool && mask.dim() == 4 && mask.size(0) == b &&
+         mask.size(1) == 1 && mask.size(2) == 1 && mask.size(3) == s;
+}
+
+}  // namespace
+
+extern "C" {
+
+// `softmax(q k^T / sqrt(D) + mask) v` for one query per row, `q` `[B, H, 1, D]` over `k`, `v`
+// `[B, Hkv, S, D]` (query head h reads key/value head h / (H / Hkv), as `enable_gqa`), into
+// `*out` `[B, H, 1, D]` (a new tensor the caller owns). Returns 0 when done, 1 when the kernel
+// does not apply (the caller runs sdpa), 2 on an error (its text in `err`).
+int rf_decode_attention(const at::Tensor* q, const at::Tensor* k, const at::Tensor* v,
+                        const at::Tensor* mask, at::Tensor** out, char* err, size_t len) {
+  try {
+    if (!applies(*q, *k, *v, *mask)) return 1;
+    at::NoGradGuard no_grad;
+    const int64_t b = q->size(0), heads = q->size(1), d = q->size(3);
+    const int64_t kv = k->size(1), s = k->size(2), g = heads / kv;
+    const at::Tensor qc = q->contiguous();
+    const at::Tensor allowed = mask->reshape({b, s}).contiguous();
+    at::Tensor sc = at::empty({b, heads, s}, q->options());
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const float* qp = qc.data_ptr<float>();
+    const float* kp = k->data_ptr<float>();
+    const float* vp = v->data_ptr<float>();
+    const bool* ap = allowed.data_ptr<bool>();
+    float* sp = sc.data_ptr<float>();
+    const int64_t kb = k->stride(0), kh = k->stride(1), kt = k->stride(2);
+    const int64_t vb = v->stride(0), vh = v->stride(1), vt = v->stride(2);
+    // Items are (row, key/value head): the key/value head's `g` query heads are adjacent.
+    at::parallel_for(0, b * kv, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t r = i / kv, h = i % kv;
+        scores(qp + (r * heads + h * g) * d, kp + r * kb + h * kh, kt, ap + r * s, g, s, d,
+               scale, sp + (r * heads + h * g) * s);
+      }
+    });
+    const at::Tensor p = at::softmax(sc, -1);
+    at::Tensor y = at::empty({b, heads, 1, d}, q->options());
+    const float* pp = p.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    at::parallel_for(0, b * kv, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t r = i / kv, h = i % kv;
+        mix(pp + (r * heads + h * g) * s, vp + r * vb + h * vh, vt, g, s, d,
+            yp + (r * heads + h * g) * d);
+      }
+    });
+    *out = new at::Tensor(std::move(y));
+    return 0;
+  } catch (const std::exception& e) {
+    reinforge_copy_error(e, err, len);
+  }
+  return 2;
+}
+
+}  // extern "C"

@@ -1,0 +1,155 @@
+//! The attention of decoding steps (one new token per row over a KV cache) in sampling
+//! forwards on the CPU in float32.
+//!
+//! Decoding reads the whole cache every step, and at a few hundred cached positions the cache
+//! is as large as the weights (docs/memory.md). libtorch's CPU `scaled_dot_product_attention`
+//! with grouped-query attention reads each key/value head once per query head; the kernel in
+//! `csrc/decode_attention_shim.cpp` reads it once per step (all of a group's query heads in
+//! one pass), so a token's time grows less with the tokens before it. It runs only inside
+//! [`crate::linear::sampling`] (gradient-free forwards whose results are not compared bit for
+//! bit with a training pass), and only where it applies (float32 CPU tensors, one query per
+//! row, a boolean mask); everywhere else attention is libtorch's sdpa. The two agree to
+//! float32 rounding (sums in another order). The choice is named: `REINFORGE_DECODE_ATTENTION`
+//! = `kernel` (default) or `sdpa`, or [`set_decode_attention`].
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use tch::Tensor;
+
+/// What computes the attention of decoding steps in sampling forwards on the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeAttention {
+    /// The one-pass kernel of `csrc/decode_attention_shim.cpp`.
+    Kernel,
+    /// libtorch's `scaled_dot_product_attention`, as every other pass.
+    Sdpa,
+}
+
+impl FromStr for DecodeAttention {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "kernel" => Ok(Self::Kernel),
+            "sdpa" => Ok(Self::Sdpa),
+            _ => Err(format!(
+                "REINFORGE_DECODE_ATTENTION must be kernel or sdpa, got {s:?}"
+            )),
+        }
+    }
+}
+
+/// 0: not yet read from the environment; 1: the kernel; 2: sdpa.
+static CHOICE: AtomicU8 = AtomicU8::new(0);
+
+/// Sets the choice for the rest of the process (overrides `REINFORGE_DECODE_ATTENTION`).
+pub fn set_decode_attention(choice: DecodeAttention) {
+    let code = match choice {
+        DecodeAttention::Kernel => 1,
+        DecodeAttention::Sdpa => 2,
+    };
+    CHOICE.store(code, Ordering::Relaxed);
+}
+
+/// The choice in force: [`set_decode_attention`]'s, else `REINFORGE_DECODE_ATTENTION`'s, else
+/// the kernel where this build has it. An unknown value is reported once and ignored.
+pub fn decode_attention() -> DecodeAttention {
+    match CHOICE.load(Ordering::Relaxed) {
+        1 => DecodeAttention::Kernel,
+        2 => DecodeAttention::Sdpa,
+        _ => {
+            let fallback = if cfg!(reinforge_decode_attention) {
+                DecodeAttention::Kernel
+            } else {
+                DecodeAttention::Sdpa
+            };
+            let choice = std::env::var("REINFORGE_DECODE_ATTENTION").map_or(fallback, |v| {
+                v.parse().unwrap_or_else(|e| {
+                    eprintln!("warning: {e}; using the default");
+                    fallback
+                })
+            });
+            set_decode_attention(choice);
+            choice
+        }
+    }
+}
+
+/// `sdpa(q, k, v, mask, enable_gqa)` for `q` `[B, H, 1, D]` over `k`, `v` `[B, H_kv, S, D]`
+/// with a boolean `mask` `[B, 1, 1, S]`, by the kernel: `None` outside sampling forwards, where
+/// sdpa is chosen, or where the kernel does not apply (another shape or dtype, a gradient to
+/// record, a build without the shim).
+pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Option<Tensor> {
+    if !crate::linear::in_sampling() || decode_attention() != DecodeAttention::Kernel {
+        return None;
+    }
+    shim::attend(q, k, v, mask)
+}
+
+#[cfg(reinforge_decode_attention)]
+mod shim {
+    use std::ffi::{c_char, c_void, CStr};
+
+    use tch::Tensor;
+
+    use super::{set_decode_attention, DecodeAttention};
+
+    extern "C" {
+        fn rf_decode_attention(
+            q: *const c_void,
+            k: *const c_void,
+            v: *const c_void,
+            mask: *const c_void,
+            out: *mut *mut c_void,
+            err: *mut c_char,
+            len: usize,
+        ) -> i32;
+    }
+
+    /// The kernel's result, or `None` where it does not apply. An error is reported once and
+    /// turns the kernel off for the process.
+    pub(super) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Option<Tensor> {
+        let mut out: *mut c_void = std::ptr::null_mut();
+        let mut err = [0u8; 512];
+        // SAFETY: the four tensors are live tch tensors (`at::Tensor*`) for the call; `err`
+        // holds `err.len()` bytes; the shim catches every C++ exception and on success writes
+        // a new `at::Tensor*` that `Tensor::from_ptr` takes ownership of.
+        let rc = unsafe {
+            rf_decode_attention(
+                q.as_ptr().cast(),
+                k.as_ptr().cast(),
+                v.as_ptr().cast(),
+                mask.as_ptr().cast(),
+                &mut out,
+                err.as_mut_ptr().cast(),
+                err.len(),
+            )
+        };
+        match rc {
+            // SAFETY: rc 0 means `out` is a heap `at::Tensor` nobody else owns.
+            0 => Some(unsafe { Tensor::from_ptr(out.cast()) }),
+            1 => None,
+            _ => {
+                let msg = CStr::from_bytes_until_nul(&err)
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                eprintln!(
+                    "warning: the decode attention kernel failed ({msg}); using sdpa from now on"
+                );
+                set_decode_attention(DecodeAttention::Sdpa);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(not(reinforge_decode_attention))]
+mod shim {
+    use tch::Tensor;
+
+    /// This build has no shim: always sdpa.
+    pub(super) fn attend(_: &Tensor, _: &Tensor, _: &Tensor, _: &Tensor) -> Option<Tensor> {
+        None
+    }
+}
