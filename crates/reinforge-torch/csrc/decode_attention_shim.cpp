@@ -4,14 +4,15 @@
 // head of its group, in small blocks, and at a few hundred cached positions it took about as
 // long as the step's matrix products (docs/memory.md). Decoding is bound by reading the cache,
 // so this reads it once: each (row, key/value head) item computes the scores of all its group's
-// query heads in one pass over the keys, libtorch's softmax normalises them, and one pass over
-// the values accumulates the outputs. No libtorch op computes attention that way on the CPU
+// query heads in one pass over the keys, a softmax in slot order normalises them, and one pass
+// over the values accumulates the outputs. No libtorch op computes attention that way on the CPU
 // (flash attention has no grouped-query decode path there), hence this file. Used by
 // src/decode_attention.rs.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -69,6 +70,19 @@ RF_CLONES void scores(const float* __restrict q, const float* __restrict k, int6
       out[h * s + t] = hsum(even + odd) * scale;
     }
   }
+}
+
+// `x <- softmax(x)` in place over `n` scores (`-inf`: weight 0), summed in index order.
+void softmax_row(float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t t = 0; t < n; ++t) m = std::max(m, x[t]);
+  float sum = 0.0f;
+  for (int64_t t = 0; t < n; ++t) {
+    x[t] = std::exp(x[t] - m);
+    sum += x[t];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t t = 0; t < n; ++t) x[t] *= inv;
 }
 
 // `out[h] = sum_t p[h, t] v[t]` for `g` rows of weights `p` (`[g, s]`) over `s` values `v`
@@ -158,7 +172,13 @@ int rf_decode_attention(const at::Tensor* q, const at::Tensor* k, const at::Tens
                scale, sp + (r * heads + h * g) * s);
       }
     });
-    const at::Tensor p = at::softmax(sc, -1);
+    // Softmax per query row, summed in slot order: a vectorised softmax sums in lanes set by
+    // the slot index, so left padding (which shifts a row's keys) would change the rounding
+    // and a row's result would depend on the batch it decodes in. Masked slots add exactly 0.
+    at::parallel_for(0, b * heads, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) softmax_row(sp + i * s, s);
+    });
+    const at::Tensor& p = sc;
     at::Tensor y = at::empty({b, heads, 1, d}, q->options());
     const float* pp = p.data_ptr<float>();
     float* yp = y.data_ptr<float>();

@@ -86,3 +86,38 @@ fn kernel_stands_aside_outside_its_conditions() {
         assert!(sampling(|| attend(&q, &k, &v, &mask)).is_none());
     });
 }
+
+/// A row's result does not depend on how much left padding its batch gives it (bit for bit),
+/// so data-parallel ranks, which decode other batches, reproduce one process.
+#[test]
+fn a_rows_result_is_the_same_whatever_its_left_padding() {
+    if !cfg!(reinforge_decode_attention) {
+        return;
+    }
+    tch::manual_seed(5);
+    let _guard = tch::no_grad_guard();
+    let (heads, kv, d, len) = (9, 3, 64, 37);
+    let q = Tensor::randn([1, heads, 1, d], (Kind::Float, Device::Cpu));
+    let k = Tensor::randn([1, kv, len, d], (Kind::Float, Device::Cpu));
+    let v = Tensor::randn([1, kv, len, d], (Kind::Float, Device::Cpu));
+    let alone = sampling(|| {
+        attend(
+            &q,
+            &k,
+            &v,
+            &Tensor::ones([1, 1, 1, len], (Kind::Bool, Device::Cpu)),
+        )
+    })
+    .expect("the kernel applies");
+    for pad in [1, 3, 5, 11] {
+        let zeros = Tensor::zeros([1, kv, pad, d], (Kind::Float, Device::Cpu));
+        let (kp, vp) = (Tensor::cat(&[&zeros, &k], 2), Tensor::cat(&[&zeros, &v], 2));
+        let mask = left_padded_mask(pad + 1, pad + len).narrow(0, pad, 1);
+        let padded = sampling(|| attend(&q, &kp, &vp, &mask)).expect("the kernel applies");
+        assert!(
+            padded.equal(&alone),
+            "{pad} padding slots changed the result by {}",
+            (&padded - &alone).abs().max().double_value(&[])
+        );
+    }
+}

@@ -193,7 +193,12 @@ fn ranks_reproduce_one_process_on_a_lora_dataset_run() {
         rewards.iter().any(|&r| r > 0.0 && r < 1.0),
         "no learning signal: {rewards:?}"
     );
-    assert!(p < 1e-5, "parameters differ by {p}");
+    // AdamW at lr 1e-2 turns last-bit differences into parameter differences of up to ~1e-5
+    // here: the ranks decode smaller batches, whose linears (oneDNN) round differently. Measured
+    // 2026-11-28: 1.45e-6 with sdpa decoding, 1.10e-5 with the decode attention kernel; one
+    // process with the kernel against one with sdpa (outputs within 6e-7 of each other): 6.3e-6.
+    // The sampled tokens and every reward are equal; the bound keeps that noise and nothing more.
+    assert!(p < 5e-5, "parameters differ by {p}");
     assert!(metric_gap(&runs.join("one"), &runs.join("two")) < 1e-4);
 }
 
