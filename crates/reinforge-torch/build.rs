@@ -25,8 +25,10 @@ fn main() {
     println!("cargo:rustc-check-cfg=cfg(reinforge_autocast)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_onednn_linear)");
     println!("cargo:rustc-check-cfg=cfg(reinforge_decode_attention)");
+    println!("cargo:rustc-check-cfg=cfg(reinforge_sampling_ops)");
     println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/shim_error.h");
+    println!("cargo:rerun-if-changed=csrc/vec8.h");
     for (file, _, _) in SHIMS {
         println!("cargo:rerun-if-changed={file}");
     }
@@ -141,7 +143,7 @@ fn nccl_headers(libtorch: &Path) -> Option<Vec<PathBuf>> {
 }
 
 /// The shims compiled whenever libtorch's headers are present: (source, library, cfg set).
-const SHIMS: [(&str, &str, &str); 4] = [
+const SHIMS: [(&str, &str, &str); 5] = [
     (
         "csrc/optim_shim.cpp",
         "reinforge_optim",
@@ -162,9 +164,14 @@ const SHIMS: [(&str, &str, &str); 4] = [
         "reinforge_decode_attention",
         "reinforge_decode_attention",
     ),
+    (
+        "csrc/sampling_ops_shim.cpp",
+        "reinforge_sampling_ops",
+        "reinforge_sampling_ops",
+    ),
 ];
 
-/// Compiles the fused-AdamW, autocast, oneDNN-linear and decode-attention shims ([`SHIMS`]) when libtorch's
+/// Compiles the fused-AdamW, autocast, oneDNN-linear, decode-attention and sampling-ops shims ([`SHIMS`]) when libtorch's
 /// headers are present.
 fn compile_shims(libtorch: &Path) {
     let include = libtorch.join("include");

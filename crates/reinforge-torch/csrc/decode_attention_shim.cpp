@@ -19,30 +19,9 @@
 
 #include "shim_error.h"
 
-// The per-item loops are compiled twice on x86-64 (AVX2 with FMA, and the baseline) and the
-// loader picks one by the CPU (GCC's function multiversioning), so one binary runs everywhere.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define RF_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define RF_CLONES
-#endif
+#include "vec8.h"
 
 namespace {
-
-// Eight floats, loaded and stored unaligned: GCC's vector extension, so the loops below are
-// AVX2 in the x86-64-v3 clone and pairs of SSE operations in the baseline one (autovectorising
-// the scalar loops gave neither).
-typedef float v8 __attribute__((vector_size(32), aligned(4)));
-
-// The sum of `a`'s eight lanes (as two halves of four, then pairs).
-inline __attribute__((always_inline)) float hsum(v8 a) {
-  typedef float v4 __attribute__((vector_size(16)));
-  v4 lo, hi;
-  __builtin_memcpy(&lo, &a, sizeof lo);
-  __builtin_memcpy(&hi, reinterpret_cast<const char*>(&a) + sizeof lo, sizeof hi);
-  const v4 x = lo + hi;
-  return (x[0] + x[2]) + (x[1] + x[3]);
-}
 
 // Scores `[g, s]` of `g` query rows `q` (`[g, d]`, contiguous; `d` a multiple of 8) against
 // `s` keys `k` (row stride `ks`), scaled, with `-inf` where `allowed` is false: one pass over
@@ -63,26 +42,47 @@ RF_CLONES void scores(const float* __restrict q, const float* __restrict k, int6
       v8 even = {}, odd = {};
       int64_t j = 0;
       for (; j + 16 <= d; j += 16) {
-        even += *reinterpret_cast<const v8*>(qh + j) * *reinterpret_cast<const v8*>(kt + j);
-        odd += *reinterpret_cast<const v8*>(qh + j + 8) * *reinterpret_cast<const v8*>(kt + j + 8);
+        even += load8(qh + j) * load8(kt + j);
+        odd += load8(qh + j + 8) * load8(kt + j + 8);
       }
-      if (j < d) even += *reinterpret_cast<const v8*>(qh + j) * *reinterpret_cast<const v8*>(kt + j);
+      if (j < d) even += load8(qh + j) * load8(kt + j);
       out[h * s + t] = hsum(even + odd) * scale;
     }
   }
 }
 
-// `x <- softmax(x)` in place over `n` scores (`-inf`: weight 0), summed in index order.
-void softmax_row(float* x, int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t t = 0; t < n; ++t) m = std::max(m, x[t]);
-  float sum = 0.0f;
-  for (int64_t t = 0; t < n; ++t) {
-    x[t] = std::exp(x[t] - m);
-    sum += x[t];
+// `x <- softmax(x)` in place over `n` scores (`-inf`: weight 0). The exponentials are summed
+// in eight lanes counted from the row's first unmasked slot, so left padding (which shifts a
+// row's keys by whole slots) leaves a row's rounding, and so its result, unchanged: a row
+// decodes the same in any batch. Masked slots weigh exactly 0.
+RF_CLONES void softmax_row(float* x, int64_t n) {
+  const float neg = -std::numeric_limits<float>::infinity();
+  int64_t f = 0;
+  while (f < n && x[f] == neg) x[f++] = 0.0f;
+  if (f == n) return;
+  const int64_t m8 = f + (n - f) / 8 * 8;
+  v8 vm = splat8(neg);
+  for (int64_t t = f; t < m8; t += 8) {
+    const v8 v = load8(x + t);
+    vm = v > vm ? v : vm;
   }
-  const float inv = 1.0f / sum;
-  for (int64_t t = 0; t < n; ++t) x[t] *= inv;
+  float m = hmax(vm);
+  for (int64_t t = m8; t < n; ++t) m = x[t] > m ? x[t] : m;
+  v8 acc = {};
+  for (int64_t t = f; t < m8; t += 8) {
+    const v8 e = exp8(load8(x + t) - m);
+    store8(x + t, e);
+    acc += e;
+  }
+  if (m8 < n) {  // the tail through one padded vector, so every weight comes from exp8
+    v8 tail = splat8(neg);
+    for (int64_t t = m8; t < n; ++t) tail[t - m8] = x[t];
+    const v8 e = exp8(tail - m);
+    for (int64_t t = m8; t < n; ++t) x[t] = e[t - m8];
+    acc += e;
+  }
+  const float inv = 1.0f / hsum(acc);
+  for (int64_t t = f; t < n; ++t) x[t] *= inv;
 }
 
 // `out[h] = sum_t p[h, t] v[t]` for `g` rows of weights `p` (`[g, s]`) over `s` values `v`
@@ -91,7 +91,6 @@ void softmax_row(float* x, int64_t n) {
 // again for the group's other heads.
 RF_CLONES void mix(const float* __restrict p, const float* __restrict v, int64_t vs, int64_t g,
                    int64_t s, int64_t d, float* __restrict out) {
-  auto at = [](const float* x) { return *reinterpret_cast<const v8*>(x); };
   for (int64_t h = 0; h < g; ++h) {
     const float* ph = p + h * s;
     float* oh = out + h * d;
@@ -101,20 +100,20 @@ RF_CLONES void mix(const float* __restrict p, const float* __restrict v, int64_t
       for (int64_t t = 0; t < s; ++t) {
         const float* vt = v + t * vs + c;
         const float w = ph[t];
-        a0 += w * at(vt);
-        a1 += w * at(vt + 8);
-        a2 += w * at(vt + 16);
-        a3 += w * at(vt + 24);
+        a0 += w * load8(vt);
+        a1 += w * load8(vt + 8);
+        a2 += w * load8(vt + 16);
+        a3 += w * load8(vt + 24);
       }
-      *reinterpret_cast<v8*>(oh + c) = a0;
-      *reinterpret_cast<v8*>(oh + c + 8) = a1;
-      *reinterpret_cast<v8*>(oh + c + 16) = a2;
-      *reinterpret_cast<v8*>(oh + c + 24) = a3;
+      store8(oh + c, a0);
+      store8(oh + c + 8, a1);
+      store8(oh + c + 16, a2);
+      store8(oh + c + 24, a3);
     }
     for (; c < d; c += 8) {
       v8 a = {};
-      for (int64_t t = 0; t < s; ++t) a += ph[t] * at(v + t * vs + c);
-      *reinterpret_cast<v8*>(oh + c) = a;
+      for (int64_t t = 0; t < s; ++t) a += ph[t] * load8(v + t * vs + c);
+      store8(oh + c, a);
     }
   }
 }

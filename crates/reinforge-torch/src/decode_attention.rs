@@ -13,9 +13,10 @@
 //! = `kernel` (default) or `sdpa`, or [`set_decode_attention`].
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use tch::Tensor;
+
+use crate::choice::{Choice, Named};
 
 /// What computes the attention of decoding steps in sampling forwards on the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,54 +27,40 @@ pub enum DecodeAttention {
     Sdpa,
 }
 
-impl FromStr for DecodeAttention {
-    type Err = String;
+impl Named for DecodeAttention {
+    const ALL: &'static [Self] = &[Self::Kernel, Self::Sdpa];
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "kernel" => Ok(Self::Kernel),
-            "sdpa" => Ok(Self::Sdpa),
-            _ => Err(format!(
-                "REINFORGE_DECODE_ATTENTION must be kernel or sdpa, got {s:?}"
-            )),
+    fn name(self) -> &'static str {
+        match self {
+            Self::Kernel => "kernel",
+            Self::Sdpa => "sdpa",
         }
     }
 }
 
-/// 0: not yet read from the environment; 1: the kernel; 2: sdpa.
-static CHOICE: AtomicU8 = AtomicU8::new(0);
+impl FromStr for DecodeAttention {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        CHOICE.parse(s)
+    }
+}
+
+static CHOICE: Choice<DecodeAttention> = Choice::new("REINFORGE_DECODE_ATTENTION");
 
 /// Sets the choice for the rest of the process (overrides `REINFORGE_DECODE_ATTENTION`).
 pub fn set_decode_attention(choice: DecodeAttention) {
-    let code = match choice {
-        DecodeAttention::Kernel => 1,
-        DecodeAttention::Sdpa => 2,
-    };
-    CHOICE.store(code, Ordering::Relaxed);
+    CHOICE.set(choice);
 }
 
 /// The choice in force: [`set_decode_attention`]'s, else `REINFORGE_DECODE_ATTENTION`'s, else
 /// the kernel where this build has it. An unknown value is reported once and ignored.
 pub fn decode_attention() -> DecodeAttention {
-    match CHOICE.load(Ordering::Relaxed) {
-        1 => DecodeAttention::Kernel,
-        2 => DecodeAttention::Sdpa,
-        _ => {
-            let fallback = if cfg!(reinforge_decode_attention) {
-                DecodeAttention::Kernel
-            } else {
-                DecodeAttention::Sdpa
-            };
-            let choice = std::env::var("REINFORGE_DECODE_ATTENTION").map_or(fallback, |v| {
-                v.parse().unwrap_or_else(|e| {
-                    eprintln!("warning: {e}; using the default");
-                    fallback
-                })
-            });
-            set_decode_attention(choice);
-            choice
-        }
-    }
+    CHOICE.get(if cfg!(reinforge_decode_attention) {
+        DecodeAttention::Kernel
+    } else {
+        DecodeAttention::Sdpa
+    })
 }
 
 /// `sdpa(q, k, v, mask, enable_gqa)` for `q` `[B, H, 1, D]` over `k`, `v` `[B, H_kv, S, D]`
@@ -89,11 +76,12 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Option<Tenso
 
 #[cfg(reinforge_decode_attention)]
 mod shim {
-    use std::ffi::{c_char, c_void, CStr};
+    use std::ffi::{c_char, c_void};
 
     use tch::Tensor;
 
     use super::{set_decode_attention, DecodeAttention};
+    use crate::choice::{call_shim, ShimCall};
 
     extern "C" {
         fn rf_decode_attention(
@@ -111,29 +99,26 @@ mod shim {
     /// turns the kernel off for the process.
     pub(super) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Option<Tensor> {
         let mut out: *mut c_void = std::ptr::null_mut();
-        let mut err = [0u8; 512];
-        // SAFETY: the four tensors are live tch tensors (`at::Tensor*`) for the call; `err`
-        // holds `err.len()` bytes; the shim catches every C++ exception and on success writes
-        // a new `at::Tensor*` that `Tensor::from_ptr` takes ownership of.
-        let rc = unsafe {
+        let (q, k, v, mask) = (q.as_ptr(), k.as_ptr(), v.as_ptr(), mask.as_ptr());
+        // SAFETY: the four tensors are live tch tensors (`at::Tensor*`) for the call; the
+        // error buffer holds `len` bytes; the shim catches every C++ exception and on success
+        // writes a new `at::Tensor*` that `Tensor::from_ptr` takes ownership of.
+        let call = call_shim(|err, len| unsafe {
             rf_decode_attention(
-                q.as_ptr().cast(),
-                k.as_ptr().cast(),
-                v.as_ptr().cast(),
-                mask.as_ptr().cast(),
+                q.cast(),
+                k.cast(),
+                v.cast(),
+                mask.cast(),
                 &mut out,
-                err.as_mut_ptr().cast(),
-                err.len(),
+                err,
+                len,
             )
-        };
-        match rc {
-            // SAFETY: rc 0 means `out` is a heap `at::Tensor` nobody else owns.
-            0 => Some(unsafe { Tensor::from_ptr(out.cast()) }),
-            1 => None,
-            _ => {
-                let msg = CStr::from_bytes_until_nul(&err)
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+        });
+        match call {
+            // SAFETY: done means `out` is a heap `at::Tensor` nobody else owns.
+            ShimCall::Done => Some(unsafe { Tensor::from_ptr(out.cast()) }),
+            ShimCall::NotApplicable => None,
+            ShimCall::Failed(msg) => {
                 eprintln!(
                     "warning: the decode attention kernel failed ({msg}); using sdpa from now on"
                 );

@@ -13,9 +13,10 @@
 //! rounding (sums in another order).
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use tch::Tensor;
+
+use crate::choice::{Choice, Named};
 
 /// Which kernel runs gradient-free float32 linears on the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,61 +27,40 @@ pub enum CpuLinear {
     Blas,
 }
 
-impl FromStr for CpuLinear {
-    type Err = String;
+impl Named for CpuLinear {
+    const ALL: &'static [Self] = &[Self::Onednn, Self::Blas];
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "onednn" => Ok(Self::Onednn),
-            "blas" => Ok(Self::Blas),
-            _ => Err(format!(
-                "REINFORGE_CPU_LINEAR must be onednn or blas, got {s:?}"
-            )),
+    fn name(self) -> &'static str {
+        match self {
+            Self::Onednn => "onednn",
+            Self::Blas => "blas",
         }
     }
 }
 
-/// 0: not yet read from the environment; 1: oneDNN; 2: BLAS.
-static CHOICE: AtomicU8 = AtomicU8::new(0);
+impl FromStr for CpuLinear {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        CHOICE.parse(s)
+    }
+}
+
+static CHOICE: Choice<CpuLinear> = Choice::new("REINFORGE_CPU_LINEAR");
 
 /// Sets the kernel for the rest of the process (overrides `REINFORGE_CPU_LINEAR`).
 pub fn set_cpu_linear(choice: CpuLinear) {
-    CHOICE.store(code(choice), Ordering::Relaxed);
+    CHOICE.set(choice);
 }
 
 /// The kernel in use: [`set_cpu_linear`]'s, else `REINFORGE_CPU_LINEAR`'s, else oneDNN where
 /// this build has the shim. An unknown value of the variable is reported once and ignored.
 pub fn cpu_linear() -> CpuLinear {
-    match CHOICE.load(Ordering::Relaxed) {
-        1 => CpuLinear::Onednn,
-        2 => CpuLinear::Blas,
-        _ => {
-            let choice = match std::env::var("REINFORGE_CPU_LINEAR") {
-                Ok(v) => v.parse().unwrap_or_else(|e| {
-                    eprintln!("warning: {e}; using the default");
-                    default_choice()
-                }),
-                Err(_) => default_choice(),
-            };
-            set_cpu_linear(choice);
-            choice
-        }
-    }
-}
-
-fn default_choice() -> CpuLinear {
-    if cfg!(reinforge_onednn_linear) {
+    CHOICE.get(if cfg!(reinforge_onednn_linear) {
         CpuLinear::Onednn
     } else {
         CpuLinear::Blas
-    }
-}
-
-fn code(choice: CpuLinear) -> u8 {
-    match choice {
-        CpuLinear::Onednn => 1,
-        CpuLinear::Blas => 2,
-    }
+    })
 }
 
 thread_local! {
@@ -121,11 +101,12 @@ pub fn onednn_linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Option<Tenso
 
 #[cfg(reinforge_onednn_linear)]
 mod shim {
-    use std::ffi::{c_char, c_void, CStr};
+    use std::ffi::{c_char, c_void};
 
     use tch::Tensor;
 
     use super::{set_cpu_linear, CpuLinear};
+    use crate::choice::{call_shim, ShimCall};
 
     extern "C" {
         fn rf_onednn_linear(
@@ -143,29 +124,18 @@ mod shim {
     /// the kernel off for the process.
     pub(super) fn onednn(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Option<Tensor> {
         let mut out: *mut c_void = std::ptr::null_mut();
-        let mut err = [0u8; 512];
         let b = b.map_or(std::ptr::null(), |b| b.as_ptr().cast());
         // SAFETY: `x`, `w` and `b` (or null) are live tch tensors (`at::Tensor*`) for the
-        // call; `err` holds `err.len()` bytes; the shim catches every C++ exception and on
-        // success writes a new `at::Tensor*` that `Tensor::from_ptr` takes ownership of.
-        let rc = unsafe {
-            rf_onednn_linear(
-                x.as_ptr().cast(),
-                w.as_ptr().cast(),
-                b,
-                &mut out,
-                err.as_mut_ptr().cast(),
-                err.len(),
-            )
-        };
-        match rc {
-            // SAFETY: rc 0 means `out` is a heap `at::Tensor` nobody else owns.
-            0 => Some(unsafe { Tensor::from_ptr(out.cast()) }),
-            1 => None,
-            _ => {
-                let msg = CStr::from_bytes_until_nul(&err)
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+        // call; the error buffer holds `len` bytes; the shim catches every C++ exception and
+        // on success writes a new `at::Tensor*` that `Tensor::from_ptr` takes ownership of.
+        let call = call_shim(|err, len| unsafe {
+            rf_onednn_linear(x.as_ptr().cast(), w.as_ptr().cast(), b, &mut out, err, len)
+        });
+        match call {
+            // SAFETY: done means `out` is a heap `at::Tensor` nobody else owns.
+            ShimCall::Done => Some(unsafe { Tensor::from_ptr(out.cast()) }),
+            ShimCall::NotApplicable => None,
+            ShimCall::Failed(msg) => {
                 eprintln!("warning: oneDNN linear failed ({msg}); using the BLAS from now on");
                 set_cpu_linear(CpuLinear::Blas);
                 None

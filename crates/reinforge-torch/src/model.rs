@@ -97,6 +97,9 @@ impl RmsNorm {
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
+        if let Some(y) = crate::sampling_ops::rms_norm(x, &self.w, self.eps) {
+            return y;
+        }
         let size = self.w.size();
         if x.kind() == self.w.kind() {
             return x.rms_norm(size.as_slice(), Some(&self.w), self.eps);
@@ -242,8 +245,15 @@ impl Attention {
             q = qn.forward(&q);
             k = kn.forward(&k);
         }
-        let q = apply_rope(&q.transpose(1, 2), &rope.0, &rope.1);
-        let k = apply_rope(&k.transpose(1, 2), &rope.0, &rope.1);
+        // In a sampling forward the kernel rotates both in place (fresh projections).
+        let (q, k) = if crate::sampling_ops::rope_(&q, &k, &rope.0, &rope.1) {
+            (q.transpose(1, 2), k.transpose(1, 2))
+        } else {
+            (
+                apply_rope(&q.transpose(1, 2), &rope.0, &rope.1),
+                apply_rope(&k.transpose(1, 2), &rope.0, &rope.1),
+            )
+        };
         let v = heads(self.v.forward(x), self.kv_heads).transpose(1, 2);
         // With a cache: written in place after the cached positions; attention reads the
         // filled prefix (a view of the preallocated buffers).
@@ -277,8 +287,9 @@ impl Mlp {
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
-        self.down
-            .forward(&(self.gate.forward(x).silu() * self.up.forward(x)))
+        let (gate, up) = (self.gate.forward(x), self.up.forward(x));
+        let act = crate::sampling_ops::silu_mul(&gate, &up).unwrap_or_else(|| gate.silu() * up);
+        self.down.forward(&act)
     }
 }
 

@@ -327,12 +327,11 @@ fn decode(
             let steps: Vec<usize> = rows.iter().map(|&i| out[i].tokens.len()).collect();
             r.uniforms(&rows, &steps, logits.size()[1] as usize, device)
         });
-        let draw = pick_tokens(&logits, params, noise.as_ref());
+        let draw = pick_tokens(&logits, params, noise.as_ref(), hooks.top_logprobs > 0);
         let tokens = Vec::<i64>::try_from(&draw.tokens).expect("int64 tokens");
         let logps = Vec::<f32>::try_from(&draw.logp).expect("float log-probs");
         let entropies = Vec::<f32>::try_from(&draw.entropy).expect("float entropies");
-        let top =
-            (hooks.top_logprobs > 0).then(|| top_alternatives(&draw.logp_all, hooks.top_logprobs));
+        let top = (draw.logp_all.as_ref()).map(|all| top_alternatives(all, hooks.top_logprobs));
         let mut keep = Vec::with_capacity(rows.len());
         let mut produced = Vec::with_capacity(rows.len());
         for (j, &i) in rows.iter().enumerate() {
@@ -418,8 +417,8 @@ struct Draw {
     tokens: Tensor,
     logp: Tensor,
     entropy: Tensor,
-    /// Log-probs of the whole vocabulary `[B, V]` (for alternatives).
-    logp_all: Tensor,
+    /// Log-probs of the whole vocabulary `[B, V]`, when asked for (alternatives).
+    logp_all: Option<Tensor>,
 }
 
 /// The `k` most likely `(id, log-prob)` pairs of each row of `logp_all` `[B, V]`.
@@ -436,18 +435,40 @@ fn top_alternatives(logp_all: &Tensor, k: usize) -> Vec<Vec<(i64, f32)>> {
 
 /// Draws one token per row from `logits` `[B, V]` (greedy when the temperature is 0): a
 /// multinomial draw from torch's generator, or with `uniforms` (`[B, V]`, from [`RowRng`]) the
-/// Gumbel-max draw `argmax(logits − ln(−ln u))` over the same filtered distribution.
-fn pick_tokens(logits: &Tensor, params: &SamplingParams, uniforms: Option<&Tensor>) -> Draw {
+/// Gumbel-max draw `argmax(logits − ln(−ln u))` over the same filtered distribution. With
+/// `all`, the log-probs of the whole vocabulary come too.
+fn pick_tokens(
+    logits: &Tensor,
+    params: &SamplingParams,
+    uniforms: Option<&Tensor>,
+    all: bool,
+) -> Draw {
     let greedy = params.temperature <= 0.0;
     let scaled = if greedy || params.temperature == 1.0 {
         logits.shallow_clone()
     } else {
         logits / params.temperature
     };
-    let logp_all = scaled.log_softmax(-1, Kind::Float);
-    let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(-1, false, Kind::Float);
+    // The greedy token, log-sum-exp and entropy in two passes over the vocabulary (the fused
+    // kernel), else from libtorch's log-softmax. Log-probs: `logit - lse`, or read off the
+    // whole vocabulary's when that was computed.
+    let stats = crate::sampling_ops::logit_stats(&scaled);
+    let logp_all = (all || stats.is_none()).then(|| scaled.log_softmax(-1, Kind::Float));
+    let (greedy_token, lse, entropy) = match (stats, &logp_all) {
+        (Some((arg, stats)), _) => (
+            arg.unsqueeze(1),
+            Some(stats.select(1, 0).unsqueeze(1)),
+            stats.select(1, 1),
+        ),
+        (None, Some(lp)) => (
+            scaled.argmax(-1, true),
+            None,
+            -(lp.exp() * lp).sum_dim_intlist(-1, false, Kind::Float),
+        ),
+        (None, None) => unreachable!("log-softmax computed without the kernel"),
+    };
     let token = if greedy {
-        scaled.argmax(-1, true)
+        greedy_token
     } else {
         let filtered = filter_top_k_top_p(&scaled, params.top_k, params.top_p);
         match uniforms {
@@ -455,11 +476,16 @@ fn pick_tokens(logits: &Tensor, params: &SamplingParams, uniforms: Option<&Tenso
             None => filtered.softmax(-1, Kind::Float).multinomial(1, false),
         }
     };
+    let logp = match (&lse, &logp_all) {
+        (Some(lse), _) => scaled.gather(1, &token, false) - lse,
+        (None, Some(lp)) => lp.gather(1, &token, false),
+        (None, None) => unreachable!("log-softmax computed without the kernel"),
+    };
     Draw {
-        logp: logp_all.gather(1, &token, false).squeeze_dim(1),
+        logp: logp.squeeze_dim(1),
         tokens: token.squeeze_dim(1),
         entropy,
-        logp_all,
+        logp_all: logp_all.filter(|_| all),
     }
 }
 
