@@ -1,8 +1,9 @@
 //! Per-token decoding time of reinforge's sampler (`reinforge_torch::generate_with`, the
 //! sampler `reinforge generate`, the trainer and `reinforge serve` use) on a checkpoint, for
 //! scripts/bench_decode.sh: greedy, no stop tokens, every row decodes `NEW_TOKENS` tokens.
-//! Prints one JSON line: the whole call's seconds and the mean milliseconds per decoding step
-//! of the first and of the last `WINDOW` (32) steps, timed by the step hook.
+//! Prints one JSON line: the whole call's seconds, the decoding steps' seconds (first step's
+//! stamp to the last) and the mean milliseconds per decoding step of the first and of the last
+//! `WINDOW` (32) steps, timed by the step hook.
 //!
 //! Usage: decode_bench MODEL_DIR PROMPTS_JSON NEW_TOKENS   (PROMPTS_JSON: a list of token-id
 //! lists; env THREADS, default 2; HEAP: glibc | compact | reuse, default reuse)
@@ -70,6 +71,11 @@ fn main() -> Result<()> {
         "tokens": tokens,
         "threads": threads,
         "seconds": seconds,
+        // Decoding alone: from the first step's stamp (after the prefill) to the last.
+        "decode_seconds": match (stamps.first(), stamps.last()) {
+            (Some(a), Some(b)) => b.duration_since(*a).as_secs_f64(),
+            _ => 0.0,
+        },
         "first_ms": window_ms(&stamps, 1),
         "last_ms": window_ms(&stamps, stamps.len().saturating_sub(WINDOW)),
     });
