@@ -449,26 +449,9 @@ fn pick_tokens(
     } else {
         logits / params.temperature
     };
-    // The greedy token, log-sum-exp and entropy in two passes over the vocabulary (the fused
-    // kernel), else from libtorch's log-softmax. Log-probs: `logit - lse`, or read off the
-    // whole vocabulary's when that was computed.
-    let stats = crate::sampling_ops::logit_stats(&scaled);
-    let logp_all = (all || stats.is_none()).then(|| scaled.log_softmax(-1, Kind::Float));
-    let (greedy_token, lse, entropy) = match (stats, &logp_all) {
-        (Some((arg, stats)), _) => (
-            arg.unsqueeze(1),
-            Some(stats.select(1, 0).unsqueeze(1)),
-            stats.select(1, 1),
-        ),
-        (None, Some(lp)) => (
-            scaled.argmax(-1, true),
-            None,
-            -(lp.exp() * lp).sum_dim_intlist(-1, false, Kind::Float),
-        ),
-        (None, None) => unreachable!("log-softmax computed without the kernel"),
-    };
+    let stats = LogitStats::of(&scaled);
     let token = if greedy {
-        greedy_token
+        stats.argmax
     } else {
         let filtered = filter_top_k_top_p(&scaled, params.top_k, params.top_p);
         match uniforms {
@@ -476,16 +459,40 @@ fn pick_tokens(
             None => filtered.softmax(-1, Kind::Float).multinomial(1, false),
         }
     };
-    let logp = match (&lse, &logp_all) {
-        (Some(lse), _) => scaled.gather(1, &token, false) - lse,
-        (None, Some(lp)) => lp.gather(1, &token, false),
-        (None, None) => unreachable!("log-softmax computed without the kernel"),
-    };
     Draw {
-        logp: logp.squeeze_dim(1),
+        logp: (scaled.gather(1, &token, false) - &stats.lse).squeeze_dim(1),
         tokens: token.squeeze_dim(1),
-        entropy,
-        logp_all: logp_all.filter(|_| all),
+        entropy: stats.entropy,
+        logp_all: all.then(|| scaled.log_softmax(-1, Kind::Float)),
+    }
+}
+
+/// What a draw reads off a row's softmax: its greedy token `[B, 1]`, log-sum-exp `[B, 1]`
+/// and entropy `[B]`.
+struct LogitStats {
+    argmax: Tensor,
+    lse: Tensor,
+    entropy: Tensor,
+}
+
+impl LogitStats {
+    /// Two passes over the vocabulary by the fused kernel where it applies, else libtorch's
+    /// log-sum-exp, argmax and entropy.
+    fn of(logits: &Tensor) -> Self {
+        if let Some((argmax, stats)) = crate::sampling_ops::logit_stats(logits) {
+            return Self {
+                argmax: argmax.unsqueeze(1),
+                lse: stats.select(1, 0).unsqueeze(1),
+                entropy: stats.select(1, 1),
+            };
+        }
+        let lse = logits.logsumexp([-1].as_slice(), true);
+        let logp = logits - &lse;
+        Self {
+            argmax: logits.argmax(-1, true),
+            entropy: -(logp.exp() * &logp).sum_dim_intlist(-1, false, Kind::Float),
+            lse,
+        }
     }
 }
 
