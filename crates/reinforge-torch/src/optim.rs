@@ -631,17 +631,18 @@ mod tests {
 
     #[test]
     fn the_fused_kernel_and_the_tch_expression_take_the_same_steps() {
-        tch::manual_seed(3);
         let c = AdamWConfig {
             weight_decay: 0.1,
             ..AdamWConfig::default()
         };
-        let init = Tensor::randn([4096], (Kind::Float, Device::Cpu));
+        let randn =
+            || crate::runtime::with_generator(|| Tensor::randn([4096], (Kind::Float, Device::Cpu)));
+        let init = randn();
         let fresh = || (init.copy(), init.zeros_like(), init.zeros_like());
         let (mut p1, mut m1, mut v1) = fresh();
         let (mut p2, mut m2, mut v2) = fresh();
         for step in 1..=5 {
-            let g = Tensor::randn([4096], (Kind::Float, Device::Cpu));
+            let g = randn();
             #[cfg(reinforge_fused_adamw)]
             fused::adamw(&mut p1, &mut m1, &mut v1, &g, (&c, 1e-2, step)).unwrap();
             #[cfg(not(reinforge_fused_adamw))]

@@ -87,25 +87,26 @@ impl P2lModel {
         if models < 2 {
             bail!("a leaderboard needs at least 2 models, got {models}");
         }
-        tch::manual_seed(seed);
-        let vs = VarStore::new(device);
-        let model = Transformer::new(&vs.root(), cfg);
-        let h = cfg.hidden_size as i64;
-        let coefs = Linear::new(&vs, "p2l_head", h, models as i64);
-        let eta = loss
-            .needs_eta()
-            .then(|| Linear::new(&vs, "p2l_eta_head", h, 1));
-        let gamma = loss
-            .needs_gamma()
-            .then(|| Linear::new(&vs, "p2l_gamma_head", h, 1));
-        crate::value::freeze_lm_head(&vs);
-        Ok(Self {
-            policy: Policy { vs, model },
-            loss,
-            coefs,
-            eta,
-            gamma,
-        })
+        Ok(crate::runtime::with_seed(seed, || {
+            let vs = VarStore::new(device);
+            let model = Transformer::new(&vs.root(), cfg);
+            let h = cfg.hidden_size as i64;
+            let coefs = Linear::new(&vs, "p2l_head", h, models as i64);
+            let eta = loss
+                .needs_eta()
+                .then(|| Linear::new(&vs, "p2l_eta_head", h, 1));
+            let gamma = loss
+                .needs_gamma()
+                .then(|| Linear::new(&vs, "p2l_gamma_head", h, 1));
+            crate::value::freeze_lm_head(&vs);
+            Self {
+                policy: Policy { vs, model },
+                loss,
+                coefs,
+                eta,
+                gamma,
+            }
+        }))
     }
 
     /// A model whose backbone is a copy of `policy`'s weights and whose heads are fresh.

@@ -24,10 +24,11 @@ impl Policy {
     /// A randomly initialised float32 model on `device`; `seed` fixes the initial weights.
     pub fn new(cfg: &ModelConfig, device: Device, seed: i64) -> Result<Self> {
         cfg.validate()?;
-        tch::manual_seed(seed);
-        let vs = VarStore::new(device);
-        let model = Transformer::new(&vs.root(), cfg);
-        Ok(Self { vs, model })
+        Ok(crate::runtime::with_seed(seed, || {
+            let vs = VarStore::new(device);
+            let model = Transformer::new(&vs.root(), cfg);
+            Self { vs, model }
+        }))
     }
 
     /// Loads a checkpoint directory in float32 on `device` (what training and resuming need;
@@ -154,7 +155,8 @@ impl Policy {
             }
             vars.trainable_variables.clear();
         }
-        self.model.add_lora(&self.vs.root(), cfg);
+        // The adapters' draws are one unit of the generator (a caller's `with_seed` holds it).
+        crate::runtime::with_generator(|| self.model.add_lora(&self.vs.root(), cfg));
         Ok(())
     }
 

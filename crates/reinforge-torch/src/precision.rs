@@ -128,8 +128,10 @@ mod tests {
     // tests enter regions directly so that other unit tests never see the switch on.
     #[test]
     fn matmuls_run_in_bf16_inside_a_region_and_regions_nest() {
-        let a = Tensor::randn([4, 8], (Kind::Float, Device::Cpu));
-        let w = Tensor::randn([3, 8], (Kind::Float, Device::Cpu));
+        let randn = |s: [i64; 2]| {
+            crate::runtime::with_generator(|| Tensor::randn(s, (Kind::Float, Device::Cpu)))
+        };
+        let (a, w) = (randn([4, 8]), randn([3, 8]));
         let linear = || a.linear::<Tensor>(&w, None).kind();
         assert_eq!(
             autocast(Device::Cpu, linear),

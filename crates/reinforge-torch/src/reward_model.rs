@@ -46,14 +46,16 @@ impl RewardModel {
         policy.model.set_pad_token_id(Some(pad_id));
         crate::value::freeze_lm_head(&policy.vs);
         let h = policy.model.config().hidden_size as i64;
-        let score = (&policy.vs.root() / "score").var(
-            "weight",
-            &[1, h],
-            Init::Randn {
-                mean: 0.0,
-                stdev: SCORE_INIT_STD,
-            },
-        );
+        let score = crate::runtime::with_generator(|| {
+            (&policy.vs.root() / "score").var(
+                "weight",
+                &[1, h],
+                Init::Randn {
+                    mean: 0.0,
+                    stdev: SCORE_INIT_STD,
+                },
+            )
+        });
         Ok(Self {
             policy,
             pad_id,

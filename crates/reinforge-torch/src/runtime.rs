@@ -135,21 +135,52 @@ fn nvidia_driver() -> Option<String> {
     Some(version.unwrap_or(line).to_string())
 }
 
-/// Seeds libtorch's default generator (used by sampling).
+/// Seeds libtorch's default generator (used by sampling), while no seeded section
+/// ([`with_seed`]) is running on another thread.
 pub fn manual_seed(seed: i64) {
-    tch::manual_seed(seed);
+    with_generator(|| tch::manual_seed(seed));
 }
 
-/// Seeds libtorch's default generator with `seed` and runs `f` while no other caller of this
-/// function draws from it: the generator is one per process, so two threads each seeding and
+/// Seeds libtorch's default generator with `seed` and runs `f` holding the generator
+/// ([`with_generator`]): the generator is one per process, so two threads each seeding and
 /// drawing (the Tinker server's sampling thread and its training thread initialising LoRA
-/// adapters) would interleave their draws and neither would be reproducible. Draws made
-/// outside this function (unseeded sampling) are not held back.
+/// adapters; two tests of one binary each building a model from a seed) would interleave
+/// their draws and neither would be reproducible.
 pub fn with_seed<R>(seed: i64, f: impl FnOnce() -> R) -> R {
-    static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _held = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(seed);
-    f()
+    with_generator(|| {
+        tch::manual_seed(seed);
+        f()
+    })
+}
+
+/// Runs `f` holding libtorch's default generator: no other thread seeds it or draws from it
+/// through this function meanwhile. Every draw of the library (weight initialisation,
+/// multinomial sampling, Clip-Cov's permutation) goes through it, so an unseeded draw on one
+/// thread cannot land inside another thread's seeded section. Re-entrant on one thread (a
+/// seeded section may build a model, which draws); a hand-written lock because std's `Mutex`
+/// is not re-entrant and the flag it needs is one thread-local.
+pub fn with_generator<R>(f: impl FnOnce() -> R) -> R {
+    use std::cell::Cell;
+    use std::sync::{Mutex, MutexGuard};
+    static GENERATOR: Mutex<()> = Mutex::new(());
+    thread_local! {
+        static HELD: Cell<bool> = const { Cell::new(false) };
+    }
+    /// Clears the flag before the lock is released, also when `f` panics.
+    struct Held(#[allow(dead_code)] MutexGuard<'static, ()>);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            HELD.with(|h| h.set(false));
+        }
+    }
+    if HELD.with(Cell::get) {
+        return f();
+    }
+    let held = Held(GENERATOR.lock().unwrap_or_else(|e| e.into_inner()));
+    HELD.with(|h| h.set(true));
+    let out = f();
+    drop(held);
+    out
 }
 
 /// Sets libtorch's intra-op CPU threads; 0 keeps libtorch's default.
@@ -167,6 +198,44 @@ pub fn threads() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A seeded section draws the same numbers whether or not another thread keeps drawing
+    /// meanwhile (CI once saw two LoRA models built from one seed differ because a concurrent
+    /// test seeded and drew in between), and sections nest on one thread.
+    #[test]
+    fn a_seeded_section_is_not_interleaved_with_other_threads_draws() {
+        let section = || {
+            with_seed(41, || {
+                let first = tch::Tensor::rand([8], (tch::Kind::Float, Device::Cpu));
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                // Nested: a model built inside a seeded section draws under the same hold.
+                let second =
+                    with_generator(|| tch::Tensor::rand([8], (tch::Kind::Float, Device::Cpu)));
+                Vec::<f32>::try_from(tch::Tensor::cat(&[first, second], 0)).unwrap()
+            })
+        };
+        let alone = section();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let noise = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut draws = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = with_seed(draws as i64, || {
+                        tch::Tensor::rand([4], (tch::Kind::Float, Device::Cpu))
+                    });
+                    draws += 1;
+                }
+                draws
+            })
+        };
+        let contended: Vec<Vec<f32>> = (0..3).map(|_| section()).collect();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(noise.join().unwrap() > 0, "the other thread drew meanwhile");
+        for c in contended {
+            assert_eq!(c, alone);
+        }
+    }
 
     #[test]
     fn devices_parse_and_bad_ones_are_named() {

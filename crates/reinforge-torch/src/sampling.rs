@@ -456,7 +456,9 @@ fn pick_tokens(
         let filtered = filter_top_k_top_p(&scaled, params.top_k, params.top_p);
         match uniforms {
             Some(u) => (filtered - u.log().neg().log()).argmax(-1, true),
-            None => filtered.softmax(-1, Kind::Float).multinomial(1, false),
+            None => crate::runtime::with_generator(|| {
+                filtered.softmax(-1, Kind::Float).multinomial(1, false)
+            }),
         }
     };
     Draw {

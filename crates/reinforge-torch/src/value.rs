@@ -51,25 +51,26 @@ impl Critic {
     /// The LM head of an untied model is frozen: the critic never reads logits.
     pub fn new(cfg: &ModelConfig, device: Device, seed: i64) -> Result<Self> {
         cfg.validate()?;
-        tch::manual_seed(seed);
-        let vs = VarStore::new(device);
-        let model = Transformer::new(&vs.root(), cfg);
-        let h = cfg.hidden_size as i64;
-        // OpenRLHF `init_value_head`: normal(0, 1/(hidden_size + 1)).
-        let value_head = (&vs.root() / "value_head").var(
-            "weight",
-            &[1, h],
-            Init::Randn {
-                mean: 0.0,
-                stdev: 1.0 / (h as f64 + 1.0),
-            },
-        );
-        freeze_lm_head(&vs);
-        Ok(Self {
-            vs,
-            model,
-            value_head,
-        })
+        Ok(crate::runtime::with_seed(seed, || {
+            let vs = VarStore::new(device);
+            let model = Transformer::new(&vs.root(), cfg);
+            let h = cfg.hidden_size as i64;
+            // OpenRLHF `init_value_head`: normal(0, 1/(hidden_size + 1)).
+            let value_head = (&vs.root() / "value_head").var(
+                "weight",
+                &[1, h],
+                Init::Randn {
+                    mean: 0.0,
+                    stdev: 1.0 / (h as f64 + 1.0),
+                },
+            );
+            freeze_lm_head(&vs);
+            Self {
+                vs,
+                model,
+                value_head,
+            }
+        }))
     }
 
     /// A critic whose backbone is a copy of `policy`'s weights and whose value head is freshly

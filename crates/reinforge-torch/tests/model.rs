@@ -57,7 +57,9 @@ fn finite_difference_gradient_check() {
     p.vs.double();
     let ids = Tensor::from_slice(&[1i64, 5, 3, 7, 2, 9, 4, 4]).view([2, 4]);
     let mask = Tensor::ones([2, 4], (Kind::Bool, Device::Cpu));
-    let probe = Tensor::randn([2, 4, 11], (Kind::Double, Device::Cpu));
+    let probe = reinforge_torch::runtime::with_generator(|| {
+        Tensor::randn([2, 4, 11], (Kind::Double, Device::Cpu))
+    });
     let objective = |p: &Policy| {
         (full_logits(p, &ids, &mask).log_softmax(-1, Kind::Double) * &probe).sum(Kind::Double)
     };
@@ -163,14 +165,13 @@ fn sampling_respects_stop_tokens_lengths_and_logprobs() {
         max_new_tokens: 12,
         stop_tokens: vec![2],
     };
-    reinforge_torch::tch::manual_seed(0);
-    let out = generate(&p.model, &prompts, &params, 0, Device::Cpu);
-    reinforge_torch::tch::manual_seed(0);
-    assert_eq!(
-        out,
-        generate(&p.model, &prompts, &params, 0, Device::Cpu),
-        "seeded sampling repeats"
-    );
+    let draw = || {
+        reinforge_torch::runtime::with_seed(0, || {
+            generate(&p.model, &prompts, &params, 0, Device::Cpu)
+        })
+    };
+    let out = draw();
+    assert_eq!(out, draw(), "seeded sampling repeats");
     for c in &out {
         assert_eq!(c.tokens.len(), c.logprobs.len());
         assert!(c.tokens.len() <= 12);

@@ -88,8 +88,10 @@ fn run_inner(
     setup(&mut cfg, &mut batch);
     let orders = vec![vec![0, 5, 2, 7, 1, 3, 6, 4], vec![3, 1, 4, 0, 2, 7, 5, 6]];
     // Libtorch's generator is seeded for losses that draw (Clip-Cov).
-    reinforge_torch::tch::manual_seed(3);
-    let stats = policy_update(&policy, &mut opt, &batch, &cfg, &orders, None).unwrap();
+    let stats = reinforge_torch::runtime::with_seed(3, || {
+        policy_update(&policy, &mut opt, &batch, &cfg, &orders, None)
+    })
+    .unwrap();
     (policy, stats)
 }
 

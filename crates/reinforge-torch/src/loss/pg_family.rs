@@ -122,7 +122,9 @@ pub fn clip_cov(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> Poli
         candidates
     } else {
         // host: a permutation read back as indices (verl draws it on the CPU too).
-        let perm = Tensor::randperm(candidates.len() as i64, (Kind::Int64, Device::Cpu));
+        let perm = crate::runtime::with_generator(|| {
+            Tensor::randperm(candidates.len() as i64, (Kind::Int64, Device::Cpu))
+        });
         Vec::<i64>::try_from(perm)
             .expect("permutation")
             .into_iter()

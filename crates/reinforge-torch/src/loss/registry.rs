@@ -180,8 +180,7 @@ mod tests {
                 },
                 ..cfg.clone()
             };
-            tch::manual_seed(0);
-            let out = kind.compute(&x, AggMode::TokenMean, &cfg);
+            let out = crate::runtime::with_seed(0, || kind.compute(&x, AggMode::TokenMean, &cfg));
             out.loss.backward();
             let g = lp.grad().narrow(0, 0, 2).to_kind(Kind::Double);
             (out.loss.double_value(&[]), g)

@@ -134,33 +134,36 @@ fn is_reward_model(dir: &Path) -> bool {
 /// The reward model a run starts or resumes from: a causal checkpoint gets a fresh score
 /// head (seeded), an existing reward model is trained further.
 fn build_model(o: &RmOptions, pad: i64, latest: &Path, resumed: bool) -> Result<RewardModel> {
-    let lora = o.lora.clone();
-    seeds::seed_torch(seeds::step_seed(o.common.seed, seeds::PHASE_INIT, 0));
-    // Training keeps float32 weights.
-    let opts = LoadOptions::f32(o.common.model.options.device);
-    if is_reward_model(&o.common.model.dir) {
-        if lora.is_some() {
-            bail!(
-                "{}: LoRA on an existing reward model is not supported; train it fully or start \
-                 from its causal checkpoint",
-                o.common.model.dir.display()
-            );
+    let init = seeds::torch_seed(seeds::step_seed(o.common.seed, seeds::PHASE_INIT, 0));
+    // Seeded as one unit of torch's generator: the score head and adapters draw from it.
+    reinforge_torch::runtime::with_seed(init, || {
+        let lora = o.lora.clone();
+        // Training keeps float32 weights.
+        let opts = LoadOptions::f32(o.common.model.options.device);
+        if is_reward_model(&o.common.model.dir) {
+            if lora.is_some() {
+                bail!(
+                    "{}: LoRA on an existing reward model is not supported; train it fully or start \
+                     from its causal checkpoint",
+                    o.common.model.dir.display()
+                );
+            }
+            let dir = if resumed { latest } else { &o.common.model.dir };
+            return RewardModel::load(dir, &opts);
         }
-        let dir = if resumed { latest } else { &o.common.model.dir };
-        return RewardModel::load(dir, &opts);
-    }
-    let policy = || reinforge_torch::Policy::load_with(&o.common.model.dir, &opts);
-    Ok(match (&lora, resumed) {
-        (None, false) => RewardModel::from_policy(policy()?, pad, None)?,
-        (None, true) => RewardModel::load(latest, &opts)?,
-        (Some(l), false) => RewardModel::from_policy(policy()?, pad, Some(l))?,
-        (Some(_), true) => {
-            let mut policy = policy()?;
-            policy.load_adapter(&latest.join("adapter"))?;
-            let mut rm = RewardModel::from_policy(policy, pad, None)?;
-            rm.load_score(latest)?;
-            rm
-        }
+        let policy = || reinforge_torch::Policy::load_with(&o.common.model.dir, &opts);
+        Ok(match (&lora, resumed) {
+            (None, false) => RewardModel::from_policy(policy()?, pad, None)?,
+            (None, true) => RewardModel::load(latest, &opts)?,
+            (Some(l), false) => RewardModel::from_policy(policy()?, pad, Some(l))?,
+            (Some(_), true) => {
+                let mut policy = policy()?;
+                policy.load_adapter(&latest.join("adapter"))?;
+                let mut rm = RewardModel::from_policy(policy, pad, None)?;
+                rm.load_score(latest)?;
+                rm
+            }
+        })
     })
 }
 

@@ -63,12 +63,10 @@ impl Start {
             (Some(_), true) => policy.load_adapter(&self.latest.join("adapter"))?,
             (Some(l), false) => {
                 // libtorch's default generator is not fixed across processes: seed the adapters.
-                crate::seeds::seed_torch(crate::seeds::step_seed(
-                    seed,
-                    crate::seeds::PHASE_INIT,
-                    0,
-                ));
-                policy.enable_lora(l)?
+                let init = crate::seeds::step_seed(seed, crate::seeds::PHASE_INIT, 0);
+                reinforge_torch::runtime::with_seed(crate::seeds::torch_seed(init), || {
+                    policy.enable_lora(l)
+                })?
             }
             (None, true) => *policy = Policy::load(&self.latest, policy.device())?,
             (None, false) => {}
