@@ -42,7 +42,9 @@ if [ ! -f "$stamp" ]; then
 fi
 
 site="$("$venv/bin/python" -c 'import torch, os; print(os.path.dirname(torch.__file__))')"
-ln -sfn "$site" "$venv/libtorch"
+# Re-linked only when it changed: scripts/test.sh runs this again (through real_model.sh) while
+# cargo builds against the link, and `ln -sfn` removes it for a moment.
+[ "$(readlink "$venv/libtorch" 2>/dev/null)" = "$site" ] || ln -sfn "$site" "$venv/libtorch"
 
 # Gloo's headers, which libtorch's c10d headers include but the torch wheel does not ship:
 # reinforge-torch's build.rs compiles its torch.distributed shim against them (the Gloo code

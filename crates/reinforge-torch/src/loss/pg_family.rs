@@ -121,8 +121,8 @@ pub fn clip_cov(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> Poli
     let picked: Vec<usize> = if candidates.len() <= clip_num {
         candidates
     } else {
-        // host: a permutation read back as indices (verl draws it on the CPU too).
         let perm = crate::runtime::with_generator(|| {
+            // host: a permutation read back as indices (verl draws it on the CPU too).
             Tensor::randperm(candidates.len() as i64, (Kind::Int64, Device::Cpu))
         });
         Vec::<i64>::try_from(perm)
