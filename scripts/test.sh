@@ -26,7 +26,7 @@ done
 # server the MLflow test logs to (crates/reinforge/tests/tracking.rs skips without them, and
 # fails under CI); the `tinker` SDK that drives `reinforge serve --tinker`
 # (crates/reinforge/tests/tinker.rs skips without it, and fails under CI). On a cold clone
-# they took 6.4 minutes one after another, before the build (docs/ci.md).
+# they took 6.6 minutes one after another, before the build (docs/ci.md).
 logs="$(mktemp -d)"
 skips="$(mktemp -d)"
 trap 'rm -rf "$skips" "$logs"' EXIT
@@ -39,14 +39,14 @@ tinker=$!
 build=0
 cargo test --workspace --release --locked --no-run ${cargo_args[@]+"${cargo_args[@]}"} || build=$?
 # Each preparation's messages, after the build's, so the two do not interleave.
-model_ok=0
-wait "$model" || model_ok=$?
+model_status=0
+wait "$model" || model_status=$?
 cat "$logs/real_model" >&2
 wait "$tracking" || { cat "$logs/tracking" >&2; echo "warning: scripts/tracking_env.sh failed: the TensorBoard and MLflow tests will skip" >&2; }
 wait "$tinker" || { cat "$logs/tinker" >&2; echo "warning: scripts/tinker_env.sh failed: the Tinker SDK test will skip" >&2; }
-if [ "$model_ok" -ne 0 ]; then
-  echo "error: scripts/real_model.sh failed (exit $model_ok)" >&2
-  exit "$model_ok"
+if [ "$model_status" -ne 0 ]; then
+  echo "error: scripts/real_model.sh failed (exit $model_status)" >&2
+  exit "$model_status"
 fi
 [ "$build" -eq 0 ] || exit "$build"
 status=0
