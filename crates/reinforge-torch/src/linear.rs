@@ -4,13 +4,16 @@
 //! `at::linear` runs the BLAS (MKL's sgemm in PyPI's torch). oneDNN's matrix multiply, the
 //! one torch.compile's CPU backend calls for linears (`mkldnn::_linear_pointwise`), was
 //! 1.4-1.5x faster for a SmolLM2 decoding step's matrix products on the development machine
-//! (docs/memory.md), so sampling uses it: every forward with a KV cache (the sampler, the
-//! servers' engines) runs inside [`sampling`]. The training passes keep `at::linear`, so that
-//! a pass without gradient (old log-probs, a checkpointed layer's first run) computes exactly
-//! what its gradient twin computes. The choice is named: `REINFORGE_CPU_LINEAR` = `onednn`
-//! (default) or `blas` (what PyTorch's eager `F.linear` runs), or [`set_cpu_linear`]. Autocast
-//! regions, other dtypes and devices always run `at::linear`. The two kernels agree to float32
-//! rounding (sums in another order).
+//! (docs/memory.md), and for a decoding step's few rows reinforge's own dot-product kernel
+//! (`csrc/linear_shim.cpp`), which reads the weights where they lie instead of packing them
+//! on every call, was faster still. So sampling uses them: every forward with a KV cache (the
+//! sampler, the servers' engines) runs inside [`sampling`]. The training passes keep
+//! `at::linear`, so that a pass without gradient (old log-probs, a checkpointed layer's first
+//! run) computes exactly what its gradient twin computes. The choice is named:
+//! `REINFORGE_CPU_LINEAR` = `dot` (default: the dot kernel up to [`DOT_MAX_ROWS`] rows,
+//! oneDNN above), `onednn` or `blas` (what PyTorch's eager `F.linear` runs), or
+//! [`set_cpu_linear`]. Autocast regions, other dtypes and devices always run `at::linear`.
+//! The kernels agree to float32 rounding (sums in another order).
 
 use std::str::FromStr;
 
@@ -21,6 +24,9 @@ use crate::choice::{Choice, Named};
 /// Which kernel runs gradient-free float32 linears on the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CpuLinear {
+    /// reinforge's dot-product kernel for products of at most [`DOT_MAX_ROWS`] rows (decoding
+    /// steps), oneDNN's for larger ones (prefill). Needs AVX2 and FMA; elsewhere oneDNN's.
+    Dot,
     /// oneDNN's matrix multiply (`mkldnn::_linear_pointwise`).
     Onednn,
     /// libtorch's `at::linear`: the BLAS, as PyTorch's eager `F.linear`.
@@ -28,10 +34,11 @@ pub enum CpuLinear {
 }
 
 impl Named for CpuLinear {
-    const ALL: &'static [Self] = &[Self::Onednn, Self::Blas];
+    const ALL: &'static [Self] = &[Self::Dot, Self::Onednn, Self::Blas];
 
     fn name(self) -> &'static str {
         match self {
+            Self::Dot => "dot",
             Self::Onednn => "onednn",
             Self::Blas => "blas",
         }
@@ -53,11 +60,16 @@ pub fn set_cpu_linear(choice: CpuLinear) {
     CHOICE.set(choice);
 }
 
-/// The kernel in use: [`set_cpu_linear`]'s, else `REINFORGE_CPU_LINEAR`'s, else oneDNN where
-/// this build has the shim. An unknown value of the variable is reported once and ignored.
+/// The most rows (input vectors) the dot kernel takes under [`CpuLinear::Dot`]: a decoding
+/// step's batch; above it (a prompt's prefill) oneDNN's blocked product is faster.
+pub const DOT_MAX_ROWS: i64 = 64;
+
+/// The kernel in use: [`set_cpu_linear`]'s, else `REINFORGE_CPU_LINEAR`'s, else the dot
+/// kernel where this build has the shim. An unknown value of the variable is reported once
+/// and ignored.
 pub fn cpu_linear() -> CpuLinear {
     CHOICE.get(if cfg!(reinforge_onednn_linear) {
-        CpuLinear::Onednn
+        CpuLinear::Dot
     } else {
         CpuLinear::Blas
     })
@@ -85,12 +97,28 @@ pub(crate) fn in_sampling() -> bool {
 /// `x W^T (+ b)` for `x` `[.., in]` and `w` `[out, in]`: inside [`sampling`], by the
 /// [`cpu_linear`] kernel where it applies; otherwise (and where it does not apply) `at::linear`.
 pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
-    if in_sampling() && cpu_linear() == CpuLinear::Onednn {
-        if let Some(y) = onednn_linear(x, w, b) {
-            return y;
+    if in_sampling() {
+        let choice = cpu_linear();
+        if choice == CpuLinear::Dot {
+            if let Some(y) = dot_linear(x, w, b, DOT_MAX_ROWS) {
+                return y;
+            }
+        }
+        if choice != CpuLinear::Blas {
+            if let Some(y) = onednn_linear(x, w, b) {
+                return y;
+            }
         }
     }
     x.linear(w, b)
+}
+
+/// The dot kernel's `x W^T (+ b)` for `x` of at most `max_rows` rows (all dimensions but the
+/// last), or `None` where it does not apply: more rows, a gradient to record, an autocast
+/// region, tensors not contiguous float32 on the CPU, a CPU without AVX2 and FMA, or a build
+/// without the shim.
+pub fn dot_linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>, max_rows: i64) -> Option<Tensor> {
+    shim::dot(x, w, b, max_rows)
 }
 
 /// oneDNN's `x W^T (+ b)`, or `None` where it does not apply: a gradient to record, an
@@ -117,6 +145,47 @@ mod shim {
             err: *mut c_char,
             len: usize,
         ) -> i32;
+        fn rf_dot_linear(
+            x: *const c_void,
+            w: *const c_void,
+            b: *const c_void,
+            max_rows: i64,
+            out: *mut *mut c_void,
+            err: *mut c_char,
+            len: usize,
+        ) -> i32;
+    }
+
+    /// The dot kernel's `x W^T (+ b)`, or `None` where it does not apply. An error is
+    /// reported once and turns the kernel off for the process (oneDNN's takes over).
+    pub(super) fn dot(x: &Tensor, w: &Tensor, b: Option<&Tensor>, max_rows: i64) -> Option<Tensor> {
+        let mut out: *mut c_void = std::ptr::null_mut();
+        let b = b.map_or(std::ptr::null(), |b| b.as_ptr().cast());
+        // SAFETY: as in `onednn`: live tensors (or null for `b`), an error buffer of `len`
+        // bytes, and on success a new `at::Tensor*` that `Tensor::from_ptr` owns.
+        let call = call_shim(|err, len| unsafe {
+            rf_dot_linear(
+                x.as_ptr().cast(),
+                w.as_ptr().cast(),
+                b,
+                max_rows,
+                &mut out,
+                err,
+                len,
+            )
+        });
+        match call {
+            // SAFETY: done means `out` is a heap `at::Tensor` nobody else owns.
+            ShimCall::Done => Some(unsafe { Tensor::from_ptr(out.cast()) }),
+            ShimCall::NotApplicable => None,
+            ShimCall::Failed(msg) => {
+                eprintln!(
+                    "warning: the dot linear kernel failed ({msg}); using oneDNN from now on"
+                );
+                set_cpu_linear(CpuLinear::Onednn);
+                None
+            }
+        }
     }
 
     /// oneDNN's `x W^T (+ b)`, or `None` where it does not apply (gradients, autocast, not
@@ -150,6 +219,11 @@ mod shim {
 
     /// This build has no shim: always `at::linear`.
     pub(super) fn onednn(_: &Tensor, _: &Tensor, _: Option<&Tensor>) -> Option<Tensor> {
+        None
+    }
+
+    /// This build has no shim: always `at::linear`.
+    pub(super) fn dot(_: &Tensor, _: &Tensor, _: Option<&Tensor>, _: i64) -> Option<Tensor> {
         None
     }
 }
