@@ -23,14 +23,25 @@
 
 namespace {
 
+// Asks for row `t` (`d` floats) of `base` (row stride `stride`) to be brought into L2: the
+// rows a later pass reads, requested while this pass computes, so that reading the cache
+// overlaps the arithmetic (a prefetch hint: no fault, no wait). Nothing when `base` is null.
+RF_INLINE void prefetch_row(const float* base, int64_t stride, int64_t t, int64_t d) {
+  if (base == nullptr) return;
+  const char* row = reinterpret_cast<const char*>(base + t * stride);
+  for (int64_t o = 0; o < d * 4; o += 64) __builtin_prefetch(row + o, 0, 2);
+}
+
 // Scores `[g, s]` of `g` query rows `q` (`[g, d]`, contiguous; `d` a multiple of 8) against
 // `s` keys `k` (row stride `ks`), scaled, with `-inf` where `allowed` is false: one pass over
-// the keys, each key read from memory once for all `g` queries.
+// the keys, each key read from memory once for all `g` queries. Prefetches the rows of
+// `next` (the item's values, which `mix` reads next).
 RF_CLONES void scores(const float* __restrict q, const float* __restrict k, int64_t ks,
                       const bool* allowed, int64_t g, int64_t s, int64_t d, float scale,
-                      float* __restrict out) {
+                      float* __restrict out, const float* next, int64_t next_stride) {
   const float neg = -std::numeric_limits<float>::infinity();
   for (int64_t t = 0; t < s; ++t) {
+    prefetch_row(next, next_stride, t, d);
     if (!allowed[t]) {
       for (int64_t h = 0; h < g; ++h) out[h * s + t] = neg;
       continue;
@@ -88,16 +99,19 @@ RF_CLONES void softmax_row(float* x, int64_t n) {
 // `out[h] = sum_t p[h, t] v[t]` for `g` rows of weights `p` (`[g, s]`) over `s` values `v`
 // (row stride `vs`; `d` a multiple of 8). Each output row is summed in registers, 32 lanes at a
 // time in four independent sums; the values are read from memory once and from the cache
-// again for the group's other heads.
+// again for the group's other heads. Prefetches the rows of `next` (the next item's keys).
 RF_CLONES void mix(const float* __restrict p, const float* __restrict v, int64_t vs, int64_t g,
-                   int64_t s, int64_t d, float* __restrict out) {
+                   int64_t s, int64_t d, float* __restrict out, const float* next,
+                   int64_t next_stride) {
   for (int64_t h = 0; h < g; ++h) {
     const float* ph = p + h * s;
     float* oh = out + h * d;
     int64_t c = 0;
     for (; c + 32 <= d; c += 32) {
       v8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+      const bool first = h == 0 && c == 0;
       for (int64_t t = 0; t < s; ++t) {
+        if (first) prefetch_row(next, next_stride, t, d);
         const float* vt = v + t * vs + c;
         const float w = ph[t];
         a0 += w * load8(vt);
@@ -163,29 +177,25 @@ int rf_decode_attention(const at::Tensor* q, const at::Tensor* k, const at::Tens
     float* sp = sc.data_ptr<float>();
     const int64_t kb = k->stride(0), kh = k->stride(1), kt = k->stride(2);
     const int64_t vb = v->stride(0), vh = v->stride(1), vt = v->stride(2);
-    // Items are (row, key/value head): the key/value head's `g` query heads are adjacent.
-    at::parallel_for(0, b * kv, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        const int64_t r = i / kv, h = i % kv;
-        scores(qp + (r * heads + h * g) * d, kp + r * kb + h * kh, kt, ap + r * s, g, s, d,
-               scale, sp + (r * heads + h * g) * s);
-      }
-    });
-    // Softmax per query row, summed in slot order: a vectorised softmax sums in lanes set by
-    // the slot index, so left padding (which shifts a row's keys) would change the rounding
-    // and a row's result would depend on the batch it decodes in. Masked slots add exactly 0.
-    at::parallel_for(0, b * heads, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) softmax_row(sp + i * s, s);
-    });
-    const at::Tensor& p = sc;
     at::Tensor y = at::empty({b, heads, 1, d}, q->options());
-    const float* pp = p.data_ptr<float>();
     float* yp = y.data_ptr<float>();
+    // Items are (row, key/value head): the key/value head's `g` query heads are adjacent. Each
+    // item runs its scores, their softmax and the mix in turn, so its values, prefetched
+    // during the scores, are still in cache for the mix, and the next item's keys are
+    // prefetched during the mix: the cache is streamed without stalls between passes.
     at::parallel_for(0, b * kv, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        const int64_t r = i / kv, h = i % kv;
-        mix(pp + (r * heads + h * g) * s, vp + r * vb + h * vh, vt, g, s, d,
-            yp + (r * heads + h * g) * d);
+        const int64_t r = i / kv, h = i % kv, first_head = r * heads + h * g;
+        const float* values = vp + r * vb + h * vh;
+        const int64_t n = i + 1;
+        const float* next_keys = n < hi ? kp + (n / kv) * kb + (n % kv) * kh : nullptr;
+        float* item_scores = sp + first_head * s;
+        scores(qp + first_head * d, kp + r * kb + h * kh, kt, ap + r * s, g, s, d, scale,
+               item_scores, values, vt);
+        // Softmax per query row, its lanes counted from the row's first unmasked slot
+        // (softmax_row): a row's result does not depend on its left padding.
+        for (int64_t j = 0; j < g; ++j) softmax_row(item_scores + j * s, s);
+        mix(item_scores, values, vt, g, s, d, yp + first_head * d, next_keys, kt);
       }
     });
     *out = new at::Tensor(std::move(y));
