@@ -96,3 +96,30 @@ pub(crate) fn call_shim(f: impl FnOnce(*mut c_char, usize) -> i32) -> ShimCall {
         ),
     }
 }
+
+/// Calls a shim function that writes a new tensor (an `at::Tensor*` it allocates) to its
+/// `out` argument, through [`call_shim`]: the tensor when it ran, `None` when the kernel does
+/// not apply, and on a failure a warning naming `kernel` and `fallback`, then `switch_off`
+/// (the choice that turns the kernel off for the process) and `None`.
+#[cfg_attr(
+    not(any(reinforge_onednn_linear, reinforge_decode_attention)),
+    allow(dead_code)
+)]
+pub(crate) fn call_tensor_shim(
+    kernel: &str,
+    fallback: &str,
+    switch_off: impl FnOnce(),
+    f: impl FnOnce(*mut *mut std::ffi::c_void, *mut c_char, usize) -> i32,
+) -> Option<tch::Tensor> {
+    let mut out: *mut std::ffi::c_void = std::ptr::null_mut();
+    match call_shim(|err, len| f(&mut out, err, len)) {
+        // SAFETY: done means the shim wrote to `out` a heap `at::Tensor` nobody else owns.
+        ShimCall::Done => Some(unsafe { tch::Tensor::from_ptr(out.cast()) }),
+        ShimCall::NotApplicable => None,
+        ShimCall::Failed(msg) => {
+            eprintln!("warning: {kernel} failed ({msg}); using {fallback} from now on");
+            switch_off();
+            None
+        }
+    }
+}

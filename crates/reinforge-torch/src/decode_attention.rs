@@ -81,7 +81,7 @@ mod shim {
     use tch::Tensor;
 
     use super::{set_decode_attention, DecodeAttention};
-    use crate::choice::{call_shim, ShimCall};
+    use crate::choice::call_tensor_shim;
 
     extern "C" {
         fn rf_decode_attention(
@@ -98,34 +98,19 @@ mod shim {
     /// The kernel's result, or `None` where it does not apply. An error is reported once and
     /// turns the kernel off for the process.
     pub(super) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Option<Tensor> {
-        let mut out: *mut c_void = std::ptr::null_mut();
         let (q, k, v, mask) = (q.as_ptr(), k.as_ptr(), v.as_ptr(), mask.as_ptr());
+        let off = || set_decode_attention(DecodeAttention::Sdpa);
         // SAFETY: the four tensors are live tch tensors (`at::Tensor*`) for the call; the
         // error buffer holds `len` bytes; the shim catches every C++ exception and on success
-        // writes a new `at::Tensor*` that `Tensor::from_ptr` takes ownership of.
-        let call = call_shim(|err, len| unsafe {
-            rf_decode_attention(
-                q.cast(),
-                k.cast(),
-                v.cast(),
-                mask.cast(),
-                &mut out,
-                err,
-                len,
-            )
-        });
-        match call {
-            // SAFETY: done means `out` is a heap `at::Tensor` nobody else owns.
-            ShimCall::Done => Some(unsafe { Tensor::from_ptr(out.cast()) }),
-            ShimCall::NotApplicable => None,
-            ShimCall::Failed(msg) => {
-                eprintln!(
-                    "warning: the decode attention kernel failed ({msg}); using sdpa from now on"
-                );
-                set_decode_attention(DecodeAttention::Sdpa);
-                None
-            }
-        }
+        // writes to `out` a new `at::Tensor*`, which `call_tensor_shim` takes ownership of.
+        call_tensor_shim(
+            "the decode attention kernel",
+            "sdpa",
+            off,
+            |out, err, len| unsafe {
+                rf_decode_attention(q.cast(), k.cast(), v.cast(), mask.cast(), out, err, len)
+            },
+        )
     }
 }
 

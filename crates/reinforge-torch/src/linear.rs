@@ -134,7 +134,7 @@ mod shim {
     use tch::Tensor;
 
     use super::{set_cpu_linear, CpuLinear};
-    use crate::choice::{call_shim, ShimCall};
+    use crate::choice::call_tensor_shim;
 
     extern "C" {
         fn rf_onednn_linear(
@@ -159,57 +159,39 @@ mod shim {
     /// The dot kernel's `x W^T (+ b)`, or `None` where it does not apply. An error is
     /// reported once and turns the kernel off for the process (oneDNN's takes over).
     pub(super) fn dot(x: &Tensor, w: &Tensor, b: Option<&Tensor>, max_rows: i64) -> Option<Tensor> {
-        let mut out: *mut c_void = std::ptr::null_mut();
         let b = b.map_or(std::ptr::null(), |b| b.as_ptr().cast());
-        // SAFETY: as in `onednn`: live tensors (or null for `b`), an error buffer of `len`
-        // bytes, and on success a new `at::Tensor*` that `Tensor::from_ptr` owns.
-        let call = call_shim(|err, len| unsafe {
-            rf_dot_linear(
-                x.as_ptr().cast(),
-                w.as_ptr().cast(),
-                b,
-                max_rows,
-                &mut out,
-                err,
-                len,
-            )
-        });
-        match call {
-            // SAFETY: done means `out` is a heap `at::Tensor` nobody else owns.
-            ShimCall::Done => Some(unsafe { Tensor::from_ptr(out.cast()) }),
-            ShimCall::NotApplicable => None,
-            ShimCall::Failed(msg) => {
-                eprintln!(
-                    "warning: the dot linear kernel failed ({msg}); using oneDNN from now on"
-                );
-                set_cpu_linear(CpuLinear::Onednn);
-                None
-            }
-        }
+        let off = || set_cpu_linear(CpuLinear::Onednn);
+        // SAFETY: as in `onednn`.
+        call_tensor_shim(
+            "the dot linear kernel",
+            "oneDNN",
+            off,
+            |out, err, len| unsafe {
+                rf_dot_linear(
+                    x.as_ptr().cast(),
+                    w.as_ptr().cast(),
+                    b,
+                    max_rows,
+                    out,
+                    err,
+                    len,
+                )
+            },
+        )
     }
 
     /// oneDNN's `x W^T (+ b)`, or `None` where it does not apply (gradients, autocast, not
     /// float32 on the CPU). An error (a libtorch without oneDNN) is reported once and turns
     /// the kernel off for the process.
     pub(super) fn onednn(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Option<Tensor> {
-        let mut out: *mut c_void = std::ptr::null_mut();
         let b = b.map_or(std::ptr::null(), |b| b.as_ptr().cast());
+        let off = || set_cpu_linear(CpuLinear::Blas);
         // SAFETY: `x`, `w` and `b` (or null) are live tch tensors (`at::Tensor*`) for the
         // call; the error buffer holds `len` bytes; the shim catches every C++ exception and
-        // on success writes a new `at::Tensor*` that `Tensor::from_ptr` takes ownership of.
-        let call = call_shim(|err, len| unsafe {
-            rf_onednn_linear(x.as_ptr().cast(), w.as_ptr().cast(), b, &mut out, err, len)
-        });
-        match call {
-            // SAFETY: done means `out` is a heap `at::Tensor` nobody else owns.
-            ShimCall::Done => Some(unsafe { Tensor::from_ptr(out.cast()) }),
-            ShimCall::NotApplicable => None,
-            ShimCall::Failed(msg) => {
-                eprintln!("warning: oneDNN linear failed ({msg}); using the BLAS from now on");
-                set_cpu_linear(CpuLinear::Blas);
-                None
-            }
-        }
+        // on success writes to `out` a new `at::Tensor*`, which `call_tensor_shim` owns.
+        call_tensor_shim("oneDNN linear", "the BLAS", off, |out, err, len| unsafe {
+            rf_onednn_linear(x.as_ptr().cast(), w.as_ptr().cast(), b, out, err, len)
+        })
     }
 }
 
