@@ -32,33 +32,65 @@ RF_INLINE void prefetch_row(const float* base, int64_t stride, int64_t t, int64_
   for (int64_t o = 0; o < d * 4; o += 64) __builtin_prefetch(row + o, 0, 2);
 }
 
+// `q . k` of one query row and one key (`d` floats, a multiple of 8) as eight lanes still to be
+// summed: two partial sums halve the chain of dependent multiply-adds.
+RF_INLINE v8 dot_lanes(const float* __restrict q, const float* __restrict k, int64_t d) {
+  v8 even = {}, odd = {};
+  int64_t j = 0;
+  for (; j + 16 <= d; j += 16) {
+    even += load8(q + j) * load8(k + j);
+    odd += load8(q + j + 8) * load8(k + j + 8);
+  }
+  if (j < d) even += load8(q + j) * load8(k + j);
+  return even + odd;
+}
+
+// `r[i] = hsum(s[i])` for eight keys' lanes, in hsum's order (halves, then pairs), as one
+// vector: the same additions for eight keys at once, by shuffles (one pair across 128-bit
+// halves per two keys, the rest within them), in place of eight horizontal sums.
+RF_INLINE v8 hsum8(const v8* s) {
+  // Halves: u[i] = [x(key i) | x(key i + 4)], x = lo + hi of a key's lanes.
+  const v8i lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi = {4, 5, 6, 7, 12, 13, 14, 15};
+  v8 u[4];
+  for (int i = 0; i < 4; ++i)
+    u[i] = __builtin_shuffle(s[i], s[i + 4], lo) + __builtin_shuffle(s[i], s[i + 4], hi);
+  // Pairs: [x0 + x2, x1 + x3] of keys 0, 1 | 4, 5 (y0) and 2, 3 | 6, 7 (y1).
+  const v8i a = {0, 1, 8, 9, 4, 5, 12, 13}, b = {2, 3, 10, 11, 6, 7, 14, 15};
+  const v8 y0 = __builtin_shuffle(u[0], u[1], a) + __builtin_shuffle(u[0], u[1], b);
+  const v8 y1 = __builtin_shuffle(u[2], u[3], a) + __builtin_shuffle(u[2], u[3], b);
+  // Last pair, keys in order.
+  const v8i c = {0, 2, 8, 10, 4, 6, 12, 14}, e = {1, 3, 9, 11, 5, 7, 13, 15};
+  return __builtin_shuffle(y0, y1, c) + __builtin_shuffle(y0, y1, e);
+}
+
 // Scores `[g, s]` of `g` query rows `q` (`[g, d]`, contiguous; `d` a multiple of 8) against
 // `s` keys `k` (row stride `ks`), scaled, with `-inf` where `allowed` is false: one pass over
-// the keys, each key read from memory once for all `g` queries. Prefetches the rows of
+// the keys, eight at a time, each read from memory once for all `g` queries. A score is
+// `hsum(dot_lanes(q, k)) * scale` whether its key is in a block of eight or the tail, so a
+// row's scores do not depend on where its keys fall (left padding). Prefetches the rows of
 // `next` (the item's values, which `mix` reads next).
 RF_CLONES void scores(const float* __restrict q, const float* __restrict k, int64_t ks,
                       const bool* allowed, int64_t g, int64_t s, int64_t d, float scale,
                       float* __restrict out, const float* next, int64_t next_stride) {
   const float neg = -std::numeric_limits<float>::infinity();
-  for (int64_t t = 0; t < s; ++t) {
-    prefetch_row(next, next_stride, t, d);
-    if (!allowed[t]) {
-      for (int64_t h = 0; h < g; ++h) out[h * s + t] = neg;
-      continue;
+  int64_t t = 0;
+  for (; t + 8 <= s; t += 8) {
+    v8i ok;
+    for (int i = 0; i < 8; ++i) {
+      prefetch_row(next, next_stride, t + i, d);
+      ok[i] = allowed[t + i] ? -1 : 0;
     }
-    const float* kt = k + t * ks;
     for (int64_t h = 0; h < g; ++h) {
-      const float* qh = q + h * d;
-      // Two partial sums halve the chain of dependent multiply-adds.
-      v8 even = {}, odd = {};
-      int64_t j = 0;
-      for (; j + 16 <= d; j += 16) {
-        even += load8(qh + j) * load8(kt + j);
-        odd += load8(qh + j + 8) * load8(kt + j + 8);
-      }
-      if (j < d) even += load8(qh + j) * load8(kt + j);
-      out[h * s + t] = hsum(even + odd) * scale;
+      v8 lanes[8];
+      for (int i = 0; i < 8; ++i) lanes[i] = dot_lanes(q + h * d, k + (t + i) * ks, d);
+      // Masked keys are computed too (a cache slot may hold anything) and then replaced.
+      store8(out + h * s + t, ok ? hsum8(lanes) * scale : splat8(neg));
     }
+  }
+  for (; t < s; ++t) {
+    prefetch_row(next, next_stride, t, d);
+    for (int64_t h = 0; h < g; ++h)
+      out[h * s + t] = allowed[t] ? hsum(dot_lanes(q + h * d, k + t * ks, d)) * scale : neg;
   }
 }
 

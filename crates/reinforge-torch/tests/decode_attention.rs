@@ -88,7 +88,9 @@ fn kernel_stands_aside_outside_its_conditions() {
 }
 
 /// A row's result does not depend on how much left padding its batch gives it (bit for bit),
-/// so data-parallel ranks, which decode other batches, reproduce one process.
+/// so data-parallel ranks, which decode other batches, reproduce one process; nor on what the
+/// padding slots' keys hold (here NaN: the kernel scores blocks of eight keys, masked or not,
+/// and must replace the masked ones' scores, not add to them).
 #[test]
 fn a_rows_result_is_the_same_whatever_its_left_padding() {
     if !cfg!(reinforge_decode_attention) {
@@ -111,7 +113,8 @@ fn a_rows_result_is_the_same_whatever_its_left_padding() {
     .expect("the kernel applies");
     for pad in [1, 3, 5, 11] {
         let zeros = Tensor::zeros([1, kv, pad, d], (Kind::Float, Device::Cpu));
-        let (kp, vp) = (Tensor::cat(&[&zeros, &k], 2), Tensor::cat(&[&zeros, &v], 2));
+        let nans = Tensor::full([1, kv, pad, d], f64::NAN, (Kind::Float, Device::Cpu));
+        let (kp, vp) = (Tensor::cat(&[&nans, &k], 2), Tensor::cat(&[&zeros, &v], 2));
         let mask = left_padded_mask(pad + 1, pad + len).narrow(0, pad, 1);
         let padded = sampling(|| attend(&q, &kp, &vp, &mask)).expect("the kernel applies");
         assert!(
