@@ -2,6 +2,9 @@
 //! where built in) on a SmolLM2-135M-shaped parameter set, side by side with torch.optim.AdamW
 //! in Python (scripts/bench_adamw.py, the same shapes, run by scripts/bench_adamw.sh). Prints
 //! one JSON line: the median over `ITERS` steps after one warm-up step.
+#[path = "support/env.rs"]
+mod env;
+use env::env_or;
 
 use std::time::Instant;
 
@@ -27,14 +30,8 @@ fn shapes() -> Vec<Vec<i64>> {
 }
 
 fn main() {
-    let threads: i32 = std::env::var("THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
-    let iters: usize = std::env::var("ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let threads: i32 = env_or("THREADS", 2);
+    let iters: usize = env_or("ITERS", 10);
     reinforge_torch::tch::set_num_threads(threads);
     let vs = VarStore::new(Device::Cpu);
     let params: Vec<Tensor> = shapes()

@@ -3,6 +3,9 @@
 //! torch.distributed, scripts/bench_allreduce.py). Prints one JSON line per size on rank 0:
 //! bytes, median seconds per all-reduce, and bus bandwidth `2 (n-1)/n · bytes / s` (the NCCL
 //! tests' definition).
+#[path = "support/env.rs"]
+mod env;
+use env::env_or;
 
 use std::time::{Duration, Instant};
 
@@ -13,10 +16,7 @@ fn main() -> anyhow::Result<()> {
     let env = DistEnv::from_env()?
         .ok_or_else(|| anyhow::anyhow!("launch with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT"))?;
     let pg = ProcessGroup::init(&env, Backend::Gloo, Duration::from_secs(120))?;
-    let iters: usize = std::env::var("ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let iters: usize = env_or("ITERS", 20);
     for mb in [1usize, 4, 16, 64] {
         let n = (mb << 20) / 4;
         let t = Tensor::ones([n as i64], (Kind::Float, reinforge_torch::Device::Cpu));

@@ -2,20 +2,18 @@
 //! on SmolLM2-135M's shape: 30 layers, 32 rows, 9 query / 3 key-value heads of 64, each
 //! layer's cache a view of `POSITIONS` slots of a 512-slot buffer (as the sampler's cache).
 //! Usage: attention_bench [POSITIONS...]   (default 64 290; env THREADS, default 2; REPS, 10)
+#[path = "support/env.rs"]
+mod env;
+use env::env_or;
+
 use std::time::Instant;
 
 use reinforge_torch::decode_attention::attend;
 use reinforge_torch::tch::{self, Device, Kind, Tensor};
 
 fn main() {
-    let threads: i32 = std::env::var("THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
-    let reps: usize = std::env::var("REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let threads: i32 = env_or("THREADS", 2);
+    let reps: usize = env_or("REPS", 10);
     tch::set_num_threads(threads);
     let positions: Vec<i64> = std::env::args()
         .skip(1)

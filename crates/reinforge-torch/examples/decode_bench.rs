@@ -7,6 +7,9 @@
 //!
 //! Usage: decode_bench MODEL_DIR PROMPTS_JSON NEW_TOKENS   (PROMPTS_JSON: a list of token-id
 //! lists; env THREADS, default 2; HEAP: glibc | compact | reuse, default reuse)
+#[path = "support/env.rs"]
+mod env;
+use env::env_or;
 
 use std::time::Instant;
 
@@ -26,10 +29,7 @@ fn main() -> Result<()> {
         bail!("usage: decode_bench MODEL_DIR PROMPTS_JSON NEW_TOKENS");
     };
     let new_tokens: usize = new_tokens.parse().context("NEW_TOKENS")?;
-    let threads: i32 = std::env::var("THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+    let threads: i32 = env_or("THREADS", 2);
     reinforge_torch::tch::set_num_threads(threads);
     // The heap policy the reinforge binary sets at start (docs/memory.md); HEAP=glibc keeps
     // glibc's defaults, HEAP=compact the compact policy, to compare.

@@ -1,20 +1,18 @@
 //! Times the CPU linear kernels (src/linear.rs) on the matrix products of one SmolLM2-135M
 //! decoding step (30 layers' q, k, v, o, gate, up, down and the 49152-row head), alternated.
 //! Usage: linear_bench [ROWS...]   (env THREADS, default 2; REPS, default 5)
+#[path = "support/env.rs"]
+mod env;
+use env::env_or;
+
 use std::time::Instant;
 
 use reinforge_torch::linear::{dot_linear, onednn_linear};
 use reinforge_torch::tch::{self, Device, Kind, Tensor};
 
 fn main() {
-    let threads: i32 = std::env::var("THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
-    let reps: usize = std::env::var("REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let threads: i32 = env_or("THREADS", 2);
+    let reps: usize = env_or("REPS", 5);
     tch::set_num_threads(threads);
     let rows: Vec<i64> = std::env::args()
         .skip(1)
