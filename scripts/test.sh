@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets everything up (first run only), fetches the real model, builds, and runs every test of
-# the workspace.
+# the workspace; ends with the build and run seconds and the ten slowest test binaries.
 # Tests build in the release profile so they share the build of scripts/run.sh.
 #
 # A test that skips (today: the real-model tests, when and only when scripts/real_model.sh found
@@ -10,6 +10,12 @@
 # provide the model (from the registry or a cached .cache/models). The exit status is cargo's
 # otherwise, as with `exec cargo test`.
 set -euo pipefail
+# Overrides that turn a test into a weaker one (other fixture directories, a fallback kernel
+# only) are for a developer's own runs; CI runs the tests as written.
+if [ -n "${CI:-}" ]; then
+  unset REINFORGE_ORACLES_DIR REINFORGE_VERIFY_DATA REINFORGE_RANK_DATA_DIR \
+    REINFORGE_SAMPLING_OPS REINFORGE_CPU_LINEAR REINFORGE_DECODE_ATTENTION
+fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
 cd "$root"
@@ -37,7 +43,12 @@ tracking=$!
 "$root/scripts/tinker_env.sh" >/dev/null 2>"$logs/tinker" &
 tinker=$!
 build=0
-cargo test --workspace --release --locked --no-run ${cargo_args[@]+"${cargo_args[@]}"} || build=$?
+build_start=$SECONDS
+# The JSON lines name each test executable's package (scripts/slowest_tests.py); diagnostics
+# still reach the terminal, rendered.
+cargo test --workspace --release --locked --no-run --message-format=json-render-diagnostics \
+  ${cargo_args[@]+"${cargo_args[@]}"} >"$logs/artifacts.json" || build=$?
+build_secs=$((SECONDS - build_start))
 # Each preparation's messages, after the build's, so the two do not interleave.
 model_status=0
 wait "$model" || model_status=$?
@@ -50,7 +61,13 @@ if [ "$model_status" -ne 0 ]; then
 fi
 [ "$build" -eq 0 ] || exit "$build"
 status=0
-REINFORGE_SKIPS_DIR="$skips" cargo test --workspace --release --locked "$@" || status=$?
+run_start=$SECONDS
+# --no-fail-fast: a failing binary does not hide the failures of the binaries after it.
+REINFORGE_SKIPS_DIR="$skips" cargo test --workspace --release --locked --no-fail-fast "$@" 2>&1 | tee "$logs/run" ||
+  status=$?
+# Where the time went, in every run, so that a slower suite shows at once (docs/ci.md).
+echo "test build: ${build_secs} s; test run: $((SECONDS - run_start)) s" >&2
+python3 "$root/scripts/slowest_tests.py" "$logs/artifacts.json" "$logs/run" 10 || true
 shopt -s nullglob
 skipped=("$skips"/*)
 echo "SKIPPED: ${#skipped[@]} test(s)" >&2

@@ -2,7 +2,7 @@
 //! `fixtures/data/arena/arena_rank_expected.json` (made by `scripts/check_sandwich.py --write-fixture`,
 //! which runs arena-rank; see `fixtures/data/arena/README.md`).
 
-mod common;
+use crate::common;
 
 use common::max_abs_diff;
 use reinforge_eval::io::read_battles;

@@ -1,7 +1,7 @@
 //! Bradley-Terry, Elo and bootstrap against the FastChat / arena-rank / evalica references run on the
 //! LLMFAO battles (`fixtures/data/rank`, see its README for how each number was produced).
 
-mod common;
+use crate::common;
 
 use common::{max_abs_diff, rank_dir, read_json};
 use reinforge_eval::bootstrap::{bootstrap_bt, interval_ranks, refit_counts, summarize};

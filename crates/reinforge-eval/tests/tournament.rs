@@ -1,6 +1,6 @@
 //! Tournament schedules, Kendall tau, the simulation and the battles oracle.
 
-mod common;
+use crate::common;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

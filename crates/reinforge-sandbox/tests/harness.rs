@@ -1,6 +1,6 @@
 //! The test harness: only tests that ran to the end count.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Hostile programs: each must be contained and reported with the right status.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::net::TcpListener;

@@ -1,6 +1,6 @@
 //! Ordinary programs: output, stdin, files, limits, exit codes, both languages and modes.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

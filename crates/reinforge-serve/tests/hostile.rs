@@ -1,7 +1,7 @@
 //! Hostile clients (issue 24): one test per finding, loopback only, each bounded in time. Each
 //! checks that the server still serves afterwards.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

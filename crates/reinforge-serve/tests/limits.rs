@@ -1,6 +1,6 @@
 //! Malformed requests (4xx naming the field), body limits, backpressure, metrics.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! driven by the scripted generator of `common/scripted.rs` (token `k` of a row = prompt sum +
 //! k + shift, mod vocab). Batching, pausing and weight loads: `policy_engine.rs`.
 
-mod common;
+use crate::common;
 
 use common::policy::*;
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! weight loads and versions, a panicking generator; driven by the scripted generator of
 //! `common/scripted.rs`.
 
-mod common;
+use crate::common;
 
 use std::thread;
 use std::time::{Duration, Instant};

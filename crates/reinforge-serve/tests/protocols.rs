@@ -1,7 +1,7 @@
 //! OpenRLHF's remote reward and SandboxFusion's run_code, through the Python clients in
 //! scripts/clients/ (plain python3, standard library only), and /v1/verify.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

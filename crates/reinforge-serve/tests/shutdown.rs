@@ -1,7 +1,7 @@
 //! SIGTERM and SIGINT on the real binary: the request in flight completes, then the process
 //! exits 0 and stops listening.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

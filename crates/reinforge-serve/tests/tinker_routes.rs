@@ -3,7 +3,7 @@
 //! anything is queued, the futures protocol, session expiry freeing models. The real model and
 //! the real SDK: crates/reinforge/tests/tinker.rs.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};

@@ -1,6 +1,6 @@
 //! Broken or unsupported checkpoints fail with errors that name the file, tensor or key.
 
-mod hf_support;
+use crate::hf_support;
 
 use hf_support::fixture;
 use std::path::Path;

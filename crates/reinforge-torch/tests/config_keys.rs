@@ -2,7 +2,7 @@
 //! class of the implemented families (transformers 4.46 and 5.23, `fixtures/hf/configs`) and
 //! SmolLM2 as transformers 5.23 saves it after loading the GGUF file.
 
-mod hf_support;
+use crate::hf_support;
 
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! Logits and log-probs of the Hugging Face fixtures (fixtures/hf/models/, built by
 //! scripts/make_hf_fixtures.py with transformers) against transformers' own outputs.
 
-mod hf_support;
+use crate::hf_support;
 
 use hf_support::{fixture, max_diff, FIXTURES};
 use std::collections::HashMap;

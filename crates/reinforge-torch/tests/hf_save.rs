@@ -1,7 +1,7 @@
 //! Checkpoints written by reinforge load in transformers (scripts/check_hf_checkpoint.py,
 //! run with the project's .venv) and give the same logits; and they reload here bit-exactly.
 
-mod hf_support;
+use crate::hf_support;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! PEFT (scripts/check_peft_adapter.py, run with the project's .venv) with the same logits,
 //! and merged checkpoints compute what the adapted model computes.
 
-mod hf_support;
+use crate::hf_support;
 
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@ use reinforge_torch::sft::sft_step;
 use reinforge_torch::tch::Device;
 use reinforge_torch::{AdamW, AdamWConfig, Memory, Policy, SequenceBatch};
 
-mod hf_support;
+use crate::hf_support;
 
 /// Rows of different lengths in the fixture's vocabulary; three prompts, each shared by two
 /// rows that are not neighbours (for `shared_prompts`).
@@ -240,7 +240,9 @@ fn preference_steps_in_microbatches_equal_one_pass() {
         padding_free: true,
         ..budget
     };
-    let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-4);
+    let close = |a: &[f32], b: &[f32]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-4)
+    };
     for memory in [budget, packed_budget] {
         let other = dpo::reference_logps(&load(), &pairs, 0, (4, &memory));
         assert!(

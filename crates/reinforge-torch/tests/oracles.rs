@@ -11,7 +11,7 @@
 //! loss and aggregation compute what TRL does. `perturbing_the_trainer_fails_the_replay` shows
 //! that the replay really runs the trainer's configuration.
 
-mod oracle_support;
+use crate::oracle_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@ use reinforge_torch::loss::distill::{jsd_elements, reduce, topk_elements, Jsd, R
 use reinforge_torch::tch::{Kind, Tensor};
 use serde_json::Value;
 
-mod golden;
+use crate::golden;
 use golden::{numbers, Compare};
 
 /// float64 throughout: TRL's functions ran in float64 on the same inputs.

@@ -7,7 +7,7 @@ use reinforge_torch::loss::dpo::{dpo_loss, DpoBatch, DpoConfig};
 use reinforge_torch::tch::{Kind, Tensor};
 use serde_json::Value;
 
-mod golden;
+use crate::golden;
 use golden::numbers;
 
 fn fixture() -> Value {

@@ -7,7 +7,7 @@
 use reinforge_torch::loss::kto::{kto_loss, KtoBatch, KtoConfig};
 use serde_json::Value;
 
-mod golden;
+use crate::golden;
 use golden::{grad_values, numbers, Compare};
 
 const TOL: f64 = 1e-9;

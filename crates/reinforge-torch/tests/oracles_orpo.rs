@@ -6,7 +6,7 @@
 use reinforge_torch::loss::orpo::{orpo_loss, OrpoBatch};
 use serde_json::Value;
 
-mod golden;
+use crate::golden;
 use golden::{grad_values, numbers, Compare};
 
 /// TRL casts the averaged log-probs to float32, so the odds-ratio side carries float32

@@ -7,7 +7,7 @@ use reinforge_torch::loss::p2l::{HeadOutputs, P2lLoss};
 use reinforge_torch::tch::{Kind, Tensor};
 use serde_json::Value;
 
-mod golden;
+use crate::golden;
 use golden::{numbers, shape, tensor};
 
 fn fixture() -> Value {

@@ -7,7 +7,7 @@ use reinforge_torch::loss::reward_model::reward_loss;
 use reinforge_torch::tch::{Kind, Tensor};
 use serde_json::Value;
 
-mod golden;
+use crate::golden;
 use golden::{numbers, tensor};
 
 fn fixture() -> Value {

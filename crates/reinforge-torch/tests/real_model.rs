@@ -1,7 +1,7 @@
 //! The real model (SmolLM2-135M-Instruct from PyPI, see scripts/real_model.sh) loads and
 //! computes the logits transformers computes: f32 on CPU within 1e-4 over a left-padded batch.
 
-mod hf_support;
+use crate::hf_support;
 
 use hf_support::real_model::real_model;
 use hf_support::{batch, logits, root, run_python_tol, write_reference};

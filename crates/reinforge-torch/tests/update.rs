@@ -7,7 +7,7 @@ use reinforge_torch::rl::{policy_update, RolloutBatch, UpdateConfig, UpdateStats
 use reinforge_torch::tch::Device;
 use reinforge_torch::{AdamW, AdamWConfig, ModelConfig, Policy, SequenceBatch};
 
-mod rl_support;
+use crate::rl_support;
 use rl_support::grpo_update;
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -1,7 +1,7 @@
 //! `rank --covariate` (Search Arena covariates) and `mpg` (Project MPG) end to end: files in,
 //! tables out, bad inputs named.
 
-mod common;
+use crate::common;
 
 use common::{reinforge, root};
 use std::path::Path;
@@ -54,7 +54,14 @@ fn rank_covariate_matches_arena_rank() {
         ]);
         let lb: serde_json::Value = serde_json::from_str(&text).unwrap();
         let want = &c["converged"];
-        for row in lb["rows"].as_array().unwrap() {
+        let rows = lb["rows"].as_array().unwrap();
+        // Every model of arena-rank's fit is ranked, so no rating goes unchecked.
+        assert_eq!(
+            rows.len(),
+            want["ratings"].as_object().unwrap().len(),
+            "{case}: models ranked"
+        );
+        for row in rows {
             let m = row["model"].as_str().unwrap();
             for (key, fixture_key) in [
                 ("rating", "ratings"),

@@ -2,7 +2,7 @@
 //! over-long inputs, empty files, malformed JSON lines, missing files): each must exit with a
 //! non-zero status and an error naming the flag, key, file (and line), and never panic.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

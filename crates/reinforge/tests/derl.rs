@@ -1,7 +1,7 @@
 //! `reinforge derl` end to end on the tiny configuration: the outer loop's files and report,
 //! an interrupted and resumed outer loop equal to an uninterrupted one, bad options.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

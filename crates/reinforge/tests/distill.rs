@@ -5,7 +5,7 @@
 //! `reinforge serve --model` (`--teacher-url`, its vLLM-style `prompt_logprobs`) scores tokens
 //! as `reinforge score` does and the student moves towards it too.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

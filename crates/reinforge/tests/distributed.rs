@@ -3,7 +3,7 @@
 //! steps, also with the optimizer state sharded, and a LoRA dataset run), and a job whose rank dies fails naming it, then resumes
 //! from its last checkpoint to the uninterrupted run's weights.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

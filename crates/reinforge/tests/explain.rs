@@ -3,7 +3,7 @@
 //! the default experiment, a data-parallel run and a dataset run), the parameter count of every
 //! fixture checkpoint against its safetensors headers, and `--set` errors naming the key.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

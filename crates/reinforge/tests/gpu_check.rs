@@ -4,7 +4,7 @@
 //! must say why it was skipped otherwise; NCCL is replaced by the same 2-process command over
 //! Gloo. docs/gpu.md.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

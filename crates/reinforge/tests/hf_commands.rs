@@ -3,7 +3,7 @@
 //! chat-template rendering and tokenization, the same per-token log-probs, the same greedy
 //! tokens. Plus clear errors for a bad model directory and a bad input line.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

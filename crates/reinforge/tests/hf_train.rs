@@ -2,7 +2,7 @@
 //! rises, the same seed repeats the metrics, and the trained checkpoint loads back in
 //! transformers with the log-probs reinforge computes (scripts/reference_generate_score.py).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! dataset run scores the canaries of its own prompts, logs `integrity/*` and writes the
 //! "Reward integrity" section, warning only for the exploitable reward.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

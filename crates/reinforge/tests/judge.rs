@@ -4,7 +4,7 @@
 //! ratings lie in [1, 5], a `type = "judge"` reward component trains, and bad templates fail
 //! with the missing placeholder named.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::tiny::{
     self, check, learning_steps, mean_change, metrics, train_args, train_seeds, LEARNING_STEPS,
     REWARD_NULL, VALUE_LOSS_NULL,

@@ -2,7 +2,7 @@
 //! (reasoning-gym, scripts/reasoning_gym_data.py): the reward rises within a few steps, with
 //! every weight trained and with LoRA. Short runs (minutes on two cores), not the experiment.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

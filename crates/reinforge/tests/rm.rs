@@ -5,7 +5,7 @@
 //! reward model's score) and OpenRLHF's `/get_reward` all read the same numbers; LoRA runs
 //! resume to the very scores of an uninterrupted run.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

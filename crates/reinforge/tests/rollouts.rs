@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::server::{post, Server, ADMIN_KEY, API_KEY};
 use common::tiny::{
     self, check, column, learning_steps, mean_change, metrics, train_args, train_seeds,

@@ -2,7 +2,7 @@
 //! loss falls, a run continued from its checkpoint equals an uninterrupted one (full and LoRA),
 //! the memory tools give the plain run's result, and bad input is refused with its reason.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -10,7 +10,7 @@
 //! transformers + PEFT + `torch.optim.AdamW` replaying them from the untrained adapter the
 //! server saved (scripts/tinker_reference_steps.py in the project's .venv).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

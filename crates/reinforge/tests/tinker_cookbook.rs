@@ -6,7 +6,7 @@
 //! every step and logs its rewards; each recipe's final `save_state` wrote the weights with
 //! the optimizer state.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! The tool commands (`rank`, `passk`, `stats`, `tournament`) of the binary end to end: files
 //! in, tables and PNGs out, bad inputs named.
 
-mod common;
+use crate::common;
 
 use common::{rank_dir, reinforge};
 

@@ -7,7 +7,7 @@
 //! loopback recorder (no Python needed). An unreachable server warns once and the run
 //! completes.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};

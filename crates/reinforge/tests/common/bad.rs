@@ -1,7 +1,7 @@
 //! Driving the binary with bad inputs: a bounded run that returns the exit code and stderr,
 //! the "fails cleanly naming these" assertion, and scratch files (empty, malformed, missing).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -10,10 +10,18 @@ use super::{rank_dir, root};
 /// Longest a bad invocation may take: errors come before any real work.
 pub const LIMIT: Duration = Duration::from_secs(120);
 
-/// Runs `reinforge ARGS`, killing it after [`LIMIT`]; returns (exit code, stderr).
+/// Runs `reinforge ARGS` in a directory of its own (so that nothing it writes by default, such
+/// as `runs/`, lands in the checkout), killing it after [`LIMIT`]; returns (exit code, stderr).
 pub fn run(args: &[&str]) -> (Option<i32>, String) {
+    let cwd = tempfile::tempdir().unwrap();
+    run_in(cwd.path(), args)
+}
+
+/// [`run`] with `cwd` as the working directory.
+pub fn run_in(cwd: &Path, args: &[&str]) -> (Option<i32>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_reinforge"))
         .args(args)
+        .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

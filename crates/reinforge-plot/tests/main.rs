@@ -1,0 +1,5 @@
+//! reinforge-plot's integration tests, one module per file, linked into one test binary
+//! (`cargo test -p reinforge-plot --test suite MODULE::`): one link of the crate and its
+//! dependencies instead of one per file (docs/ci.md).
+
+mod png;

@@ -1,0 +1,6 @@
+//! reinforge-reward's integration tests, one module per file, linked into one test binary
+//! (`cargo test -p reinforge-reward --test suite MODULE::`): one link of the crate and its
+//! dependencies instead of one per file (docs/ci.md).
+
+mod deadline;
+mod spec;

@@ -1,0 +1,5 @@
+//! reinforge-rl's integration tests, one module per file, linked into one test binary
+//! (`cargo test -p reinforge-rl --test suite MODULE::`): one link of the crate and its
+//! dependencies instead of one per file (docs/ci.md).
+
+mod oracle_grpo;

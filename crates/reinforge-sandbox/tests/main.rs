@@ -1,0 +1,9 @@
+//! reinforge-sandbox's integration tests, one module per file, linked into one test binary
+//! (`cargo test -p reinforge-sandbox --test suite MODULE::`): one link of the crate and its
+//! dependencies instead of one per file (docs/ci.md).
+
+mod common;
+
+mod harness;
+mod hostile;
+mod positive;

@@ -1,0 +1,15 @@
+//! reinforge-serve's integration tests, one module per file, linked into one test binary
+//! (`cargo test -p reinforge-serve --test suite MODULE::`): one link of the crate and its
+//! dependencies instead of one per file (docs/ci.md).
+
+mod common;
+
+mod hostile;
+mod limits;
+mod policy;
+mod policy_engine;
+mod protocols;
+#[cfg(feature = "cli")]
+mod shutdown;
+mod stream_detok;
+mod tinker_routes;

@@ -1,0 +1,5 @@
+//! reinforge-tasks's integration tests, one module per file, linked into one test binary
+//! (`cargo test -p reinforge-tasks --test suite MODULE::`): one link of the crate and its
+//! dependencies instead of one per file (docs/ci.md).
+
+mod data_readers;
