@@ -71,7 +71,22 @@ pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Option<Tenso
     if !crate::linear::in_sampling() || decode_attention() != DecodeAttention::Kernel {
         return None;
     }
-    shim::attend(q, k, v, mask)
+    let out = shim::attend(q, k, v, mask);
+    if out.is_some() {
+        KERNEL_CALLS.with(|c| c.set(c.get() + 1));
+    }
+    out
+}
+
+thread_local! {
+    static KERNEL_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many of this thread's [`attend`] calls the kernel computed (rather than standing aside
+/// for sdpa), so that a test of a decoding path can check that the kernel really ran. Per
+/// thread, so other threads' decoding does not count.
+pub fn kernel_calls_on_this_thread() -> u64 {
+    KERNEL_CALLS.with(|c| c.get())
 }
 
 #[cfg(reinforge_decode_attention)]

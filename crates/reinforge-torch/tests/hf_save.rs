@@ -61,10 +61,13 @@ fn saved_checkpoints_load_in_transformers_with_the_same_logits() {
     };
     let p = Policy::new(&cfg, Device::Cpu, 3).unwrap();
     // Unit-scale weights so the comparison is not between near-zero logits.
-    reinforge_torch::tch::no_grad(|| {
-        for (_, mut v) in p.vs.variables() {
-            let _ = v.normal_(0.0, 0.2);
-        }
+    // Holding the generator: an unheld draw could land inside another test's seeded section.
+    reinforge_torch::runtime::with_generator(|| {
+        reinforge_torch::tch::no_grad(|| {
+            for (_, mut v) in p.vs.variables() {
+                let _ = v.normal_(0.0, 0.2);
+            }
+        })
     });
     let sharded = SaveOptions {
         kind: None,

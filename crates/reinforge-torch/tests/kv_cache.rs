@@ -2,6 +2,7 @@
 //! forward pass, and decoding below capacity writes in place (no reallocation per step).
 
 use reinforge_torch::cache::KvCache;
+use reinforge_torch::decode_attention::kernel_calls_on_this_thread;
 use reinforge_torch::model::{positions_from_mask, ForwardInput};
 use reinforge_torch::sampling::left_pad;
 use reinforge_torch::tch::{Device, Kind, Tensor};
@@ -143,10 +144,19 @@ fn cache_matches_uncached_forward_through_joins_and_retirements() {
     joins_and_retirements(&tiny());
 }
 
-/// The same sequence where decoding steps run the decode attention kernel.
+/// The same sequence where decoding steps run the decode attention kernel (counted: the
+/// kernel, not sdpa standing in for it, computed this thread's decoding attention).
 #[test]
 fn kernel_attention_matches_uncached_forward_through_joins_and_retirements() {
+    let before = kernel_calls_on_this_thread();
     joins_and_retirements(&tiny_kernel_heads());
+    let ran = kernel_calls_on_this_thread() - before;
+    if cfg!(reinforge_decode_attention) {
+        assert!(ran > 0, "the decoding steps never ran the kernel");
+    } else {
+        assert_eq!(ran, 0);
+        crate::hf_support::real_model::skip("the decode attention shim is not built");
+    }
 }
 
 fn joins_and_retirements(cfg: &ModelConfig) {

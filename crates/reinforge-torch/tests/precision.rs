@@ -4,7 +4,7 @@
 //! references), and a training step under it: float32 parameters, gradients and log-probs.
 //! One test function: the precision switch is process-wide.
 
-use crate::hf_support;
+mod hf_support;
 
 use std::collections::HashMap;
 

@@ -386,16 +386,6 @@ fn smollm2_blind3_floors() {
 }
 
 #[test]
-#[ignore = "issue 27 acceptance not met on the blind run of blind set 3 (a30a0b0: recall 17/30 < Math-Verify's 20/30, FPR 5/290 > 0.01); the later non-blind rules pass it on this now-seen set, which is no blind result: a fresh blind set is needed"]
-fn smollm2_blind3_acceptance() {
-    let (tp, pos, fp, neg) = blind_counts("smollm2-blind3.jsonl", 320);
-    let (mk, mn) = math_verify_blind_recall("smollm2-blind3.jsonl");
-    assert_eq!(mn, pos, "the README's figure is for this file");
-    assert!(tp >= mk, "blind3 recall {tp}/{pos} < Math-Verify {mk}/{mn}");
-    assert!(fp as f64 / neg as f64 <= 0.01, "blind3 FPR {fp}/{neg}");
-}
-
-#[test]
 fn smollm2_blind4_floors_and_recall_at_least_math_verify() {
     // The fourth blind set, run once at c2c2d87 (sampled and labelled after it): recall 21/31,
     // at least Math-Verify's recorded 20/31 (that half of issue 27's acceptance holds blind);
@@ -407,13 +397,6 @@ fn smollm2_blind4_floors_and_recall_at_least_math_verify() {
     assert!(tp >= mk, "blind4 recall {tp}/{pos} < Math-Verify {mk}/{mn}");
     assert!(tp >= 21, "blind4 recall {tp}/{pos}");
     assert!(fp <= 2, "blind4 false positives {fp}/{neg}");
-}
-
-#[test]
-#[ignore = "issue 27 acceptance: blind set 4's FPR on the blind run (c2c2d87) was 5/289 = 0.017 > 0.01; it passes since the non-blind fe52b72 (2/289), which is no blind result"]
-fn smollm2_blind4_false_positive_rate() {
-    let (_, _, fp, neg) = blind_counts("smollm2-blind4.jsonl", 320);
-    assert!(fp as f64 / neg as f64 <= 0.01, "blind4 FPR {fp}/{neg}");
 }
 
 #[test]
