@@ -73,17 +73,8 @@ data_dir="runs/bench_trl/data"
 [ -f "$data_dir/train.jsonl" ] || .venv/bin/python scripts/reasoning_gym_data.py "$data_dir" >&2
 data="$data_dir/train.jsonl"
 
-# The TRL venv, installed once (bump the stamp when the pins change).
-tvenv="$root/.venv-trl"
-stamp="$tvenv/.bench-trl-trl$TRL_VERSION-torch$TORCH_VERSION-transformers$TRANSFORMERS_VERSION-1"
-if [ ! -f "$stamp" ]; then
-  echo "==> setting up $tvenv with trl==$TRL_VERSION torch==$TORCH_VERSION transformers==$TRANSFORMERS_VERSION" >&2
-  [ -x "$tvenv/bin/python" ] || "${PYTHON:-python3}" -m venv "$tvenv"
-  "$tvenv/bin/pip" install --disable-pip-version-check -q "torch==$TORCH_VERSION" \
-    "transformers==$TRANSFORMERS_VERSION" "trl==$TRL_VERSION"
-  rm -f "$tvenv"/.bench-trl-*
-  touch "$stamp"
-fi
+# The TRL venv, installed once over .venv's torch and transformers (scripts/trl_env.sh).
+"$root/scripts/trl_env.sh" >&2
 
 bin=target/release/reinforge
 if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then

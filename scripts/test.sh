@@ -31,8 +31,10 @@ done
 # here); the `tensorboard` package whose reader checks the event files, and `mlflow`, whose
 # server the MLflow test logs to (crates/reinforge/tests/tracking.rs skips without them, and
 # fails under CI); the `tinker` SDK that drives `reinforge serve --tinker`
-# (crates/reinforge/tests/tinker.rs skips without it, and fails under CI). On a cold clone
-# they took 6.6 minutes one after another, before the build (docs/ci.md).
+# (crates/reinforge/tests/tinker.rs skips without it, and fails under CI); TRL, the reference
+# of the GPU check's TRL stage (crates/reinforge/tests/gpu_check.rs records a skip without
+# it). The Tinker and TRL environments reuse .venv's torch (scripts/linked_venv.sh). On a cold
+# clone they took 6.6 minutes one after another, before the build (docs/ci.md).
 logs="$(mktemp -d)"
 skips="$(mktemp -d)"
 trap 'rm -rf "$skips" "$logs"' EXIT
@@ -42,6 +44,8 @@ model=$!
 tracking=$!
 "$root/scripts/tinker_env.sh" >/dev/null 2>"$logs/tinker" &
 tinker=$!
+"$root/scripts/trl_env.sh" >/dev/null 2>"$logs/trl" &
+trl=$!
 build=0
 build_start=$SECONDS
 # The JSON lines name each test executable's package (scripts/slowest_tests.py); diagnostics
@@ -55,6 +59,7 @@ wait "$model" || model_status=$?
 cat "$logs/real_model" >&2
 wait "$tracking" || { cat "$logs/tracking" >&2; echo "warning: scripts/tracking_env.sh failed: the TensorBoard and MLflow tests will skip" >&2; }
 wait "$tinker" || { cat "$logs/tinker" >&2; echo "warning: scripts/tinker_env.sh failed: the Tinker SDK test will skip" >&2; }
+wait "$trl" || { cat "$logs/trl" >&2; echo "warning: scripts/trl_env.sh failed: the GPU check's TRL stage will skip" >&2; }
 if [ "$model_status" -ne 0 ]; then
   echo "error: scripts/real_model.sh failed (exit $model_status)" >&2
   exit "$model_status"

@@ -8,17 +8,17 @@
 # tinker-cookbook==0.5.8 (with its `math-rl` extra: sympy, math-verify, which the math_rl recipes
 # import) is the newest that installs from the package index: 0.6.x needs
 # tml-renderers>=0.4.1, and the index offers tml-renderers only up to 0.2.1. The cookbook pulls
-# torch and transformers; torch is pinned to the project's .venv version (scripts/setup.sh) so
-# pip takes the same wheel, and transformers to 5.5.4, the newest the cookbook allows
-# (`transformers<=5.5.4`; the project's .venv has 5.23.0, which it refuses).
+# torch and transformers: torch comes from the project's .venv (scripts/linked_venv.sh: the
+# environment sees .venv's packages, so the pin below is already met and no second torch is
+# downloaded), transformers is pinned to 5.5.4, the newest the cookbook allows
+# (`transformers<=5.5.4`; the project's .venv has 5.23.0, which it refuses), and installed here,
+# where it shadows .venv's.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="$ROOT/.venv-tinker"
 PY="${PYTHON:-python3}"
-STAMP="$VENV/.reinforge-tinker-env-3"
-if [ ! -x "$VENV/bin/python" ]; then
-  "$PY" -m venv "$VENV"
-fi
+STAMP="$VENV/.reinforge-tinker-env-4"
+PYTHON="$PY" "$ROOT/scripts/linked_venv.sh" "$VENV"
 if [ ! -f "$STAMP" ]; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check tinker==0.38.0 \
     "tinker-cookbook[math-rl]==0.5.8" torch==2.11.0 transformers==5.5.4

@@ -128,7 +128,11 @@ fn accuracy_jsonl_and_category_file_agree_with_csv() {
     let map = read_categories(&cats).unwrap();
     let rows = read_results(&p).unwrap();
     let j = score(&rows, Some((&map, "cats.csv")), "t.jsonl", &opts()).unwrap();
-    assert_eq!(csv.models.len(), j.models.len(), "the same models from both inputs");
+    assert_eq!(
+        csv.models.len(),
+        j.models.len(),
+        "the same models from both inputs"
+    );
     assert!(!j.models.is_empty());
     for (a, b) in csv.models.iter().zip(&j.models) {
         assert!((a.goodness.value - b.goodness.value).abs() < 1e-12);

@@ -1,8 +1,12 @@
 //! Device-generic code, checked on machines without a GPU: in the library code that holds
-//! tensors (reinforge-torch, and the binary and training crates while they hold any), every
-//! tensor made from host data is moved to a device in the same expression, and every explicit
-//! CPU placement or host transfer carries a `// host:` comment saying why. A tensor silently
-//! created on the CPU inside a step is exactly what breaks on CUDA ("expected all tensors to be
+//! tensors (reinforge-torch, and the binary and training crates while they hold any), a source
+//! lint. What it catches: a `Tensor::from_slice(` or `Tensor::from(` not followed by
+//! `.to_device(` within its statement (at most 4 lines), and any `Device::Cpu` in code, unless
+//! a `// host:` comment on the line or just above says why. What it does not catch: host
+//! tensors made by other constructors (`Tensor::zeros`, `ones`, `arange`, `randn`, ... with a
+//! CPU `(Kind, Device)` held in a variable), tensors moved to the CPU by `.to_kind`/`.copy`
+//! helpers, or a `.to_device(` of another tensor on the same lines; those rest on review. A
+//! tensor silently created on the CPU inside a step is exactly what breaks on CUDA ("expected all tensors to be
 //! on the same device"), and these machines cannot run CUDA to find it; `scripts/gpu_check.sh`
 //! runs the same steps on a GPU. (libtorch's `meta` device, which would find them by running,
 //! is not exposed by tch 0.24's `Device`.)

@@ -61,7 +61,8 @@ fn onednn_stands_aside_where_a_gradient_or_another_dtype_is_involved() {
 }
 
 /// Why the dot kernel's tests cannot run: recorded as a skip, which fails CI.
-const DOT_SKIP: &str = "the dot kernel does not run on this build or CPU (no linear shim, or no AVX2+FMA)";
+const DOT_SKIP: &str =
+    "the dot kernel does not run on this build or CPU (no linear shim, or no AVX2+FMA)";
 
 /// Whether this build and CPU run the dot kernel (the shim is built and the CPU has AVX2+FMA).
 fn dot_runs() -> bool {

@@ -165,6 +165,10 @@ fn the_binary_links_libtorch_cuda_whenever_libtorch_has_it() {
             libtorch.display()
         );
     } else {
-        assert!(!linked, "linked to a libtorch_cuda.so that {} lacks", libtorch.display());
+        assert!(
+            !linked,
+            "linked to a libtorch_cuda.so that {} lacks",
+            libtorch.display()
+        );
     }
 }

@@ -289,7 +289,11 @@ fn microbatched_preference_runs_log_the_same_steps() {
         // a step reads in its own micro-batch.
         let (plain, micro) = (run("plain", "0"), run("micro", "64"));
         assert_eq!(plain.len(), 3);
-        assert_eq!(micro.len(), plain.len(), "{cmd}: the micro-batched run's steps");
+        assert_eq!(
+            micro.len(),
+            plain.len(),
+            "{cmd}: the micro-batched run's steps"
+        );
         for (a, b) in plain.iter().zip(&micro) {
             let mut compared = 0;
             for key in ["loss", "rewards/chosen", "rewards/rejected"] {

@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::common;
 use common::tiny::{
-    self, check, learning_steps, mean_change, metrics, train_args, train_seeds, LEARNING_STEPS,
-    REWARD_NULL, VALUE_LOSS_NULL,
+    self, check, learning_steps, mean_change, metrics, reward_null, train_args, train_seeds,
+    value_loss_null, LEARNING_STEPS,
 };
 
 fn reinforge(args: &[String]) -> Output {
@@ -50,7 +50,7 @@ fn short_run_raises_reward_and_writes_every_file() {
     let mut seeds = vec![metrics(&run)];
     seeds.extend(train_seeds(dir.path(), "a", &[&steps], 1..2));
     let (gain, each) = mean_change(&seeds, "reward/mean");
-    let min = REWARD_NULL.above(seeds.len());
+    let min = reward_null().above(seeds.len());
     assert!(
         gain > min,
         "reward should rise by more than {min:.3} (a frozen policy's noise): {each:?}"
@@ -223,13 +223,13 @@ fn ppo_run_raises_reward_and_its_critic_learns() {
     let mut seeds = vec![m.clone()];
     seeds.extend(train_seeds(dir.path(), "ppo", &extra, 1..2));
     let (gain, each) = mean_change(&seeds, "reward/mean");
-    let min = REWARD_NULL.above(seeds.len());
+    let min = reward_null().above(seeds.len());
     assert!(
         gain > min,
         "reward should rise by more than {min:.3} (a frozen policy's noise): {each:?}"
     );
     let (change, each) = mean_change(&seeds, "critic/value_loss");
-    let max = VALUE_LOSS_NULL.below(seeds.len());
+    let max = value_loss_null().below(seeds.len());
     assert!(
         change < max,
         "value loss should change by less than {max:.3} (a frozen critic's): {each:?}"

@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::common;
 use common::server::{post, Server, ADMIN_KEY, API_KEY};
 use common::tiny::{
-    self, check, column, learning_steps, mean_change, metrics, train_args, train_seeds,
-    LEARNING_STEPS, REWARD_NULL, TURNS_NULL,
+    self, check, column, learning_steps, mean_change, metrics, reward_null, train_args,
+    train_seeds, turns_null, LEARNING_STEPS,
 };
 
 fn reinforge(args: &[String]) -> Output {
@@ -57,11 +57,11 @@ fn asynchronous_runs_repeat_exactly_and_train_on_weights_k_updates_old() {
     assert_eq!(column(&a, "rollout/stale_dropped")[5], 0.0);
     // Off-policy by two updates, yet the reward rises by more than a frozen policy's noise,
     // over this run (seed 0) and seeds 1 to 3: it learns more slowly and less evenly across
-    // seeds than the synchronous run (tiny::REWARD_NULL), so four seeds.
+    // seeds than the synchronous run (tiny::reward_null), so four seeds.
     let mut seeds = vec![a.clone()];
     seeds.extend(train_seeds(dir.path(), "a", &extra, 1..4));
     let (gain, each) = mean_change(&seeds, "reward/mean");
-    let min = REWARD_NULL.above(seeds.len());
+    let min = reward_null().above(seeds.len());
     assert!(
         gain > min,
         "reward should rise by more than {min:.3}: {each:?}"
@@ -370,13 +370,13 @@ fn the_retry_game_trains_end_to_end() {
     let mut seeds = vec![m];
     seeds.extend(train_seeds(dir.path(), "retry", &extra, 1..2));
     let (gain, each) = mean_change(&seeds, "reward/mean");
-    let min = REWARD_NULL.above(seeds.len());
+    let min = reward_null().above(seeds.len());
     assert!(
         gain > min,
         "reward should rise by more than {min:.3}: {each:?}"
     );
     let (change, each) = mean_change(&seeds, "multi_turn/turns_mean");
-    let max = TURNS_NULL.below(seeds.len());
+    let max = turns_null().below(seeds.len());
     assert!(
         change < max,
         "turns should fall by more than {max:.3}: {each:?}"

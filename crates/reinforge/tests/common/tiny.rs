@@ -75,7 +75,7 @@ pub fn column(m: &[Value], key: &str) -> Vec<f64> {
 
 /// RL steps of the learning tests (those that assert the reward rises). Over 40 steps a run
 /// that does not learn changed its reward by as much as a slow learning run did; over 80 the
-/// learning runs' mean gains are 5 to 9 times the null's seed-to-seed sd ([`REWARD_NULL`]).
+/// learning runs' mean gains are 5 to 9 times the null's seed-to-seed sd ([`reward_null`]).
 pub const LEARNING_STEPS: usize = 80;
 
 /// `grpo.steps=LEARNING_STEPS`, for [`train_args`].
@@ -92,10 +92,11 @@ pub fn quarter_change(v: &[f64]) -> f64 {
 }
 
 /// The seed-to-seed mean and standard deviation of a metric's [`quarter_change`] over
-/// [`LEARNING_STEPS`] steps of a run in which the thing a test checks does not learn, measured
-/// over seeds 0..9 by `scripts/learning_spread.sh`. A test asserts that the mean change over its
-/// seeds lies 3 standard deviations of such a mean beyond the null's: a run that does not learn
-/// passes with a chance of about 1 in 700.
+/// [`LEARNING_STEPS`] steps of a run in which the thing a test checks does not learn. A test
+/// asserts that the mean change over its seeds lies 3 standard deviations of such a mean beyond
+/// the null's: a run that does not learn passes with a chance of about 1 in 700 (a normal
+/// null; with the sd itself estimated from 10 seeds the chance is larger, which the learning
+/// runs' own margins, in [`NULLS`], leave room for).
 #[derive(Debug, Clone, Copy)]
 pub struct Null {
     pub mean: f64,
@@ -114,31 +115,50 @@ impl Null {
     }
 }
 
-/// `reward/mean` with the policy frozen (`grpo.lr=1e-12`; the retry game's null: +0.006 ±
-/// 0.012). Learning runs (mean ± sd, lowest of 10 seeds): GRPO +0.108 ± 0.034 (+0.057), PPO
-/// +0.117 ± 0.030 (+0.066), the retry game +0.100 ± 0.025 (+0.055), asynchronous with
-/// staleness 2 +0.070 ± 0.038 (+0.014). With one seed no margin separates both (the slowest
-/// learning seeds fall inside 3 null sds); hence two seeds per test, four for the asynchronous
-/// run, whose means clear the margin by 3 and 2.4 of their own sds.
-pub const REWARD_NULL: Null = Null {
-    mean: 0.007,
-    sd: 0.012,
-};
+/// The raw per-seed figures `scripts/learning_spread.sh` measured (one line per metric,
+/// configuration and seed; its header names the commit): the nulls below are derived from
+/// them, so the margins follow the measurement, never a copy of it. Rerun the script when the
+/// tiny configuration, the step count, the seeding or the sampler's numerics change.
+pub const NULLS: &str = include_str!("../data/learning_null.tsv");
+
+/// Mean and sample standard deviation of `metric` over the seeds of `configuration` in
+/// [`NULLS`].
+pub fn measured(metric: &str, configuration: &str) -> Null {
+    let v: Vec<f64> = NULLS
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f.len() == 4 && f[0] == metric && f[1] == configuration)
+                .then(|| f[3].parse().expect("a number in learning_null.tsv"))
+        })
+        .collect();
+    assert!(
+        v.len() >= 5,
+        "learning_null.tsv: {} seeds of {metric} {configuration}",
+        v.len()
+    );
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    Null { mean, sd }
+}
+
+/// `reward/mean` with the policy frozen (`grpo.lr=1e-12`).
+pub fn reward_null() -> Null {
+    measured("reward/mean", "null")
+}
 
 /// `critic/value_loss` of PPO with the critic frozen (`ppo.critic_lr=1e-12`): the returns
-/// drift away from its values as the policy learns. With the critic learning: -0.019 ± 0.013
-/// (at most +0.012).
-pub const VALUE_LOSS_NULL: Null = Null {
-    mean: 0.061,
-    sd: 0.010,
-};
+/// drift away from its values as the policy learns.
+pub fn value_loss_null() -> Null {
+    measured("critic/value_loss", "ppo-frozen-critic")
+}
 
 /// `multi_turn/turns_mean` of the retry game (`task.attempts=3`) with the policy frozen.
-/// Learning: -0.192 ± 0.047 (at most -0.114).
-pub const TURNS_NULL: Null = Null {
-    mean: -0.014,
-    sd: 0.024,
-};
+pub fn turns_null() -> Null {
+    measured("multi_turn/turns_mean", "retry-null")
+}
 
 /// Trains `{name}-s{seed}` under `runs` for each of `seeds` with `extra` and returns each run's
 /// metrics.
