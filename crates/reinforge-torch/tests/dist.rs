@@ -20,12 +20,17 @@ fn free_port() -> u16 {
 /// Runs `test` of this binary as every rank of a `world`-rank job; the outputs by rank.
 fn launch(test: &str, world: usize, extra: &[(&str, &str)]) -> Vec<Output> {
     let port = free_port().to_string();
+    // The test's full name in this binary: its module path without the crate's name.
+    let test = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    };
     let children: Vec<_> = (0..world)
         .map(|r| {
             Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    test,
+                    &test,
                     "--ignored",
                     "--nocapture",
                     "--test-threads",
