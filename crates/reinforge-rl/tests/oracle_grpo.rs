@@ -46,6 +46,7 @@ fn params(case: &Value) -> EstimatorParams {
         advantage: AdvantageConfig {
             norm_by_std: b("norm_adv_by_std_in_grpo", d.advantage.norm_by_std),
             epsilon: f("epsilon", d.advantage.epsilon),
+            batch_std: false,
         },
         gamma: f("gamma", d.gamma),
         lam: f("lam", d.lam),
@@ -147,7 +148,7 @@ fn every_verl_advantage_case_passes_through_the_dispatch() {
         let function = case["function"].as_str().unwrap();
         let estimator = Estimator::ALL
             .into_iter()
-            .find(|e| e.verl_function() == function)
+            .find(|e| e.verl_function() == Some(function))
             .unwrap_or_else(|| panic!("no registered estimator reproduces {function}"));
         replay(estimator, case).unwrap();
         *checked.entry(estimator).or_default() += 1;
@@ -163,8 +164,12 @@ fn every_verl_advantage_case_passes_through_the_dispatch() {
         .map(|(_, n)| n)
         .sum();
     assert_eq!(verl_cases, 73, "every case of the fixture");
-    // Every registered estimator is covered by at least one case.
-    for e in Estimator::ALL {
+    // Every registered verl estimator is covered by at least one case (`trl_grpo`'s are TRL's,
+    // replayed by reinforge-torch's oracle harness).
+    for e in Estimator::ALL
+        .into_iter()
+        .filter(|e| e.verl_function().is_some())
+    {
         assert!(
             checked.get(&e).copied().unwrap_or(0) > 0,
             "{e} has no oracle case: {checked:?}"

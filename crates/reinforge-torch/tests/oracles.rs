@@ -7,9 +7,13 @@
 //! README's for `fixtures/oracles`).
 //!
 //! The policy and value losses are replayed through the trainer's own objectives
-//! (`train::policy_objective`, `train::value_objective`): verl's cases all, TRL's where a verl
-//! loss and aggregation compute what TRL does. `perturbing_the_trainer_fails_the_replay` shows
-//! that the replay really runs the trainer's configuration.
+//! (`rl::policy_objective`, `rl::value_objective`): verl's cases and TRL's all (TRL's with the
+//! trainer settings of `oracle_support::trl::trainer_config`: unclamped ratio, `k3_unclamped`,
+//! `delta` as the dual clip). TRL's advantage cases go through the function of the trainer's
+//! `trl_grpo` estimator (those with one reward function through the RL step's
+//! `outcome_advantages` itself). No case runs through a copy of TRL kept in `tests/`.
+//! `perturbing_the_trainer_fails_the_replay` shows that the replay really runs the trainer's
+//! configuration.
 
 use crate::oracle_support;
 
@@ -17,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use oracle_support::{run_dir, run_dir_with, trainer_outputs, Options, Perturb, Report};
-use reinforge_torch::loss::{AggMode, PolicyLossKind};
+use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind};
 
 /// Fixture functions not implemented yet: listed, printed and skipped. Empty: all are covered.
 const PENDING: &[&str] = &[];
@@ -40,7 +44,7 @@ fn print_report(dir: &Path, report: &Report) {
         println!("  {f:<58} PENDING (not implemented)");
     }
     let trainer: usize = report.through_trainer.values().sum();
-    println!("  through the trainer's objective: {trainer} cases");
+    println!("  through the functions the trainer calls: {trainer} cases");
     for (f, n) in &report.through_trainer {
         println!("    {f:<56} {n:>3}");
     }
@@ -65,10 +69,14 @@ fn cases_in(dir: &Path, pending: &[&str]) -> BTreeMap<String, usize> {
     out
 }
 
-/// Whether the trainer's objectives replay every case of `function` (verl's policy and value
-/// losses; TRL's loss cases go through them only where a verl loss computes what TRL does).
-fn verl_trainer_function(function: &str) -> bool {
-    function.starts_with("compute_policy_loss_") || function == "compute_value_loss"
+/// Whether every case of `function` is replayed through the functions the trainer calls: verl's
+/// policy and value losses, TRL's losses (the trainer's objective) and TRL's advantages (the
+/// `trl_grpo` estimator's function).
+fn trainer_function(function: &str) -> bool {
+    function.starts_with("compute_policy_loss_")
+        || function == "compute_value_loss"
+        || function.starts_with("grpo_loss_")
+        || function == "grpo_advantages"
 }
 
 #[test]
@@ -91,11 +99,11 @@ fn every_fixture_matches() {
     );
     let total: usize = checked.values().sum();
     assert!(total > 0, "no cases found in {}", dir.display());
-    for (f, n) in in_files.iter().filter(|(f, _)| verl_trainer_function(f)) {
+    for (f, n) in in_files.iter().filter(|(f, _)| trainer_function(f)) {
         assert_eq!(
             report.through_trainer.get(f),
             Some(n),
-            "{f}: every case through the trainer's objective"
+            "{f}: every case through the functions the trainer calls"
         );
     }
     // The fixture set of the README: 73 + 27 + 138 + 36 + 66 + 6 + 23 cases.
@@ -107,11 +115,10 @@ fn every_fixture_matches() {
             "every function was dispatched"
         );
         let trainer: usize = report.through_trainer.values().sum();
-        // verl's 134 policy-loss and 4 value-loss cases, and the TRL loss cases a verl loss
-        // reproduces (see `oracle_support::trl::as_trainer`).
+        // verl's 12 policy losses and the value loss, TRL's 6 loss types and its advantages.
         assert_eq!(
             report.through_trainer.len(),
-            13 + 6,
+            13 + 7,
             "{:?}",
             report.through_trainer
         );
@@ -119,11 +126,11 @@ fn every_fixture_matches() {
     }
 }
 
-/// Cases of `fixtures/oracles` replayed through the trainer's objectives: verl's 134 policy-loss
-/// and 4 value-loss cases, and 21 of TRL's 33 loss cases (grpo 9, dr_grpo 4, bnpo 2, dapo 2,
-/// cispo 2, sapo 2; the other 12 have a KL term past verl's k3 clamp, `delta`, or log-ratios
-/// past verl's ±20 clamp).
-const TRAINER_CASES: usize = 138 + 21;
+/// Cases of `fixtures/oracles` replayed through the functions the trainer calls: verl's 134
+/// policy-loss and 4 value-loss cases, and all 66 of TRL's: its 48 loss cases (grpo 18, bnpo 6,
+/// dr_grpo 9, dapo 9, cispo 3, sapo 3) through the trainer's objective and its 18 advantage
+/// cases through the `trl_grpo` estimator's function.
+const TRAINER_CASES: usize = 138 + 48 + 18;
 
 /// The functions of the failed cases of a replay of `dir` with `perturb`, with their counts.
 fn failing_functions(dir: &Path, perturb: Perturb) -> BTreeMap<String, usize> {
@@ -196,7 +203,7 @@ fn perturbing_the_trainer_fails_the_replay() {
         clean.through_trainer,
         in_file
             .iter()
-            .filter(|(f, _)| verl_trainer_function(f))
+            .filter(|(f, _)| trainer_function(f))
             .map(|(f, n)| (f.clone(), *n))
             .collect::<BTreeMap<_, _>>(),
         "every policy- and value-loss case through the trainer"
@@ -252,6 +259,69 @@ fn perturbing_the_trainer_fails_the_replay() {
     assert!(
         !moved_functions(&doc, swapped).is_empty(),
         "no case moved by another loss"
+    );
+    trl_cases_fail_with_a_perturbed_trainer(&src, swapped);
+}
+
+/// TRL's cases run through the trainer too: another loss fails every TRL loss type, verl's
+/// clamped k3 instead of TRL's fails exactly the cases with a KL term (each has a token past
+/// verl's clamp), verl's log-ratio clamp fails cases, another advantage epsilon fails the
+/// advantage cases, and none of these touches the other family.
+fn trl_cases_fail_with_a_perturbed_trainer(src: &Path, swapped: Perturb) {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(src.join("trl_grpo.json"), tmp.path().join("trl_grpo.json")).unwrap();
+    let doc = read(tmp.path(), "trl_grpo.json");
+    let clean = run_dir(tmp.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
+    let in_file = cases_in(tmp.path(), &[]);
+    let trl: BTreeMap<String, usize> = in_file
+        .iter()
+        .filter(|(f, _)| trainer_function(f))
+        .map(|(f, n)| (f.clone(), *n))
+        .collect();
+    assert_eq!(
+        clean.through_trainer, trl,
+        "every TRL case through the trainer"
+    );
+    let losses: Vec<&String> = trl.keys().filter(|f| f.starts_with("grpo_loss_")).collect();
+    assert_eq!(losses.len(), 6, "{losses:?}");
+
+    let failed = failing_functions(tmp.path(), swapped);
+    eprintln!("TRL, another loss: {failed:?}");
+    for f in &losses {
+        assert!(failed.contains_key(*f), "another loss: {f} passed");
+    }
+    assert!(!failed.contains_key("grpo_advantages"));
+
+    let mut with_kl: BTreeMap<String, usize> = BTreeMap::new();
+    for v in doc["cases"].as_array().unwrap() {
+        if v["params"]["beta"].as_f64().is_some_and(|b| b != 0.0) {
+            *with_kl
+                .entry(v["function"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    assert!(!with_kl.is_empty());
+    let clamped_kl = failing_functions(tmp.path(), with_policy(|c| c.kl = KlPenalty::K3));
+    assert_eq!(
+        clamped_kl, with_kl,
+        "verl's clamped k3: the cases with a KL term"
+    );
+
+    let clamp = failing_functions(tmp.path(), with_policy(|c| c.loss.clamp_log_ratio = true));
+    eprintln!("TRL, verl's log-ratio clamp: {clamp:?}");
+    assert!(
+        !clamp.is_empty() && clamp.keys().all(|f| f.starts_with("grpo_loss_")),
+        "{clamp:?}"
+    );
+
+    let eps = Perturb {
+        advantage: |a| a.epsilon *= 100.0,
+        ..Perturb::default()
+    };
+    let adv = failing_functions(tmp.path(), eps);
+    assert!(
+        adv.keys().eq(["grpo_advantages"].iter()) && adv["grpo_advantages"] > 0,
+        "another advantage epsilon: {adv:?}"
     );
 }
 

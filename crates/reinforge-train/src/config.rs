@@ -181,12 +181,16 @@ pub struct RlConfig {
     /// Upper clip of the ratio, 1 + epsilon_high (DAPO clip-higher).
     pub epsilon_high: f64,
     /// Dual-clip bound for A < 0 (verl `clip_ratio_c`, > 1); 0 disables dual clip. DPPO reads
-    /// it as its ratio truncation `min(r, c)` (0: none; verl's default is 3).
+    /// it as its ratio truncation `min(r, c)` (0: none; verl's default is 3). TRL's `delta`
+    /// (two-sided GRPO) is this bound whenever `delta >= 1 + epsilon_high`.
     pub clip_ratio_c: f64,
+    /// Clamp the log-ratio before `exp` as verl does (±20; GSPO's sequence log-ratio at 10).
+    /// `false`: TRL's unclamped ratio (grpo_trainer.py @ f2cd577), which can overflow in float32.
+    pub clamp_log_ratio: bool,
     /// Weight of the k3 KL to the frozen SFT model (0 = no reference model is kept).
     pub beta: f64,
     /// KL estimator used when `beta > 0` (verl `kl_loss_type`: kl/k1, abs, mse/k2,
-    /// low_var_kl/k3, each also with `+`).
+    /// low_var_kl/k3, each also with `+`; `k3_unclamped` is TRL's `beta` term).
     pub kl_estimator: KlPenalty,
     /// Entropy bonus weight.
     pub entropy_coef: f64,
@@ -351,6 +355,7 @@ impl Default for RlConfig {
             policy_loss: PolicyLossKind::Vanilla,
             loss_agg_mode: AggMode::TokenMean,
             clip_ratio_c: 0.0,
+            clamp_log_ratio: true,
             kl_estimator: KlPenalty::K3,
             tau_pos: 1.0,
             tau_neg: 1.05,

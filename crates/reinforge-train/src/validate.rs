@@ -192,6 +192,13 @@ impl TrainConfig {
                 Estimator::outcome_names().join(", ")
             );
         }
+        if g.advantage.batch_std && g.advantage_estimator != Estimator::TrlGrpo {
+            bail!(
+                "grpo.advantage.batch_std (TRL scale_rewards = \"batch\") is read by grpo.advantage_estimator = {} only, got {}",
+                Estimator::TrlGrpo,
+                g.advantage_estimator
+            );
+        }
         if !(g.clip_ratio_c == 0.0 || g.clip_ratio_c > 1.0) {
             bail!(
                 "grpo.clip_ratio_c must be 0 (off) or > 1, got {}",

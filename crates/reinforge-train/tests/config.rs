@@ -183,6 +183,20 @@ fn bad_algorithm_options_are_named() {
     assert!(err(&["grpo.clip_cov_ratio=nan"]).contains("grpo.clip_cov_ratio"));
     assert!(err(&["grpo.clip_cov_lb=6"]).contains("grpo.clip_cov_ub"));
     assert!(err(&["grpo.dro_beta=-1"]).contains("grpo.dro_beta"));
+    // TRL's scale_rewards = "batch" is the `trl_grpo` estimator's; verl's `grpo` has none.
+    let batch = err(&["grpo.advantage.batch_std=true"]);
+    assert!(
+        batch.contains("grpo.advantage.batch_std") && batch.contains("trl_grpo"),
+        "{batch}"
+    );
+    assert!(TrainConfig::resolve(
+        None,
+        &[
+            "grpo.advantage.batch_std=true".to_string(),
+            "grpo.advantage_estimator=trl_grpo".to_string(),
+        ],
+    )
+    .is_ok());
     let unknown = err(&["grpo.advantage_estimator=ppo"]);
     assert!(
         unknown.contains("grpo.advantage_estimator") && unknown.contains("grpo_passk, gdpo"),

@@ -1,6 +1,7 @@
 //! The estimator registry: every advantage estimator of the crate under verl's
 //! `algorithm.adv_estimator` name (`register_adv_est` in core_algos.py @ 1dda039), with the
-//! verl function it reproduces and the inputs it needs beyond outcome rewards.
+//! verl function it reproduces and the inputs it needs beyond outcome rewards; and `trl_grpo`
+//! (reinforge's name), TRL's GRPO advantages.
 
 use std::fmt;
 use std::str::FromStr;
@@ -43,6 +44,11 @@ pub enum Estimator {
     Remax,
     /// `optimal_token_baseline`: needs the sampler's per-token probabilities and `Σπ²`.
     OptimalTokenBaseline,
+    /// `trl_grpo` (reinforge): TRL `GRPOTrainer`'s advantages (grpo_trainer.py @ f2cd577,
+    /// [`crate::advantage::trl`]): `nanstd` of the group, or of the batch with
+    /// [`AdvantageConfig::batch_std`](crate::AdvantageConfig::batch_std) (TRL `scale_rewards`), a
+    /// singleton group 0, unscorable (NaN) scores 0. TRL's `+1e-4` is `advantage.epsilon`.
+    TrlGrpo,
 }
 
 /// An input beyond rewards, mask and group index that an estimator reads.
@@ -70,7 +76,8 @@ impl ExtraInput {
     }
 }
 
-/// One registry entry: the estimator, its name, accepted aliases, verl's function and extras.
+/// One registry entry: the estimator, its name, accepted aliases, verl's function ("" for
+/// `trl_grpo`, which reproduces TRL's) and extras.
 struct Entry {
     estimator: Estimator,
     name: &'static str,
@@ -97,7 +104,7 @@ const fn entry(
 }
 
 /// The registry, in the order help text lists it.
-const REGISTRY: [Entry; 14] = [
+const REGISTRY: [Entry; 15] = [
     entry(
         Estimator::Grpo,
         "grpo",
@@ -195,11 +202,12 @@ const REGISTRY: [Entry; 14] = [
             true,
         )
     },
+    entry(Estimator::TrlGrpo, "trl_grpo", "", false),
 ];
 
 impl Estimator {
     /// Every estimator, in registry order.
-    pub const ALL: [Estimator; 14] = [
+    pub const ALL: [Estimator; 15] = [
         Self::Grpo,
         Self::DrGrpo,
         Self::GrpoVectorized,
@@ -214,6 +222,7 @@ impl Estimator {
         Self::Gpg,
         Self::Remax,
         Self::OptimalTokenBaseline,
+        Self::TrlGrpo,
     ];
 
     fn entry(self) -> &'static Entry {
@@ -233,9 +242,10 @@ impl Estimator {
         self.entry().aliases
     }
 
-    /// The verl function (core_algos.py @ 1dda039) whose numbers this estimator reproduces.
-    pub fn verl_function(self) -> &'static str {
-        self.entry().verl_function
+    /// The verl function (core_algos.py @ 1dda039) whose numbers this estimator reproduces;
+    /// `None` for `trl_grpo`, which reproduces TRL's advantage block instead.
+    pub fn verl_function(self) -> Option<&'static str> {
+        Some(self.entry().verl_function).filter(|f| !f.is_empty())
     }
 
     /// Inputs beyond rewards, mask and index; empty for estimators of outcome rewards alone.

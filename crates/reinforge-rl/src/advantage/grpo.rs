@@ -123,6 +123,7 @@ mod tests {
         let cfg = AdvantageConfig {
             norm_by_std: false,
             epsilon: 1e-6,
+            batch_std: false,
         };
         let a = grpo_passk_outcome(&r, &m, &[0, 0, 0, 1, 1], &cfg).advantages;
         assert_eq!(

@@ -1,7 +1,8 @@
 //! Advantage estimators. The submodules reproduce verl's estimator catalogue (`core_algos.py` @
 //! 1dda039) on `B x T` matrices, each returning verl's `(advantages, returns)` pair;
 //! [`outcome`] is the registry that selects them by name and the one dispatch the trainer and the
-//! oracle tests call; [`ragged`] adapts the trainer's rows of different lengths (GAE).
+//! oracle tests call; [`ragged`] adapts the trainer's rows of different lengths (GAE); [`trl`]
+//! is TRL's GRPO advantage block (the `trl_grpo` estimator).
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,7 @@ pub mod ragged;
 pub mod reinforce_pp;
 pub mod remax;
 pub mod rloo;
+pub mod trl;
 
 /// The two tensors every verl advantage estimator returns, both `B x T`.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +50,11 @@ pub struct AdvantageConfig {
     pub norm_by_std: bool,
     /// Added to the std before dividing: verl uses 1e-6, TRL 1e-4.
     pub epsilon: f64,
+    /// Divide by the std of the whole batch instead of the group's (TRL `scale_rewards =
+    /// "batch"`: group means are still subtracted). Read by the `trl_grpo` estimator only;
+    /// config validation rejects it with the others.
+    #[serde(default)]
+    pub batch_std: bool,
 }
 
 impl Default for AdvantageConfig {
@@ -55,6 +62,7 @@ impl Default for AdvantageConfig {
         Self {
             norm_by_std: true,
             epsilon: 1e-6,
+            batch_std: false,
         }
     }
 }
@@ -102,6 +110,7 @@ mod tests {
             &AdvantageConfig {
                 norm_by_std: true,
                 epsilon: 0.0,
+                batch_std: false,
             },
         );
         let a = 0.5 / (1.0f64 / 3.0).sqrt();
@@ -112,6 +121,7 @@ mod tests {
             &AdvantageConfig {
                 norm_by_std: false,
                 epsilon: 1e-6,
+                batch_std: false,
             },
         );
         assert_eq!(dr, vec![0.5, -0.5, -0.5, 0.5]);

@@ -7,7 +7,7 @@
 //! completions of different lengths); [`crate::advantage::ragged`] holds the critic's (GAE).
 
 use crate::advantage::{
-    gae, gpg, grpo, opo, optimal_baseline, reinforce_pp, remax, rloo, AdvantageConfig,
+    gae, gpg, grpo, opo, optimal_baseline, reinforce_pp, remax, rloo, trl, AdvantageConfig,
     AdvantageOutput,
 };
 use crate::groups::Groups;
@@ -159,6 +159,7 @@ pub fn estimate(
             p.handle_zero_tail,
             p.otb_epsilon,
         ),
+        Estimator::TrlGrpo => trl::trl_grpo_outcome(r, m, idx, cfg),
     })
 }
 

@@ -7,13 +7,14 @@ use crate::loss::agg::{agg_loss, verl_masked_mean, AggMode};
 use crate::loss::policy::{as_float, weighted, PolicyInputs, PolicyLoss, VerlPolicyConfig};
 
 /// verl `compute_policy_loss_vanilla` (PPO, Schulman et al. 2017; dual-clip, Ye et al. 2020):
-/// `r = exp(clamp(logp - old, ±20))`, `ℓ = max(-A·r, -A·clip(r, 1-ε_low, 1+ε_high))`, and where
-/// A < 0 additionally `min(ℓ, -A·c)`. Metrics `actor/pg_clipfrac` (tokens where the clipped term
+/// `r = exp(clamp(logp - old, ±20))` (unclamped without `clamp_log_ratio`, as TRL), `ℓ =
+/// max(-A·r, -A·clip(r, 1-ε_low, 1+ε_high))`, and where A < 0 additionally `min(ℓ, -A·c)`: with
+/// `c = δ ≥ 1+ε_high` this is TRL's two-sided clip `-min(min(r, δ)·A, clip(r)·A)` (`delta`). Metrics `actor/pg_clipfrac` (tokens where the clipped term
 /// is larger), `actor/pg_clipfrac_lower` (dual-clip active), `actor/ppo_kl` (mean `old - logp`).
 pub fn vanilla(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
     assert!(cfg.clip_ratio_c > 1.0, "dual-clip needs clip_ratio_c > 1");
     let (a, m) = (x.advantages, x.response_mask);
-    let nak = (x.log_prob - x.old_log_prob).clamp(-20.0, 20.0);
+    let nak = cfg.log_ratio(x.log_prob, x.old_log_prob, 20.0);
     let ratio = nak.exp();
     let ppo_kl = verl_masked_mean(&-&nak, m);
     let l1 = -a * &ratio;
@@ -45,7 +46,12 @@ pub fn gspo(x: &PolicyInputs, _mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyL
     let nak = lp - x.old_log_prob;
     let lens = m.sum_dim_intlist(-1i64, true, kind).clamp_min(1.0);
     let seq = (&nak * m).sum_dim_intlist(-1i64, true, kind) / lens;
-    let log_s = (lp - lp.detach() + seq.detach()).clamp_max(10.0);
+    let log_s = lp - lp.detach() + seq.detach();
+    let log_s = if cfg.clamp_log_ratio {
+        log_s.clamp_max(10.0)
+    } else {
+        log_s
+    };
     let s = log_s.exp();
     let l1 = -a * &s;
     let l2 = -a * s.clamp(1.0 - cfg.low(), 1.0 + cfg.high());
@@ -66,11 +72,11 @@ pub fn gspo(x: &PolicyInputs, _mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyL
 
 /// verl `compute_policy_loss_cispo` (MiniMax-M1, arXiv:2506.13585): `-sg(clip(r, 1-ε_low,
 /// 1+ε_high))·A·logp` with the ±20 log-ratio clamp; `actor/pg_clipfrac` = tokens whose ratio was
-/// changed by the clip. (TRL's CISPO clips at an absolute `epsilon_high` instead: the oracle
-/// harness's `tests/oracle_support/trl_loss.rs`.)
+/// changed by the clip. TRL's CISPO, `min(r, epsilon_high)` unclamped, is this with
+/// `clip_ratio_low = 1`, `clip_ratio_high = epsilon_high - 1` and no `clamp_log_ratio`.
 pub fn cispo(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
     let (a, m, lp) = (x.advantages, x.response_mask, x.log_prob);
-    let nak = (lp - x.old_log_prob).clamp(-20.0, 20.0);
+    let nak = cfg.log_ratio(lp, x.old_log_prob, 20.0);
     let ratio = nak.exp();
     let ppo_kl = verl_masked_mean(&-&nak, m);
     let clipped = ratio.clamp(1.0 - cfg.low(), 1.0 + cfg.high());
@@ -92,7 +98,7 @@ pub fn cispo(x: &PolicyInputs, mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyL
 /// `-gate·A`, always seq-mean-token-mean. Both clip fractions are 0.
 pub fn sapo(x: &PolicyInputs, _mode: AggMode, cfg: &VerlPolicyConfig) -> PolicyLoss {
     let (a, m) = (x.advantages, x.response_mask);
-    let nak = (x.log_prob - x.old_log_prob).clamp(-20.0, 20.0);
+    let nak = cfg.log_ratio(x.log_prob, x.old_log_prob, 20.0);
     let ratio = nak.exp();
     let pos = Tensor::from(cfg.tau_pos)
         .to_kind(a.kind())
@@ -136,7 +142,7 @@ pub fn dppo(
     divergence: DppoDivergence,
 ) -> PolicyLoss {
     let (a, m, lp, old) = (x.advantages, x.response_mask, x.log_prob, x.old_log_prob);
-    let nak = (lp - old).clamp(-20.0, 20.0);
+    let nak = cfg.log_ratio(lp, old, 20.0);
     let ratio = nak.exp();
     let ppo_kl = verl_masked_mean(&-&nak, m);
     let truncated = ratio.clamp_max(cfg.clip_ratio_c).detach();

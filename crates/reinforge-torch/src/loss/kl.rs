@@ -1,6 +1,7 @@
 //! KL estimators, entropy and KL-in-reward, verl semantics (core_algos.py @ 1dda039: `kl_penalty`,
 //! `kl_penalty_forward`, `compute_entropy_loss`, `compute_rewards`; torch_functional.py:
-//! `entropy_from_logits`). See Schulman, "Approximating KL divergence" (2020).
+//! `entropy_from_logits`), plus TRL's unclamped k3 (grpo_trainer.py @ f2cd577). See Schulman,
+//! "Approximating KL divergence" (2020).
 
 use tch::Tensor;
 
@@ -18,13 +19,17 @@ pub enum KlEstimator {
     K2,
     /// k3 (`low_var_kl`): `e^{ref-logp} - (ref-logp) - 1`, log-ratio clamped to ±20 and value to ±10.
     K3,
+    /// k3 without verl's clamps: TRL `GRPOTrainer._compute_loss`'s `beta` term
+    /// (grpo_trainer.py @ f2cd577, TRL 1.10.0.dev0): `exp(ref - logp) - (ref - logp) - 1`.
+    K3Unclamped,
 }
 
 named_enum! {
     /// verl's KL estimator names (`actor.kl_loss_type`, `algorithm.kl_penalty`), each also with
     /// the `+` suffix: the forward value of the estimator with the gradient of k2
     /// (straight-through). `full` is not accepted, as verl raises NotImplementedError for it.
-    /// Names are kept as written, so a config file round-trips unchanged.
+    /// Names are kept as written, so a config file round-trips unchanged. `k3_unclamped` is
+    /// reinforge's name for TRL's KL term (k3 without verl's ±20 / ±10 clamps).
     pub enum KlPenalty ("KL estimator") {
         Kl = "kl",
         K1 = "k1",
@@ -33,6 +38,7 @@ named_enum! {
         K2 = "k2",
         LowVarKl = "low_var_kl",
         K3 = "k3",
+        K3Unclamped = "k3_unclamped",
         KlPlus = "kl+",
         K1Plus = "k1+",
         AbsPlus = "abs+",
@@ -40,6 +46,7 @@ named_enum! {
         K2Plus = "k2+",
         LowVarKlPlus = "low_var_kl+",
         K3Plus = "k3+",
+        K3UnclampedPlus = "k3_unclamped+",
     }
 }
 
@@ -52,6 +59,7 @@ impl KlPenalty {
             Abs | AbsPlus => KlEstimator::Abs,
             Mse | K2 | MsePlus | K2Plus => KlEstimator::K2,
             LowVarKl | K3 | LowVarKlPlus | K3Plus => KlEstimator::K3,
+            K3Unclamped | K3UnclampedPlus => KlEstimator::K3Unclamped,
         }
     }
 
@@ -70,6 +78,10 @@ pub fn kl_forward(logp: &Tensor, ref_logp: &Tensor, estimator: KlEstimator) -> T
         KlEstimator::K3 => {
             let d = (ref_logp - logp).clamp(-20.0, 20.0);
             (d.exp() - &d - 1.0).clamp(-10.0, 10.0)
+        }
+        KlEstimator::K3Unclamped => {
+            let d = ref_logp - logp;
+            d.exp() - &d - 1.0
         }
     }
 }
@@ -158,6 +170,17 @@ mod tests {
             "log-ratio -30 clamps to -20, e^-20 + 19 clamps to 10"
         );
         assert_eq!(v[4], 10.0, "e^20 - 21 clamps to 10");
+        let raw = kl_forward(
+            &t(&[30.0, -12.0]),
+            &t(&[0.0, 0.0]),
+            KlEstimator::K3Unclamped,
+        );
+        let v = Vec::<f64>::try_from(raw).unwrap();
+        assert_eq!(
+            v,
+            vec![(-30f64).exp() + 29.0, 12f64.exp() - 13.0],
+            "TRL's k3: no clamp"
+        );
     }
 
     #[test]

@@ -33,6 +33,11 @@ pub struct VerlPolicyConfig {
     /// Clip-Cov: covariance window `(lb, ub)` of the candidates.
     pub clip_cov_lb: f64,
     pub clip_cov_ub: f64,
+    /// Clamp the log-ratio before `exp`, as verl does: to ±20 in vanilla, CISPO, SAPO and DPPO,
+    /// GSPO's sequence log-ratio at max 10. `false` is TRL's ratio, `exp(logp - old)` unclamped
+    /// (`GRPOTrainer._compute_loss`, grpo_trainer.py @ f2cd577): exact where verl's clamp would
+    /// bind, but a ratio can overflow (in float32 past a log-ratio of 88).
+    pub clamp_log_ratio: bool,
     /// Global-batch constants forwarded to `agg_loss`.
     pub global_batch_info: GlobalBatchInfo,
 }
@@ -52,6 +57,7 @@ impl Default for VerlPolicyConfig {
             clip_cov_ratio: 0.0002,
             clip_cov_lb: 1.0,
             clip_cov_ub: 5.0,
+            clamp_log_ratio: true,
             global_batch_info: GlobalBatchInfo::default(),
         }
     }
@@ -65,6 +71,17 @@ impl VerlPolicyConfig {
     /// The effective upper clip.
     pub fn high(&self) -> f64 {
         self.clip_ratio_high.unwrap_or(self.clip_ratio)
+    }
+
+    /// `log r = logp - old`, clamped to `[-bound, bound]` when
+    /// [`clamp_log_ratio`](Self::clamp_log_ratio).
+    pub fn log_ratio(&self, logp: &Tensor, old: &Tensor, bound: f64) -> Tensor {
+        let d = logp - old;
+        if self.clamp_log_ratio {
+            d.clamp(-bound, bound)
+        } else {
+            d
+        }
     }
 }
 

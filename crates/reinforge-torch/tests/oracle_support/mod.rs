@@ -2,10 +2,6 @@
 //! dispatch of a case by its `function` name (`verl.rs` and `trl.rs` hold the per-function code).
 
 mod trl;
-// TRL's advantage block and `_compute_loss`, which only the side-by-side checks replay (they
-// were library code serving only these tests).
-mod trl_advantages;
-mod trl_loss;
 mod verl;
 
 pub use verl::trainer_outputs;
@@ -16,6 +12,7 @@ pub use rl_support::grpo_update;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use reinforge_rl::AdvantageConfig;
 use reinforge_torch::rl::{UpdateConfig, ValueConfig};
 use serde_json::Value;
 use tch::{Kind, Tensor};
@@ -31,8 +28,9 @@ pub struct Stats {
 #[derive(Debug, Default)]
 pub struct Report {
     pub per_function: BTreeMap<String, Stats>,
-    /// Cases per function whose loss (and gradient) were replayed through the trainer's own
-    /// objective (`train::policy_objective`, `train::value_objective`).
+    /// Cases per function replayed through the functions the trainer calls: the losses (and
+    /// gradients) through its objectives (`rl::policy_objective`, `rl::value_objective`), TRL's
+    /// advantages through the `trl_grpo` estimator's function.
     pub through_trainer: BTreeMap<String, usize>,
     /// Pending function names that occurred (their cases were not checked).
     pub pending: Vec<String>,
@@ -46,6 +44,8 @@ pub struct Report {
 pub struct Perturb {
     pub policy: fn(&mut UpdateConfig),
     pub value: fn(&mut ValueConfig),
+    /// The advantage settings of TRL's advantage cases.
+    pub advantage: fn(&mut AdvantageConfig),
 }
 
 impl Default for Perturb {
@@ -53,6 +53,7 @@ impl Default for Perturb {
         Self {
             policy: |_| {},
             value: |_| {},
+            advantage: |_| {},
         }
     }
 }
@@ -85,7 +86,7 @@ pub struct Case<'a> {
     max_dev: f64,
     pub tol: Tol,
     pub perturb: Perturb,
-    /// Set by a check that replayed the case through the trainer's objective.
+    /// Set by a check that replayed the case through the functions the trainer calls.
     pub through_trainer: bool,
 }
 

@@ -1,39 +1,69 @@
-//! TRL fixtures (advantages, `_compute_loss`), the overlong penalties of verl and TRL, and pass@k.
+//! TRL fixtures (advantages, `_compute_loss`) through the functions the trainer calls, the
+//! overlong penalties of verl and TRL, and pass@k.
+//!
+//! Advantages: `reinforge_rl::advantage::trl::trl_grpo_advantages`, the function the trainer's
+//! `trl_grpo` estimator runs; the cases with one reward function of weight 1 (what the trainer
+//! scores) also through the RL step's own entry, `outcome_advantages(Estimator::TrlGrpo, ..)`.
+//! Losses: the trainer's objective (`rl::policy_objective`) with the settings that compute TRL's
+//! `loss_type` (see [`trainer_config`]); TRL's per-token loss through the same objective, one
+//! token at a time; the KL through the objective's `kl_penalty`.
 
-use super::trl_advantages::{
-    trl_grpo_advantages, MultiObjective, ScaleRewards, TrlAdvantageConfig,
-};
-use super::trl_loss::{trl_compute_loss, IsLevel, TrlLossConfig, TrlLossInputs, TrlLossType};
+use reinforge_rl::advantage::outcome::outcome_advantages;
+use reinforge_rl::advantage::trl::{trl_grpo_advantages, MultiObjective, TrlAdvantageConfig};
 use reinforge_rl::overlong::{
     trl_soft_overlong_punishment, verl_dapo_overlong_penalty, verl_dapo_overlong_penalty_f32,
 };
+use reinforge_rl::{AdvantageConfig, Estimator, Groups};
 use reinforge_torch::loss::agg::GlobalBatchInfo;
+use reinforge_torch::loss::kl::kl_penalty;
 use reinforge_torch::loss::policy::NO_DUAL_CLIP;
-use reinforge_torch::loss::{AggMode, PolicyLossKind};
-use reinforge_torch::rl::{policy_objective, MiniBatchInputs, UpdateConfig};
+use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind};
+use reinforge_torch::rl::{policy_objective, MiniBatchInputs, ObjectiveStats, UpdateConfig};
 use serde_json::Value;
 use tch::{Kind, Tensor};
 
 use super::{flat, grpo_update, matrix, tensor, Case, Tol, R};
 
+/// A `grpo_advantages` case: TRL's `scale_rewards` as the trainer's [`AdvantageConfig`]
+/// (`none` = no `norm_by_std`, `batch` = `batch_std`, TRL's `std_epsilon` as `epsilon`), after
+/// the harness's perturbation.
 fn advantages(c: &mut Case) -> R<()> {
-    let cfg = TrlAdvantageConfig {
-        num_generations: c.param_f64("num_generations", 1.0) as usize,
-        scale_rewards: match c.param_str("scale_rewards")? {
-            "group" => ScaleRewards::Group,
-            "batch" => ScaleRewards::Batch,
-            "none" => ScaleRewards::None,
-            o => return Err(format!("scale_rewards {o}")),
-        },
-        aggregation: match c.param_str("multi_objective_aggregation")? {
-            "sum_then_normalize" => MultiObjective::SumThenNormalize,
-            "normalize_then_sum" => MultiObjective::NormalizeThenSum,
-            o => return Err(format!("multi_objective_aggregation {o}")),
-        },
-        reward_weights: flat(c.param("reward_weights").ok_or("reward_weights")?),
-        std_epsilon: c.param_f64("std_epsilon", 1e-4),
+    let g = c.param_f64("num_generations", 1.0) as usize;
+    let scale = c.param_str("scale_rewards")?;
+    if !matches!(scale, "group" | "batch" | "none") {
+        return Err(format!("{}: scale_rewards {scale}", c.id));
+    }
+    let mut adv = AdvantageConfig {
+        norm_by_std: scale != "none",
+        epsilon: c.param_f64("std_epsilon", 1e-4),
+        batch_std: scale == "batch",
     };
-    let out = trl_grpo_advantages(&matrix(c.req("rewards_per_func")?), &cfg);
+    (c.perturb.advantage)(&mut adv);
+    let aggregation = match c.param_str("multi_objective_aggregation")? {
+        "sum_then_normalize" => MultiObjective::SumThenNormalize,
+        "normalize_then_sum" => MultiObjective::NormalizeThenSum,
+        o => return Err(format!("multi_objective_aggregation {o}")),
+    };
+    let rewards_per_func = matrix(c.req("rewards_per_func")?);
+    let b = rewards_per_func.len();
+    if g == 0 || !b.is_multiple_of(g) {
+        return Err(format!("{}: {b} rows in groups of {g}", c.id));
+    }
+    let groups = Groups::contiguous(b / g, g);
+    let cfg = TrlAdvantageConfig {
+        aggregation,
+        reward_weights: flat(c.param("reward_weights").ok_or("reward_weights")?),
+        ..TrlAdvantageConfig::single(&adv)
+    };
+    let out = trl_grpo_advantages(&rewards_per_func, &groups, &cfg);
+    // One reward function of weight 1, summed then normalised, is what the trainer scores: the
+    // case goes through the RL step's own call too (scores on one-token completions).
+    if cfg == TrlAdvantageConfig::single(&adv) {
+        let scores: Vec<f64> = rewards_per_func.iter().map(|r| r[0]).collect();
+        let step = outcome_advantages(Estimator::TrlGrpo, &scores, &vec![1; b], &groups, &adv)
+            .map_err(|e| format!("{}: {e}", c.id))?;
+        c.array("advantages", &step.per_row)?;
+    }
     // The fixture shows NaN as 0 (JSON has no NaN).
     let shown = |v: &[f64]| -> Vec<f64> {
         v.iter()
@@ -58,199 +88,296 @@ fn advantages(c: &mut Case) -> R<()> {
             ))
         }
     }
+    c.through_trainer = true;
     Ok(())
 }
 
-fn loss(c: &mut Case) -> R<()> {
-    let cfg = TrlLossConfig {
-        loss_type: c.param_str("loss_type")?.parse()?,
-        beta: c.param_f64("beta", 0.0),
-        epsilon_low: c.param_f64("epsilon_low", 0.2),
-        epsilon_high: c.param_f64("epsilon_high", 0.2),
-        delta: c.param("delta").and_then(Value::as_f64),
-        importance_sampling_level: match c.param_str("importance_sampling_level")? {
-            "token" => IsLevel::Token,
-            "sequence" => IsLevel::Sequence,
-            o => return Err(format!("importance_sampling_level {o}")),
-        },
-        max_completion_length: c.param_f64("max_completion_length", 0.0) as usize,
-        gradient_accumulation_steps: c.param_f64("gradient_accumulation_steps", 1.0) as usize,
-        num_processes: c.param_f64("num_processes", 1.0) as usize,
-        sapo_temperature_pos: c.param_f64("sapo_temperature_pos", 1.0),
-        sapo_temperature_neg: c.param_f64("sapo_temperature_neg", 1.05),
-    };
+/// The tensors of a TRL loss case.
+struct LossInputs {
+    /// The current policy, a leaf that takes the gradient.
+    lp: Tensor,
+    /// TRL's `old_per_token_logps`, or `per_token_logps.detach()` when not given.
+    old: Tensor,
+    ref_logp: Option<Tensor>,
+    /// The advantage of each row on each of its tokens, `B x T`.
+    advantages: Tensor,
+    mask: Tensor,
+}
+
+impl LossInputs {
+    fn of(c: &Case) -> R<Self> {
+        let lp = tensor(c.req("per_token_logps")?).set_requires_grad(true);
+        let old = c
+            .input("old_per_token_logps")
+            .map_or_else(|| lp.detach(), tensor);
+        let a = tensor(c.req("advantages")?);
+        Ok(Self {
+            advantages: a.unsqueeze(1).expand_as(&lp).contiguous(),
+            old,
+            ref_logp: c.input("ref_per_token_logps").map(tensor),
+            mask: tensor(c.req("completion_mask")?),
+            lp,
+        })
+    }
+
+    /// The trainer's objective on these rows with `mask`, the current policy `lp`.
+    fn objective(
+        &self,
+        lp: &Tensor,
+        mask: &Tensor,
+        cfg: &UpdateConfig,
+        info: &GlobalBatchInfo,
+    ) -> (Tensor, ObjectiveStats) {
+        let inputs = MiniBatchInputs {
+            old_logp: &self.old,
+            advantages: &self.advantages,
+            mask,
+            ref_logp: self.ref_logp.as_ref(),
+            is_weights: None,
+        };
+        policy_objective(lp, None, &inputs, cfg, info)
+    }
+}
+
+/// The trainer's settings that compute TRL's `_compute_loss` for a case: its update config, the
+/// denominators of the returned `loss`, and those of TRL's `policy_loss` (before the division
+/// by the accumulation steps).
+///
+/// The mapping: TRL's ratio is unclamped (`clamp_log_ratio = false`), its KL is `k3_unclamped`,
+/// it has no dual clip, and its `delta` (two-sided clip, `-min(min(r, δ)·A, clip(r)·A)`) is
+/// verl's dual clip `c = δ`, equal whenever `δ >= 1 + ε_high`. `grpo`/`sapo` = seq-mean-token-mean
+/// over `B·GA` rows; `bnpo` = token-mean over `GA·` the local tokens; `dr_grpo` =
+/// seq-mean-token-sum-norm over `B·GA` rows with `S = max_completion_length`; `dapo`/`cispo` =
+/// token-mean over `num_items_in_batch / num_processes` tokens; TRL's CISPO cap `min(r, ε_high)`
+/// = verl's `clip(r, 1 - 1, 1 + (ε_high - 1))`; sequence level = verl `gspo` (with `grpo`).
+fn trainer_config(c: &Case, x: &LossInputs) -> R<(UpdateConfig, GlobalBatchInfo, GlobalBatchInfo)> {
     if c.param("use_bias_correction_kl").and_then(Value::as_bool) == Some(true) {
         return Err(format!(
             "{}: use_bias_correction_kl is not reproduced",
             c.id
         ));
     }
-    let lp = tensor(c.req("per_token_logps")?).set_requires_grad(true);
-    let old = c.input("old_per_token_logps").map(tensor);
-    let rf = c.input("ref_per_token_logps").map(tensor);
-    let a = tensor(c.req("advantages")?);
-    let m = tensor(c.req("completion_mask")?);
-    let e = c.input("entropies").map(tensor);
-    let x = TrlLossInputs {
-        per_token_logps: &lp,
-        old_per_token_logps: old.as_ref(),
-        ref_per_token_logps: rf.as_ref(),
-        advantages: &a,
-        completion_mask: &m,
-        entropies: e.as_ref(),
-        num_items_in_batch: c.input("num_items_in_batch").and_then(Value::as_f64),
+    let loss_type = c.param_str("loss_type")?;
+    let (el, eh) = (
+        c.param_f64("epsilon_low", 0.2),
+        c.param_f64("epsilon_high", 0.2),
+    );
+    let beta = c.param_f64("beta", 0.0);
+    let sequence = match c.param_str("importance_sampling_level")? {
+        "token" => false,
+        "sequence" => true,
+        o => return Err(format!("{}: importance_sampling_level {o}", c.id)),
     };
-    let out = trl_compute_loss(&x, &cfg);
-    c.scalar("loss", out.loss.double_value(&[]))?;
-    c.scalar("policy_loss", out.policy_loss.double_value(&[]))?;
-    c.tensor("per_token_loss", &out.per_token_loss)?;
-    c.tensor("coef_1", &out.coef_1)?;
-    for (key, t) in [("coef_2", &out.coef_2), ("per_token_kl", &out.per_token_kl)] {
-        match (t, c.has_expected(key)) {
-            (Some(t), true) => c.tensor(key, t)?,
-            (None, false) => {}
-            (t, _) => return Err(format!("{}: {key} presence {}", c.id, t.is_some())),
-        }
-    }
-    c.metrics("metrics", &out.metrics)?;
-    out.loss.backward();
-    c.tensor("grad_per_token_logps", &lp.grad())?;
-    let lp = tensor(c.req("per_token_logps")?).set_requires_grad(true);
-    let x = TrlLossInputs {
-        per_token_logps: &lp,
-        ..x
-    };
-    if let Some((update, info)) = as_trainer(&x, &cfg) {
-        replay_through_trainer(c, &x, update, &info)?;
-    }
-    Ok(())
-}
-
-/// The largest `|v|` over the valid tokens.
-fn max_abs(v: &Tensor, mask: &Tensor) -> f64 {
-    (v.abs() * mask)
-        .max()
-        .to_kind(Kind::Double)
-        .double_value(&[])
-}
-
-/// The verl loss, aggregation and denominators that compute what TRL's `_compute_loss` does,
-/// or `None` where they cannot: a KL term (TRL's k3 has no clamp, verl's clamps at 10: used only
-/// where no valid token reaches the clamp), `delta` (TRL's two-sided clip), sequence-level
-/// ratios outside `grpo` (verl's GSPO always aggregates seq-mean-token-mean), and log-ratios
-/// beyond verl's ±20 clamp (GSPO: a sequence log-ratio above its clamp at 10).
-///
-/// The mapping: `grpo`/`sapo` = seq-mean-token-mean over `B·GA` rows; `bnpo` = token-mean over
-/// `GA·` the local tokens; `dr_grpo` = seq-mean-token-sum-norm over `B·GA` rows with
-/// `S = max_completion_length`; `dapo`/`cispo` = token-mean over `num_items_in_batch /
-/// num_processes` tokens; TRL's CISPO cap `min(r, ε_high)` = verl's `clip(r, 1 - 1,
-/// 1 + (ε_high - 1))`; sequence level = verl `gspo`.
-fn as_trainer(x: &TrlLossInputs, cfg: &TrlLossConfig) -> Option<(UpdateConfig, GlobalBatchInfo)> {
-    let (lp, mask) = (x.per_token_logps, x.completion_mask);
-    let old = x
-        .old_per_token_logps
-        .map_or_else(|| lp.detach(), Tensor::shallow_clone);
-    let log_ratio = lp.detach() - &old;
-    if cfg.delta.is_some() || max_abs(&log_ratio, mask) > 20.0 {
-        return None;
-    }
-    if cfg.beta != 0.0 {
-        let d = x.ref_per_token_logps? - lp.detach();
-        let k3 = d.exp() - &d - 1.0;
-        if max_abs(&d, mask) > 20.0 || max_abs(&k3, mask) > 10.0 {
-            return None;
-        }
-    }
-    let rows = lp.size()[0] as f64;
-    let ga = cfg.gradient_accumulation_steps as f64;
-    let tokens = mask.sum(Kind::Double).double_value(&[]);
-    let mut u = grpo_update(cfg.epsilon_low, cfg.epsilon_high);
+    let mut u = grpo_update(el, eh);
     u.skip_zero_advantage = false;
-    u.beta = cfg.beta;
-    u.kl = reinforge_torch::loss::KlPenalty::K3;
+    u.beta = beta;
+    u.kl = KlPenalty::K3Unclamped;
+    u.loss.clamp_log_ratio = false;
     u.loss.clip_ratio_c = NO_DUAL_CLIP;
-    u.loss.tau_pos = cfg.sapo_temperature_pos;
-    u.loss.tau_neg = cfg.sapo_temperature_neg;
-    let mut info = GlobalBatchInfo::default();
-    let per_row = || GlobalBatchInfo {
+    u.loss.tau_pos = c.param_f64("sapo_temperature_pos", 1.0);
+    u.loss.tau_neg = c.param_f64("sapo_temperature_neg", 1.05);
+    let rows = x.lp.size()[0] as f64;
+    let tokens = x.mask.sum(Kind::Double).double_value(&[]);
+    let ga = c.param_f64("gradient_accumulation_steps", 1.0);
+    let max_len = c.param_f64("max_completion_length", 0.0);
+    let items = || -> R<f64> {
+        let n = c
+            .input("num_items_in_batch")
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("{}: {loss_type} needs num_items_in_batch", c.id))?;
+        Ok(n / c.param_f64("num_processes", 1.0))
+    };
+    let rows_info = |ga: f64| GlobalBatchInfo {
         global_batch_size: Some(rows * ga),
         ..GlobalBatchInfo::default()
     };
-    match cfg.loss_type {
-        TrlLossType::Grpo => {
+    let tokens_info = |n: f64| GlobalBatchInfo {
+        batch_num_tokens: Some(n),
+        ..GlobalBatchInfo::default()
+    };
+    let (info, local) = match loss_type {
+        "grpo" | "sapo" => {
             u.agg = AggMode::SeqMeanTokenMean;
-            info = per_row();
+            if loss_type == "sapo" {
+                u.policy_loss = PolicyLossKind::Sapo;
+            }
+            (rows_info(ga), rows_info(1.0))
         }
-        TrlLossType::Sapo => {
-            u.policy_loss = PolicyLossKind::Sapo;
-            u.agg = AggMode::SeqMeanTokenMean;
-            info = per_row();
-        }
-        TrlLossType::Bnpo => info.batch_num_tokens = Some(tokens.max(1.0) * ga),
-        TrlLossType::DrGrpo => {
+        "bnpo" => (
+            tokens_info(tokens.max(1.0) * ga),
+            tokens_info(tokens.max(1.0)),
+        ),
+        "dr_grpo" => {
             u.agg = AggMode::SeqMeanTokenSumNorm;
-            info = per_row();
-            info.loss_scale_factor = Some(cfg.max_completion_length as f64);
+            let norm = |ga| GlobalBatchInfo {
+                loss_scale_factor: Some(max_len),
+                ..rows_info(ga)
+            };
+            (norm(ga), norm(1.0))
         }
-        TrlLossType::Dapo => {
-            info.batch_num_tokens = Some(x.num_items_in_batch? / cfg.num_processes as f64)
-        }
-        TrlLossType::Cispo => {
+        "dapo" => (tokens_info(items()?), tokens_info(items()?)),
+        "cispo" => {
             u.policy_loss = PolicyLossKind::Cispo;
             u.loss.clip_ratio_low = Some(1.0);
-            u.loss.clip_ratio_high = Some(cfg.epsilon_high - 1.0);
-            info.batch_num_tokens = Some(x.num_items_in_batch? / cfg.num_processes as f64);
+            u.loss.clip_ratio_high = Some(eh - 1.0);
+            (tokens_info(items()?), tokens_info(items()?))
+        }
+        o => return Err(format!("{}: unknown TRL loss_type {o}", c.id)),
+    };
+    // TRL caps the ratio at `delta` in the clipped losses only (not CISPO or SAPO).
+    if let Some(d) = c.param("delta").and_then(Value::as_f64) {
+        if u.policy_loss == PolicyLossKind::Vanilla && !sequence {
+            if d < 1.0 + eh {
+                return Err(format!(
+                    "{}: delta {d} < 1 + epsilon_high: not the trainer's dual clip",
+                    c.id
+                ));
+            }
+            u.loss.clip_ratio_c = d;
+        } else if sequence {
+            return Err(format!(
+                "{}: delta at sequence level is not reproduced",
+                c.id
+            ));
         }
     }
-    if cfg.importance_sampling_level == IsLevel::Sequence {
-        if cfg.loss_type != TrlLossType::Grpo {
-            return None;
-        }
-        let seq = (&log_ratio * mask).sum_dim_intlist(-1i64, false, Kind::Double)
-            / mask
-                .sum_dim_intlist(-1i64, false, Kind::Double)
-                .clamp_min(1.0);
-        if seq.max().double_value(&[]) > 10.0 {
-            return None;
+    if sequence {
+        if loss_type != "grpo" || beta != 0.0 {
+            return Err(format!(
+                "{}: sequence level with {loss_type} (beta {beta}) is not reproduced",
+                c.id
+            ));
         }
         u.policy_loss = PolicyLossKind::Gspo;
     }
-    Some((u, info))
+    Ok((u, info, local))
 }
 
-/// Replays a TRL loss case through the trainer's objective and compares the loss and its
-/// gradient (TRL's metrics are TRL's own, checked above).
-fn replay_through_trainer(
-    c: &mut Case,
-    x: &TrlLossInputs,
-    mut cfg: UpdateConfig,
-    info: &GlobalBatchInfo,
-) -> R<()> {
-    (c.perturb.policy)(&mut cfg);
-    let lp = x.per_token_logps;
-    let old = x
-        .old_per_token_logps
-        .map_or_else(|| lp.detach(), Tensor::shallow_clone);
-    let a = x.advantages.unsqueeze(1).expand_as(lp).contiguous();
-    let inputs = MiniBatchInputs {
-        old_logp: &old,
-        advantages: &a,
-        mask: x.completion_mask,
-        ref_logp: x.ref_per_token_logps,
-        is_weights: None,
-    };
-    let (loss, _) = policy_objective(lp, None, &inputs, &cfg, info);
+/// TRL's logged metrics the trainer does not compute (its own are verl's): compared nowhere.
+/// `clip_ratio/region_mean` is the trainer's `actor/pg_clipfrac` at token level, and `kl` its
+/// KL statistic; both are compared.
+const TRL_ONLY_METRICS: &[&str] = &[
+    "entropy",
+    "clip_ratio/low_mean",
+    "clip_ratio/low_min",
+    "clip_ratio/high_mean",
+    "clip_ratio/high_max",
+    "cispo_clip_ratio",
+];
+
+/// A TRL loss case through the trainer's objective, after the harness's perturbation: the
+/// loss and its gradient, TRL's `policy_loss` (the objective with one accumulation step's
+/// denominators), the per-token loss (the objective on one token at a time, token-sum), the KL
+/// (`kl_penalty`, the objective's) and the metrics the trainer shares with TRL. `coef_1` and
+/// `coef_2` (TRL's ratio and clipped ratio, locals the objective does not return) and
+/// [`TRL_ONLY_METRICS`] are consumed unchecked.
+fn loss(c: &mut Case) -> R<()> {
+    let x = LossInputs::of(c)?;
+    let (mut u, info, local) = trainer_config(c, &x)?;
+    (c.perturb.policy)(&mut u);
     let default_tol = c.tol;
-    if cfg.agg == AggMode::SeqMeanTokenMean
-        || matches!(cfg.policy_loss, PolicyLossKind::Gspo | PolicyLossKind::Sapo)
-    {
-        c.tol = seq_mean_tol(c, x.completion_mask, info)?;
+    let seq_mean = u.agg == AggMode::SeqMeanTokenMean
+        || matches!(u.policy_loss, PolicyLossKind::Gspo | PolicyLossKind::Sapo);
+    if seq_mean {
+        c.tol = seq_mean_tol(c, &x.mask, &info)?;
     }
+    let (loss, stats) = x.objective(&x.lp, &x.mask, &u, &info);
     c.scalar("loss", loss.double_value(&[]))?;
     loss.backward();
-    c.tensor("grad_per_token_logps", &lp.grad())?;
+    c.tensor("grad_per_token_logps", &x.lp.grad())?;
+    let lp = x.lp.detach();
+    if seq_mean {
+        c.tol = seq_mean_tol(c, &x.mask, &local)?;
+    }
+    let (policy_loss, _) = x.objective(&lp, &x.mask, &u, &local);
+    c.scalar("policy_loss", policy_loss.double_value(&[]))?;
+    // One token (GSPO: one row) at a time: the per-token loss, `verl`'s `len + 1e-8` once.
+    c.tol = if seq_mean {
+        Tol::Mixed {
+            rtol: 1e-9 + 1e-8,
+            atol: 1e-9,
+        }
+    } else {
+        default_tol
+    };
+    let per_token = per_token_loss(&x, &lp, &u);
+    c.array("per_token_loss", &per_token)?;
     c.tol = default_tol;
+    if u.beta != 0.0 {
+        let r = x
+            .ref_logp
+            .as_ref()
+            .ok_or("beta != 0 needs ref_per_token_logps")?;
+        c.tensor("per_token_kl", &kl_penalty(&lp, r, u.kl))?;
+    }
+    for key in ["coef_1", "coef_2"] {
+        if c.has_expected(key) {
+            c.consume(key)?;
+        }
+    }
+    metrics(c, &x.mask, &u, &stats)?;
     c.through_trainer = true;
+    Ok(())
+}
+
+/// TRL's per-token loss (`B x T`; GSPO's `B x 1`) from the trainer's objective: each token alone
+/// in the mask, token-sum, gives its `ℓ + β·kl` (SAPO's seq-mean-token-mean of one token: `ℓ /
+/// (1 + 1e-8)`); GSPO's sequence ratio needs the row, so each row alone, `ℓ_i·len/(len + 1e-8)`.
+fn per_token_loss(x: &LossInputs, lp: &Tensor, u: &UpdateConfig) -> Vec<f64> {
+    let cfg = UpdateConfig {
+        agg: AggMode::TokenSum,
+        ..u.clone()
+    };
+    let (b, t) = (x.mask.size()[0], x.mask.size()[1]);
+    let mut out = vec![];
+    for i in 0..b {
+        if u.policy_loss == PolicyLossKind::Gspo {
+            let only = x.mask.zeros_like();
+            only.get(i).copy_(&x.mask.get(i));
+            let (l, _) = x.objective(lp, &only, &cfg, &GlobalBatchInfo::default());
+            out.push(l.double_value(&[]));
+            continue;
+        }
+        for j in 0..t {
+            let only = x.mask.zeros_like();
+            let _ = only.get(i).get(j).fill_(1.0);
+            let (l, _) = x.objective(lp, &only, &cfg, &GlobalBatchInfo::default());
+            out.push(l.double_value(&[]));
+        }
+    }
+    out
+}
+
+/// TRL's metrics: `kl` = the objective's KL statistic, `clip_ratio/region_mean` = its
+/// `actor/pg_clipfrac` (token level; TRL's sequence-level mean runs over rows, verl's over
+/// tokens, so it is not compared there); verl's masked means divide by `N + 1e-8` where TRL
+/// divides by `N`, a relative `1e-8/N` added to the tolerance.
+fn metrics(c: &mut Case, mask: &Tensor, u: &UpdateConfig, stats: &ObjectiveStats) -> R<()> {
+    let e = c
+        .consume("metrics")?
+        .as_object()
+        .ok_or_else(|| format!("{}: metrics is not an object", c.id))?;
+    let n = mask.sum(Kind::Double).double_value(&[]).max(1.0);
+    let default_tol = c.tol;
+    c.tol = Tol::Mixed {
+        rtol: 1e-9 + 1e-8 / n,
+        atol: 1e-9,
+    };
+    for (k, v) in e {
+        let exp = v
+            .as_f64()
+            .ok_or_else(|| format!("{}: metric {k} not a number", c.id))?;
+        let got = match k.as_str() {
+            "kl" => stats.kl,
+            "clip_ratio/region_mean" if u.policy_loss == PolicyLossKind::Gspo => continue,
+            "clip_ratio/region_mean" => stats.metrics.get("actor/pg_clipfrac").copied(),
+            other if TRL_ONLY_METRICS.contains(&other) => continue,
+            other => return Err(format!("{}: unknown TRL metric {other}", c.id)),
+        };
+        let got = got.ok_or_else(|| format!("{}: metric {k} not produced", c.id))?;
+        c.close(&format!("metrics.{k}"), got, exp)?;
+    }
+    c.tol = default_tol;
     Ok(())
 }
 

@@ -36,7 +36,7 @@ fn flat_matrix(m: &[Vec<f64>]) -> Vec<f64> {
 fn advantages(c: &mut Case, function: &str) -> R<bool> {
     let Some(estimator) = Estimator::ALL
         .into_iter()
-        .find(|e| e.verl_function() == function)
+        .find(|e| e.verl_function() == Some(function))
     else {
         return Ok(false);
     };
@@ -48,6 +48,7 @@ fn advantages(c: &mut Case, function: &str) -> R<bool> {
                 .and_then(Value::as_bool)
                 .unwrap_or(true),
             epsilon: c.param_f64("epsilon", d.advantage.epsilon),
+            batch_std: false,
         },
         gamma: c.param_f64("gamma", d.gamma),
         lam: c.param_f64("lam", d.lam),
@@ -175,6 +176,7 @@ fn policy_config(c: &Case) -> VerlPolicyConfig {
         clip_cov_ratio: c.param_f64("policy_loss.clip_cov_ratio", d.clip_cov_ratio),
         clip_cov_lb: c.param_f64("policy_loss.clip_cov_lb", d.clip_cov_lb),
         clip_cov_ub: c.param_f64("policy_loss.clip_cov_ub", d.clip_cov_ub),
+        clamp_log_ratio: true,
         global_batch_info: batch_info(c.param("global_batch_info")),
     }
 }

@@ -100,6 +100,7 @@ fn update_config(cfg: &RlConfig) -> UpdateConfig {
             clip_cov_ratio: cfg.clip_cov_ratio,
             clip_cov_lb: cfg.clip_cov_lb,
             clip_cov_ub: cfg.clip_cov_ub,
+            clamp_log_ratio: cfg.clamp_log_ratio,
             global_batch_info: Default::default(),
         },
         beta: cfg.beta,

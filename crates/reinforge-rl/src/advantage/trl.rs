@@ -1,7 +1,19 @@
-//! TRL's GRPO advantage block (`trl/trainer/grpo_trainer.py` @ f2cd577,
-//! `GRPOTrainer._generate_and_score_completions`): several reward functions, NaN for unscorable
-//! completions, `scale_rewards` group / batch / none and the two multi-objective aggregations.
-//! Groups are contiguous blocks of `num_generations` rows.
+//! TRL's GRPO advantages (`trl/trainer/grpo_trainer.py` @ f2cd577, TRL 1.10.0.dev0,
+//! `GRPOTrainer._generate_and_score_completions`, lines 2679-2730): several reward functions,
+//! NaN for unscorable completions, `scale_rewards` group / batch / none and the two
+//! multi-objective aggregations. The trainer runs it as the `trl_grpo` estimator
+//! ([`trl_grpo_outcome`], one reward function: the outcome score); the oracle harness replays
+//! TRL's cases through the same functions.
+//!
+//! Where it differs from verl's GRPO ([`crate::grpo_advantages`]): the std is `nanstd`
+//! (unbiased, over the non-NaN rewards) plus `epsilon` (TRL hard-codes 1e-4); a singleton group
+//! gets advantage 0 (verl: mean 0, std 1, so `s/(1+ε)`); `scale_rewards = "batch"` divides by the
+//! batch's std; an unscorable completion (every reward function NaN) is left out of the
+//! statistics and gets advantage 0.
+
+use crate::advantage::{AdvantageConfig, AdvantageOutput};
+use crate::groups::Groups;
+use crate::masked::{broadcast, row_sums, Matrix};
 
 /// How the advantage is scaled (TRL `scale_rewards`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,25 +26,50 @@ pub enum ScaleRewards {
     None,
 }
 
+impl ScaleRewards {
+    /// TRL's `scale_rewards` of an [`AdvantageConfig`]: `none` without `norm_by_std`, else
+    /// `batch` with `batch_std`, else `group`.
+    pub fn of(cfg: &AdvantageConfig) -> Self {
+        match (cfg.norm_by_std, cfg.batch_std) {
+            (false, _) => Self::None,
+            (true, true) => Self::Batch,
+            (true, false) => Self::Group,
+        }
+    }
+}
+
 /// How several reward functions combine (TRL `multi_objective_aggregation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MultiObjective {
     /// Weighted `nansum` of the functions, then group normalisation.
     SumThenNormalize,
-    /// Normalise each function within its group, weighted `nansum`, then batch normalisation (GDPO).
+    /// Normalise each function within its group, weighted `nansum`, then batch normalisation
+    /// (GDPO).
     NormalizeThenSum,
 }
 
 /// Settings of [`trl_grpo_advantages`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrlAdvantageConfig {
-    pub num_generations: usize,
     pub scale_rewards: ScaleRewards,
     pub aggregation: MultiObjective,
     /// One weight per reward function.
     pub reward_weights: Vec<f64>,
     /// Added to the std before dividing (TRL hard-codes 1e-4).
     pub std_epsilon: f64,
+}
+
+impl TrlAdvantageConfig {
+    /// The trainer's settings: one reward function of weight 1, summed then normalised, scaled
+    /// per [`ScaleRewards::of`] with `cfg.epsilon`.
+    pub fn single(cfg: &AdvantageConfig) -> Self {
+        Self {
+            scale_rewards: ScaleRewards::of(cfg),
+            aggregation: MultiObjective::SumThenNormalize,
+            reward_weights: vec![1.0],
+            std_epsilon: cfg.epsilon,
+        }
+    }
 }
 
 /// Everything the TRL block computes, one entry per completion.
@@ -56,8 +93,8 @@ pub fn nanmean(x: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
 
-/// TRL `nanstd` (`trl/trainer/utils.py`): Bessel-corrected std over the non-NaN values; NaN for a
-/// single value (`0 · 1/0`), as in TRL.
+/// TRL `nanstd` (`trl/trainer/utils.py`): Bessel-corrected std over the non-NaN values; NaN for
+/// a single value (`0 · 1/0`), as in TRL.
 pub fn nanstd(x: &[f64]) -> f64 {
     let mean = nanmean(x);
     let sq: Vec<f64> = x.iter().map(|v| (v - mean).powi(2)).collect();
@@ -81,20 +118,30 @@ fn weighted_nansum(rows: &[Vec<f64>], weights: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// TRL's advantages from `rewards_per_func` (`B x n_funcs`, NaN = the function could not score).
-/// A completion every function failed on is unscorable: excluded from the statistics, advantage 0.
+/// The values of `x` at `rows`.
+fn pick(x: &[f64], rows: &[usize]) -> Vec<f64> {
+    rows.iter().map(|&i| x[i]).collect()
+}
+
+/// TRL's advantages from `rewards_per_func` (`B x n_funcs`, NaN = the function could not score),
+/// grouped by `groups` (TRL: contiguous blocks of `num_generations` rows,
+/// [`Groups::contiguous`]). A completion every function failed on is unscorable: excluded from
+/// the statistics, advantage 0. A group of one has std 0 (TRL's `num_generations == 1` branch),
+/// so its advantage is 0 too.
 ///
 /// # Panics
-/// When `B` is not a multiple of `num_generations`, or the weights do not match the functions.
+/// When a row's length differs from the number of weights, or a group names a row out of range.
 pub fn trl_grpo_advantages(
     rewards_per_func: &[Vec<f64>],
+    groups: &Groups,
     cfg: &TrlAdvantageConfig,
 ) -> TrlAdvantages {
-    let g = cfg.num_generations;
     let b = rewards_per_func.len();
     assert!(
-        g > 0 && b.is_multiple_of(g),
-        "batch {b} is not a multiple of num_generations {g}"
+        rewards_per_func
+            .iter()
+            .all(|r| r.len() == cfg.reward_weights.len()),
+        "one weight per reward function"
     );
     let eps = cfg.std_epsilon;
     let (rewards, advantages, mean_grouped, std_rewards) = match cfg.aggregation {
@@ -102,10 +149,11 @@ pub fn trl_grpo_advantages(
             let rewards = weighted_nansum(rewards_per_func, &cfg.reward_weights);
             let mut means = vec![0.0; b];
             let mut stds = vec![0.0; b];
-            for (start, chunk) in rewards.chunks(g).enumerate().map(|(k, c)| (k * g, c)) {
-                let m = nanmean(chunk);
-                let s = if g > 1 { nanstd(chunk) } else { 0.0 };
-                for i in start..start + g {
+            for rows in groups.iter() {
+                let chunk = pick(&rewards, rows);
+                let m = nanmean(&chunk);
+                let s = if rows.len() > 1 { nanstd(&chunk) } else { 0.0 };
+                for &i in rows {
                     means[i] = m;
                     stds[i] = s;
                 }
@@ -127,16 +175,15 @@ pub fn trl_grpo_advantages(
             (rewards, adv, Some(means), stds)
         }
         MultiObjective::NormalizeThenSum => {
-            let n_funcs = cfg.reward_weights.len();
             let mut normalised = rewards_per_func.to_vec();
-            for k in 0..n_funcs {
-                for start in (0..b).step_by(g) {
-                    let col: Vec<f64> =
-                        (start..start + g).map(|i| rewards_per_func[i][k]).collect();
-                    let m = nanmean(&col);
-                    let s = if g > 1 { nanstd(&col) } else { 0.0 };
-                    for i in start..start + g {
-                        normalised[i][k] = (rewards_per_func[i][k] - m) / (s + eps);
+            for k in 0..cfg.reward_weights.len() {
+                let col: Vec<f64> = rewards_per_func.iter().map(|r| r[k]).collect();
+                for rows in groups.iter() {
+                    let chunk = pick(&col, rows);
+                    let m = nanmean(&chunk);
+                    let s = if rows.len() > 1 { nanstd(&chunk) } else { 0.0 };
+                    for &i in rows {
+                        normalised[i][k] = (col[i] - m) / (s + eps);
                     }
                 }
             }
@@ -164,13 +211,33 @@ pub fn trl_grpo_advantages(
     }
 }
 
+/// The `trl_grpo` estimator: outcome score = row sum (a NaN score is an unscorable completion),
+/// [`trl_grpo_advantages`] with one reward function and [`TrlAdvantageConfig::single`], grouped
+/// by verl's `index`, broadcast over the mask. Returns equal advantages.
+pub fn trl_grpo_outcome(
+    token_level_rewards: &Matrix,
+    mask: &Matrix,
+    index: &[i64],
+    cfg: &AdvantageConfig,
+) -> AdvantageOutput {
+    let scores: Vec<Vec<f64>> = row_sums(token_level_rewards)
+        .into_iter()
+        .map(|s| vec![s])
+        .collect();
+    let out = trl_grpo_advantages(
+        &scores,
+        &Groups::from_index(index),
+        &TrlAdvantageConfig::single(cfg),
+    );
+    AdvantageOutput::same(broadcast(&out.advantages, mask))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn cfg(g: usize, scale: ScaleRewards) -> TrlAdvantageConfig {
+    fn cfg(scale: ScaleRewards) -> TrlAdvantageConfig {
         TrlAdvantageConfig {
-            num_generations: g,
             scale_rewards: scale,
             aggregation: MultiObjective::SumThenNormalize,
             reward_weights: vec![1.0],
@@ -181,7 +248,7 @@ mod tests {
     #[test]
     fn unscorable_completion_is_excluded_and_zeroed() {
         let r = vec![vec![1.0], vec![f64::NAN], vec![0.0]];
-        let out = trl_grpo_advantages(&r, &cfg(3, ScaleRewards::Group));
+        let out = trl_grpo_advantages(&r, &Groups::contiguous(1, 3), &cfg(ScaleRewards::Group));
         assert_eq!(out.advantages[1], 0.0);
         let m = out.mean_grouped_rewards.unwrap();
         assert_eq!(m[0], 0.5, "the NaN row is not in the mean");
@@ -193,8 +260,20 @@ mod tests {
     fn single_generation_gives_zero_advantages() {
         let r = vec![vec![1.0], vec![3.0]];
         for scale in [ScaleRewards::Group, ScaleRewards::Batch, ScaleRewards::None] {
-            let out = trl_grpo_advantages(&r, &cfg(1, scale));
+            let out = trl_grpo_advantages(&r, &Groups::contiguous(2, 1), &cfg(scale));
             assert_eq!(out.advantages, vec![0.0, 0.0]);
         }
+    }
+
+    #[test]
+    fn the_config_names_trl_scale_rewards() {
+        let c = |norm_by_std, batch_std| AdvantageConfig {
+            norm_by_std,
+            epsilon: 1e-4,
+            batch_std,
+        };
+        assert_eq!(ScaleRewards::of(&c(true, false)), ScaleRewards::Group);
+        assert_eq!(ScaleRewards::of(&c(true, true)), ScaleRewards::Batch);
+        assert_eq!(ScaleRewards::of(&c(false, true)), ScaleRewards::None);
     }
 }
