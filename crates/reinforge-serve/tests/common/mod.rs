@@ -6,10 +6,21 @@ pub mod policy;
 pub mod scripted;
 
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use reinforge_serve::{AppState, ServeArgs};
 use serde_json::Value;
+
+/// Held for the whole of a test that must run alone in its binary (the time bounds of
+/// `hostile.rs`): one holder at a time.
+static EXCLUSIVE: Mutex<()> = Mutex::new(());
+
+/// Takes the process-wide test lock; a test that panicked holding it does not poison it for
+/// the others (their own assertions still run).
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    EXCLUSIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A running server; stopped (gracefully) on drop.
 pub struct Server {

@@ -7,12 +7,14 @@
 //! temperature 0; otherwise a per-row value drawn from the batch seed (or, unseeded, from a
 //! counter, so unseeded sampled batches differ). Every batch is logged, and each step can be
 //! slowed down, so tests can count batches and pause mid-batch, and so can each weight load. A batch whose first prompt
-//! starts with [`PANIC_TOKEN`] panics (to test that the server survives it).
+//! starts with [`PANIC_TOKEN`] panics (to test that the server survives it). [`Probe::hold`]
+//! holds each batch, once logged, before its first step until the test releases it: a test
+//! queues requests behind a running batch without racing its decoding.
 
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use reinforge_serve::policy::{
@@ -31,6 +33,20 @@ pub struct Probe {
     pub step_delay: Arc<Mutex<Duration>>,
     /// Sleep per weight load (so a test knows a lower bound of the load time).
     pub load_delay: Arc<Mutex<Duration>>,
+    /// While true, each batch waits after it is logged, before its first step.
+    held: Arc<(Mutex<bool>, Condvar)>,
+}
+
+/// Releases the batches held by [`Probe::hold`] when dropped (also when the test panics, so
+/// the server's worker can stop).
+pub struct Hold(Arc<(Mutex<bool>, Condvar)>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let (held, released) = &*self.0;
+        *held.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        released.notify_all();
+    }
 }
 
 impl Probe {
@@ -44,6 +60,22 @@ impl Probe {
 
     pub fn set_load_delay(&self, d: Duration) {
         *self.load_delay.lock().unwrap() = d;
+    }
+
+    /// Holds every batch that starts from now on (logged in [`Probe::batches`], then waiting
+    /// before its first step) until the returned [`Hold`] is dropped.
+    pub fn hold(&self) -> Hold {
+        *self.held.0.lock().unwrap() = true;
+        Hold(self.held.clone())
+    }
+
+    /// Waits while [`Probe::hold`] holds batches.
+    fn wait_released(&self) {
+        let (held, released) = &*self.held;
+        let mut h = held.lock().unwrap_or_else(|e| e.into_inner());
+        while *h {
+            h = released.wait(h).unwrap_or_else(|e| e.into_inner());
+        }
     }
 }
 
@@ -93,6 +125,7 @@ impl Generator for Scripted {
         on_step: &mut dyn FnMut(StepTokens) -> StepControl,
     ) -> anyhow::Result<Vec<Sequence>> {
         self.probe.batches.lock().unwrap().push(batch.clone());
+        self.probe.wait_released();
         if batch.prompts[0].first() == Some(&PANIC_TOKEN) {
             panic!("scripted panic");
         }
