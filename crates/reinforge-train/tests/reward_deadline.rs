@@ -5,7 +5,7 @@
 //! machine, `reward/timeouts` counts every row, the working component keeps its values, and a
 //! run continued from its checkpoint logs what an uninterrupted run logs.
 
-use crate::common;
+mod common;
 
 use common::data_run;
 use std::path::Path;

@@ -5,9 +5,7 @@ mod trl;
 mod verl;
 
 pub use verl::trainer_outputs;
-#[path = "../rl_support/mod.rs"]
-mod rl_support;
-pub use rl_support::grpo_update;
+pub use crate::rl_support::grpo_update;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
