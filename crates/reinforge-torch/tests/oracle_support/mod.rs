@@ -4,8 +4,8 @@
 mod trl;
 mod verl;
 
-pub use verl::trainer_outputs;
 pub use crate::rl_support::grpo_update;
+pub use verl::trainer_outputs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
