@@ -132,9 +132,12 @@ fn hung_and_crashing_components_never_hold_a_step_and_resume_loses_nothing() {
     assert_eq!(straight.len(), 4);
     for (step, m) in straight.iter().enumerate() {
         let sample_s = m["timing/sample_s"].as_f64().unwrap();
-        // Held at most the deadline plus 1 s beyond what a working reward takes.
+        // Held at most the deadline plus 3 s beyond what a working reward takes (1 s until
+        // the cold CI of 2026-12-01 measured 4.25 s on step 0 against a 0.72 s baseline: the
+        // timed-out component's threads start there). A component that held the step would
+        // take its whole hour.
         assert!(
-            sample_s <= baseline + TIMEOUT_S + 1.0,
+            sample_s <= baseline + TIMEOUT_S + 3.0,
             "step {step}: sampling and scoring took {sample_s} s (baseline {baseline} s)"
         );
         // Every row of the step had a failed component (8 rows).
