@@ -1,10 +1,11 @@
 """Reference outputs of `reinforge generate` (greedy) and `reinforge score` from transformers.
 
-Usage: reference_generate_score.py MODEL_DIR PAIRS.jsonl MAX_NEW_TOKENS
-Reads {"prompt": text | messages, "completion": text} lines, renders each prompt with the
+Usage: reference_generate_score.py PAIRS.jsonl MAX_NEW_TOKENS MODEL_DIR [MODEL_DIR ...]
+Several models share one interpreter (importing torch and transformers takes seconds). Reads {"prompt": text | messages, "completion": text} lines, renders each prompt with the
 tokenizer's chat template (add_generation_prompt=True; a text prompt becomes one user message),
 tokenizes prompt and completion separately (no special tokens added to the completion), and
-prints one JSON line per pair: {"prompt_text": ..., "token_logprobs": [...], "greedy_ids": [...]}, where
+prints one JSON line per model and pair, models in the order given: {"model": MODEL_DIR,
+"prompt_text": ..., "token_logprobs": [...], "greedy_ids": [...]}, where
 greedy_ids are the first MAX_NEW_TOKENS greedy tokens (argmax of full forward passes).
 The crates/reinforge test hf_commands compares the Rust commands with this output.
 """
@@ -26,7 +27,15 @@ def greedy_ids(model, prompt, max_new):
 
 
 def main():
-    model_dir, pairs_path, max_new = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    pairs_path, max_new, model_dirs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    if not model_dirs:
+        sys.exit(__doc__)
+    for model_dir in model_dirs:
+        reference(model_dir, pairs_path, max_new)
+
+
+def reference(model_dir, pairs_path, max_new):
+    """Prints the reference lines of one model."""
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     for line in open(pairs_path):
@@ -43,6 +52,7 @@ def main():
             lp = logp.gather(-1, targets[:, None])[:, 0][len(p_ids) - 1:]
             greedy = greedy_ids(model, p_ids, max_new)
         print(json.dumps({
+            "model": model_dir,
             "prompt_text": text,
             "token_logprobs": lp.tolist(),
             "greedy_ids": greedy,

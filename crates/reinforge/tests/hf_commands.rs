@@ -31,9 +31,14 @@ fn pairs_file(dir: &Path) -> PathBuf {
 fn score_and_greedy_generate_match_transformers() {
     let tmp = tempfile::tempdir().unwrap();
     let pairs = pairs_file(tmp.path());
-    for arch in ARCHS {
-        let model = root().join("fixtures/hf/models").join(arch);
-        let parity = check_parity(arch, &model, &pairs, MAX_NEW);
+    let models: Vec<PathBuf> = ARCHS
+        .iter()
+        .map(|arch| root().join("fixtures/hf/models").join(arch))
+        .collect();
+    let refs: Vec<&Path> = models.iter().map(PathBuf::as_path).collect();
+    let expected = reference(&refs, &pairs, MAX_NEW);
+    for ((arch, model), expected) in ARCHS.iter().zip(&models).zip(&expected) {
+        let parity = check_parity(arch, model, &pairs, expected, MAX_NEW);
         assert!(parity.max_logprob_diff < 1e-4, "{arch}: {parity:?}");
         assert_eq!(
             parity.greedy_agree, parity.greedy_total,
@@ -63,7 +68,8 @@ fn real_model_scores_and_generates_like_transformers() {
         ),
     )
     .unwrap();
-    let parity = check_parity("SmolLM2", &model, &pairs, 24);
+    let expected = reference(&[&model], &pairs, 24).remove(0);
+    let parity = check_parity("SmolLM2", &model, &pairs, &expected, 24);
     println!("SmolLM2 parity: {parity:?}");
     assert!(parity.max_logprob_diff < 1e-4, "{parity:?}");
     assert_eq!(parity.greedy_agree, parity.greedy_total, "{parity:?}");
@@ -79,9 +85,17 @@ struct Parity {
 }
 
 /// Runs `reinforge score` and greedy `reinforge generate` on `pairs` and compares them with
-/// transformers (the rendered prompt text must be equal: the chat template's parity).
-fn check_parity(label: &str, model: &Path, pairs: &Path, max_new: usize) -> Parity {
-    let expected = reference(model, pairs, max_new);
+/// `expected`, transformers' lines for them ([`reference`]; the rendered prompt text must be
+/// equal: the chat template's parity).
+fn check_parity(
+    label: &str,
+    model: &Path,
+    pairs: &Path,
+    expected: &[serde_json::Value],
+    max_new: usize,
+) -> Parity {
+    let lines = std::fs::read_to_string(pairs).unwrap().lines().count();
+    assert_eq!(expected.len(), lines, "{label}: one reference line per pair");
     let (m, p) = (model.to_str().unwrap(), pairs.to_str().unwrap());
     let out = reinforge(&["score", "--model", m, "--input", p]);
     assert!(
@@ -92,7 +106,7 @@ fn check_parity(label: &str, model: &Path, pairs: &Path, max_new: usize) -> Pari
     let scored = json_lines(&out.stdout);
     assert_eq!(scored.len(), expected.len());
     let mut max_logprob_diff: f64 = 0.0;
-    for (got, want) in scored.iter().zip(&expected) {
+    for (got, want) in scored.iter().zip(expected) {
         let (g, w) = (
             floats(&got["token_logprobs"]),
             floats(&want["token_logprobs"]),
@@ -126,7 +140,7 @@ fn check_parity(label: &str, model: &Path, pairs: &Path, max_new: usize) -> Pari
     let generated = json_lines(&out.stdout);
     assert_eq!(generated.len(), expected.len());
     let (mut greedy_agree, mut greedy_total) = (0, 0);
-    for (got, want) in generated.iter().zip(&expected) {
+    for (got, want) in generated.iter().zip(expected) {
         assert_eq!(
             got["prompt"], want["prompt_text"],
             "{label}: chat template rendering"

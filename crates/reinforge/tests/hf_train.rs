@@ -142,7 +142,7 @@ fn a_fixture_checkpoint_learns_its_reward_and_loads_back_in_transformers() {
     );
     let ours: Value =
         serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
-    let theirs = &reference(&ckpt, &pairs, 1)[0];
+    let theirs = &reference(&[&ckpt], &pairs, 1)[0][0];
     let diff = max_abs_diff(
         &floats(&ours["token_logprobs"]),
         &floats(&theirs["token_logprobs"]),

@@ -10,26 +10,27 @@ use serde_json::Value;
 
 use crate::common;
 use common::tiny::{
-    self, check, learning_steps, mean_change, metrics, reward_null, train_args, train_seeds,
-    value_loss_null, LEARNING_STEPS,
+    self, assert_prefix, check, deterministic_metrics, learning_steps, mean_change, metrics,
+    reward_null, train_args, train_seeds, value_loss_null, LEARNING_STEPS, REPEAT_STEPS,
 };
 
 fn reinforge(args: &[String]) -> Output {
     tiny::run(args)
 }
 
-/// `metrics.jsonl` without the wall-clock `timing/*` keys.
-fn deterministic_metrics(run: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
-    text.lines()
-        .map(|l| {
-            let mut v: Value = serde_json::from_str(l).unwrap();
-            v.as_object_mut()
-                .unwrap()
-                .retain(|k, _| !k.starts_with("timing/"));
-            v
-        })
-        .collect()
+/// Trains `name` beside `run` from `run`'s resolved `config.toml` alone, for
+/// [`REPEAT_STEPS`], and asserts it repeats the first steps of `run`.
+fn repeat_from_config(run: &Path, name: &str) {
+    check(&reinforge(&[
+        "train".into(),
+        "--config".into(),
+        run.join("config.toml").display().to_string(),
+        "--set".into(),
+        format!("name={name}"),
+        "--set".into(),
+        format!("grpo.steps={REPEAT_STEPS}"),
+    ]));
+    assert_prefix(run, &run.parent().unwrap().join(name));
 }
 
 fn rewards(run: &Path) -> Vec<f64> {
@@ -111,19 +112,7 @@ fn short_run_raises_reward_and_writes_every_file() {
     let sentence = d["sentence"].as_str().unwrap();
     assert!(!sentence.is_empty() && report.contains(sentence));
     // The resolved config repeats the run.
-    let again = reinforge(&[
-        "train".into(),
-        "--config".into(),
-        run.join("config.toml").display().to_string(),
-        "--set".into(),
-        "name=b".into(),
-    ]);
-    check(&again);
-    assert_eq!(
-        deterministic_metrics(&run),
-        deterministic_metrics(&dir.path().join("b")),
-        "same seed, same metrics"
-    );
+    repeat_from_config(&run, "b");
     // eval reads a checkpoint.
     let out = reinforge(&[
         "eval".into(),
@@ -257,14 +246,7 @@ fn ppo_run_raises_reward_and_its_critic_learns() {
     }
     assert!(run.join("checkpoints/final/critic.safetensors").exists());
     // The same seed repeats the run.
-    check(&reinforge(&[
-        "train".into(),
-        "--config".into(),
-        run.join("config.toml").display().to_string(),
-        "--set".into(),
-        "name=again".into(),
-    ]));
-    assert_eq!(m, deterministic_metrics(&dir.path().join("again")));
+    repeat_from_config(&run, "again");
     // A GRPO run leaves the critic out of its metrics and checkpoints.
     check(&reinforge(&train_args(
         dir.path(),

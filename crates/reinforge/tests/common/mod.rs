@@ -44,13 +44,15 @@ pub fn json_lines(bytes: &[u8]) -> Vec<Value> {
         .collect()
 }
 
-/// `scripts/reference_generate_score.py MODEL PAIRS MAX_NEW` in the project's .venv
-/// (installed by scripts/setup.sh): transformers' log-probs and greedy ids per pair.
-pub fn reference(model: &Path, pairs: &Path, max_new: usize) -> Vec<Value> {
+/// `scripts/reference_generate_score.py PAIRS MAX_NEW MODEL...` in the project's .venv
+/// (installed by scripts/setup.sh), one interpreter for all `models`: transformers' log-probs
+/// and greedy ids per pair, one list per model in the order given.
+pub fn reference(models: &[&Path], pairs: &Path, max_new: usize) -> Vec<Vec<Value>> {
     let out = Command::new(root().join(".venv/bin/python"))
         .arg(root().join("scripts/reference_generate_score.py"))
-        .args([model.as_os_str(), pairs.as_os_str()])
+        .arg(pairs)
         .arg(max_new.to_string())
+        .args(models)
         .output()
         .expect("run the transformers reference (scripts/setup.sh installs it)");
     assert!(
@@ -58,7 +60,14 @@ pub fn reference(model: &Path, pairs: &Path, max_new: usize) -> Vec<Value> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    json_lines(&out.stdout)
+    let lines = json_lines(&out.stdout);
+    models
+        .iter()
+        .map(|m| {
+            let m = m.to_str().unwrap();
+            lines.iter().filter(|l| l["model"] == m).cloned().collect()
+        })
+        .collect()
 }
 
 /// A JSON array of numbers.

@@ -84,6 +84,41 @@ pub fn learning_steps() -> String {
     format!("grpo.steps={LEARNING_STEPS}")
 }
 
+/// GRPO steps of a run that repeats a longer one with the same seed. The RL learning rate is
+/// constant and nothing before step k reads the step count, so a repeat this long must equal
+/// the first lines of the longer run's metrics exactly ([`assert_prefix`]): the same check of
+/// determinism as a full repeat, at an eighth of its RL steps.
+pub const REPEAT_STEPS: usize = 10;
+
+/// `metrics.jsonl` without its wall-clock keys (`timing/*`, a remote engine's
+/// `rollout/push_s`).
+pub fn deterministic_metrics(run: &Path) -> Vec<Value> {
+    metrics(run)
+        .into_iter()
+        .map(|mut v| {
+            v.as_object_mut()
+                .unwrap()
+                .retain(|k, _| !k.starts_with("timing/") && k != "rollout/push_s");
+            v
+        })
+        .collect()
+}
+
+/// Asserts that `repeat`'s deterministic metrics are the first lines of `run`'s: a shorter run
+/// with the same seed and configuration ([`REPEAT_STEPS`]).
+pub fn assert_prefix(run: &Path, repeat: &Path) {
+    let (full, short) = (deterministic_metrics(run), deterministic_metrics(repeat));
+    assert!(
+        !short.is_empty() && short.len() <= full.len(),
+        "{} lines against {}",
+        short.len(),
+        full.len()
+    );
+    for (i, (a, b)) in full.iter().zip(&short).enumerate() {
+        assert_eq!(a, b, "same seed, same metrics: step {i} differs");
+    }
+}
+
 /// Mean of the last quarter of `v` minus the mean of its first quarter: how far a metric moved
 /// over a run.
 pub fn quarter_change(v: &[f64]) -> f64 {
