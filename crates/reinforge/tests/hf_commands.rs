@@ -95,7 +95,11 @@ fn check_parity(
     max_new: usize,
 ) -> Parity {
     let lines = std::fs::read_to_string(pairs).unwrap().lines().count();
-    assert_eq!(expected.len(), lines, "{label}: one reference line per pair");
+    assert_eq!(
+        expected.len(),
+        lines,
+        "{label}: one reference line per pair"
+    );
     let (m, p) = (model.to_str().unwrap(), pairs.to_str().unwrap());
     let out = reinforge(&["score", "--model", m, "--input", p]);
     assert!(
