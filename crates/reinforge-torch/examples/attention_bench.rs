@@ -8,7 +8,7 @@ use env::env_or;
 
 use std::time::Instant;
 
-use reinforge_torch::decode_attention::attend;
+use reinforge_torch::kernels::decode_attention::attend;
 use reinforge_torch::tch::{self, Device, Kind, Tensor};
 
 fn main() {
@@ -48,7 +48,7 @@ fn main() {
                 let t = Instant::now();
                 for (k, v) in &views {
                     let _y = if i == 0 {
-                        reinforge_torch::linear::sampling(|| attend(&q, k, v, &mask))
+                        reinforge_torch::kernels::linear::sampling(|| attend(&q, k, v, &mask))
                             .expect("the kernel applies")
                     } else {
                         Tensor::scaled_dot_product_attention(

@@ -14,7 +14,7 @@ use env::env_or;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use reinforge_torch::sampling::{
+use reinforge_torch::sample::{
     generate_with, GenerateHooks, SamplingParams, StepControl, StepToken,
 };
 use reinforge_torch::tch::Device;

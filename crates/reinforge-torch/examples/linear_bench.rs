@@ -7,7 +7,7 @@ use env::env_or;
 
 use std::time::Instant;
 
-use reinforge_torch::linear::{dot_linear, onednn_linear};
+use reinforge_torch::kernels::linear::{dot_linear, onednn_linear};
 use reinforge_torch::tch::{self, Device, Kind, Tensor};
 
 fn main() {

@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn auto_is_compact_exactly_when_the_run_bounds_its_memory() {
-        use crate::memory::Memory;
+        use crate::train::memory::Memory;
         let plain = Memory::default();
         assert_eq!(plain.heap, HeapPolicy::Auto, "auto is the default");
         assert_eq!(plain.heap_policy(), HeapPolicy::Reuse);

@@ -1,57 +1,39 @@
-//! The one libtorch crate of reinforge: the Llama/Qwen2/Qwen3/Mistral transformer and its
-//! Hugging Face checkpoints, KV-cache
-//! sampling, per-token log-probs, policy-gradient losses with autograd, the optimiser and the
-//! training steps (`rl/`: the RL step's two calls; `sft.rs`; `preference.rs`). Everything that needs no tensors lives in other crates.
+//! The one libtorch crate of reinforge, in rooms: `model/` (the transformer, its config and
+//! Hugging Face checkpoints, the KV cache, LoRA, the policy and the critic, reward and P2L
+//! heads), `kernels/` (the CPU kernels, their C++ shims and switches), `sample/` (KV-cache
+//! sampling), `train/` (packed batches, log-probs, the loss registries, the optimiser, and the
+//! tensor side of each trainer: the RL step's two calls, SFT, preference, distillation,
+//! Tinker), `dist/` (torch.distributed through c10d); and the process settings beside them
+//! (`runtime`: devices and threads; `precision`: bf16 autocast; `heap`: malloc between
+//! phases). Everything that needs no tensors lives in other crates.
 
 // `x = x * w` on tensors stays as written: `x *= w` is an in-place op, which autograd treats
 // differently (it may overwrite a value the backward pass needs).
 #![allow(clippy::assign_op_pattern)]
 
-pub mod activations;
-pub mod batch;
-pub mod cache;
-pub mod checkpoint;
-pub mod choice;
-pub mod config;
-pub mod decode_attention;
 pub mod dist;
-pub mod distill;
 pub mod heap;
-pub mod linear;
-pub mod logprobs;
-pub mod lora;
-pub mod loss;
-pub mod memory;
+pub mod kernels;
 pub mod model;
-pub mod optim;
-pub mod p2l;
-pub mod policy;
 pub mod precision;
-pub mod preference;
-pub mod ranks;
-pub mod reward_model;
-pub mod rl;
 pub mod runtime;
-pub mod sampling;
-pub mod sampling_ops;
-pub mod sft;
-pub mod tinker;
-pub mod value;
+pub mod sample;
+pub mod train;
 
-pub use batch::SequenceBatch;
-pub use checkpoint::{copy_aux_files, LoadOptions, SaveOptions};
-pub use config::{Family, ModelConfig};
-pub use lora::LoraConfig;
-pub use memory::Memory;
-pub use model::Transformer;
-pub use optim::{AdamW, AdamWConfig, GradStep};
-pub use policy::{Policy, SharedPolicy};
-pub use reward_model::RewardModel;
-pub use sampling::{
+pub use model::checkpoint::{copy_aux_files, LoadOptions, SaveOptions};
+pub use model::config::{Family, ModelConfig};
+pub use model::lora::LoraConfig;
+pub use model::policy::{Policy, SharedPolicy};
+pub use model::reward_model::RewardModel;
+pub use model::transformer::Transformer;
+pub use model::value::Critic;
+pub use sample::{
     generate, generate_with, Completion, GenerateHooks, RowEnd, SamplingParams, StepControl,
     StepToken,
 };
-pub use value::Critic;
+pub use train::batch::SequenceBatch;
+pub use train::memory::Memory;
+pub use train::optim::{AdamW, AdamWConfig, GradStep};
 
 /// Re-exported so dependants use the exact tch this crate links.
 pub use tch;

@@ -6,7 +6,7 @@ use crate::hf_support;
 
 use std::path::PathBuf;
 
-use reinforge_torch::checkpoint::config_json::{parse, write};
+use reinforge_torch::model::checkpoint::config_json::{parse, write};
 use reinforge_torch::Family;
 use serde_json::{json, Value};
 

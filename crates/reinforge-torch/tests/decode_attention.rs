@@ -3,8 +3,8 @@
 //! padding; everywhere else, and where its conditions fail, it stands aside.
 
 use crate::hf_support::real_model::skip;
-use reinforge_torch::decode_attention::attend;
-use reinforge_torch::linear::sampling;
+use reinforge_torch::kernels::decode_attention::attend;
+use reinforge_torch::kernels::linear::sampling;
 use tch::{Device, Kind, Tensor};
 
 /// Why the kernel's own checks cannot run: recorded as a skip, which fails CI.

@@ -6,9 +6,9 @@ use crate::hf_support;
 use hf_support::{fixture, max_diff, FIXTURES};
 use std::collections::HashMap;
 
-use reinforge_torch::cache::KvCache;
-use reinforge_torch::logprobs::token_logprobs;
-use reinforge_torch::model::{positions_from_mask, ForwardInput};
+use reinforge_torch::model::cache::KvCache;
+use reinforge_torch::train::logprobs::token_logprobs;
+use reinforge_torch::model::transformer::{positions_from_mask, ForwardInput};
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{LoadOptions, Policy, SequenceBatch};
 

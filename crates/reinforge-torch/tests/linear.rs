@@ -3,7 +3,7 @@
 //! dtypes, too many rows for the dot kernel).
 
 use crate::hf_support::real_model::skip;
-use reinforge_torch::linear::{dot_linear, onednn_linear, CpuLinear, DOT_MAX_ROWS};
+use reinforge_torch::kernels::linear::{dot_linear, onednn_linear, CpuLinear, DOT_MAX_ROWS};
 use tch::{Device, Kind, Tensor};
 
 fn max_rel_diff(a: &Tensor, b: &Tensor) -> f64 {
@@ -51,7 +51,7 @@ fn onednn_stands_aside_where_a_gradient_or_another_dtype_is_involved() {
         "a weight that needs a gradient"
     );
     // The model's entry point then records the graph: the weight gets its gradient.
-    let y = reinforge_torch::linear::linear(&x, &w, None);
+    let y = reinforge_torch::kernels::linear::linear(&x, &w, None);
     y.sum(Kind::Float).backward();
     let g = w.grad();
     assert!(g.defined() && g.abs().sum(Kind::Float).double_value(&[]) > 0.0);
@@ -154,7 +154,7 @@ fn the_dot_kernel_stands_aside_beyond_its_rows_and_where_a_gradient_is_recorded(
     );
     // The entry point falls back to oneDNN or `at::linear` there, with the same result.
     let got = tch::no_grad(|| {
-        reinforge_torch::linear::sampling(|| reinforge_torch::linear::linear(&xt, &w, None))
+        reinforge_torch::kernels::linear::sampling(|| reinforge_torch::kernels::linear::linear(&xt, &w, None))
     });
     assert!(max_rel_diff(&got, &xt.linear::<Tensor>(&w, None)) < 1e-5);
 }
@@ -179,16 +179,16 @@ fn only_sampling_forwards_use_the_faster_kernels_so_training_passes_stay_bit_exa
     let blas = x.linear::<Tensor>(&w, None);
     // A pass without gradient outside sampling (old log-probs, a checkpointed layer's first
     // run) computes exactly what `at::linear` computes.
-    let outside = tch::no_grad(|| reinforge_torch::linear::linear(&x, &w, None));
+    let outside = tch::no_grad(|| reinforge_torch::kernels::linear::linear(&x, &w, None));
     assert!(outside.equal(&blas));
     // Inside sampling it runs the chosen kernel: the dot kernel's result for these 9 rows
     // where it runs, else oneDNN's where the shim is built.
     let inside = tch::no_grad(|| {
-        reinforge_torch::linear::sampling(|| reinforge_torch::linear::linear(&x, &w, None))
+        reinforge_torch::kernels::linear::sampling(|| reinforge_torch::kernels::linear::linear(&x, &w, None))
     });
     let onednn = tch::no_grad(|| onednn_linear(&x, &w, None)).unwrap_or(blas.copy());
     let dot = tch::no_grad(|| dot_linear(&x, &w, None, DOT_MAX_ROWS));
-    match reinforge_torch::linear::cpu_linear() {
+    match reinforge_torch::kernels::linear::cpu_linear() {
         CpuLinear::Dot => assert!(inside.equal(dot.as_ref().unwrap_or(&onednn))),
         CpuLinear::Onednn => assert!(inside.equal(&onednn)),
         CpuLinear::Blas => assert!(inside.equal(&blas)),

@@ -7,7 +7,7 @@ use crate::hf_support;
 use std::path::{Path, PathBuf};
 
 use hf_support::{batch, fixture, run_python};
-use reinforge_torch::lora::{is_lora_param, ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE};
+use reinforge_torch::model::lora::{is_lora_param, ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE};
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{AdamW, AdamWConfig, LoraConfig, Policy};
 

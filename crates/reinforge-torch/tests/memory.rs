@@ -3,8 +3,8 @@
 //! models): three SFT steps give the plain path's parameters, and the log-prob passes before
 //! an update its log-probs.
 
-use reinforge_torch::logprobs::{token_logprobs_in_microbatches, token_logprobs_with, Entropy};
-use reinforge_torch::sft::sft_step;
+use reinforge_torch::train::logprobs::{token_logprobs_in_microbatches, token_logprobs_with, Entropy};
+use reinforge_torch::train::sft::sft_step;
 use reinforge_torch::tch::Device;
 use reinforge_torch::{AdamW, AdamWConfig, Memory, Policy, SequenceBatch};
 
@@ -154,9 +154,9 @@ fn logprob_passes_in_microbatches_equal_one_pass() {
 }
 
 /// Pairs of different lengths in the fixture's vocabulary.
-fn pairs() -> reinforge_torch::preference::Pairs {
+fn pairs() -> reinforge_torch::train::preference::Pairs {
     let seq = |n: i64, i: i64, base: i64| (0..n).map(|t| base + (7 * t + i) % 30).collect();
-    reinforge_torch::preference::Pairs {
+    reinforge_torch::train::preference::Pairs {
         prompts: (0..4).map(|i| vec![1, 5 + i, 9]).collect(),
         chosen: (0..4).map(|i| seq(2 + 3 * i, i, 3)).collect(),
         rejected: (0..4).map(|i| seq(7 - i, i, 10)).collect(),
@@ -169,7 +169,7 @@ fn pairs() -> reinforge_torch::preference::Pairs {
 fn two_steps(
     policy: &Policy,
     memory: Memory,
-    step: impl Fn(reinforge_torch::preference::Update),
+    step: impl Fn(reinforge_torch::train::preference::Update),
 ) -> reinforge_torch::tch::Tensor {
     let cfg = AdamWConfig {
         lr: 1e-3,
@@ -178,7 +178,7 @@ fn two_steps(
     let mut opt = AdamW::new(&policy.vs, cfg);
     let mut first = None;
     for _ in 0..2 {
-        step(reinforge_torch::preference::Update {
+        step(reinforge_torch::train::preference::Update {
             policy,
             opt: &mut opt,
             dp: None,
@@ -202,9 +202,9 @@ fn two_steps(
 /// batch KL (which couples the rows) and a reward model.
 #[test]
 fn preference_steps_in_microbatches_equal_one_pass() {
-    use reinforge_torch::loss::dpo::DpoConfig;
-    use reinforge_torch::loss::kto::KtoConfig;
-    use reinforge_torch::preference::{dpo, kto, orpo, rm, Unpaired};
+    use reinforge_torch::train::loss::dpo::DpoConfig;
+    use reinforge_torch::train::loss::kto::KtoConfig;
+    use reinforge_torch::train::preference::{dpo, kto, orpo, rm, Unpaired};
     use reinforge_torch::tch::Tensor;
     use reinforge_torch::{LoadOptions, RewardModel};
     let fixture = hf_support::fixture("llama");

@@ -1,8 +1,8 @@
 //! Model, sampling and checkpoint behaviour on a tiny configuration.
 
-use reinforge_torch::cache::KvCache;
-use reinforge_torch::model::{positions_from_mask, ForwardInput};
-use reinforge_torch::sampling::{filter_top_k_top_p, generate, left_pad, SamplingParams};
+use reinforge_torch::model::cache::KvCache;
+use reinforge_torch::model::transformer::{positions_from_mask, ForwardInput};
+use reinforge_torch::sample::{filter_top_k_top_p, generate, left_pad, SamplingParams};
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{ModelConfig, Policy};
 
@@ -328,7 +328,7 @@ fn rows_admitted_mid_batch_decode_as_they_would_alone() {
 /// data-parallel ranks reproduce one process), and different seeds or rows draw differently.
 #[test]
 fn per_row_sampling_does_not_depend_on_the_batch() {
-    use reinforge_torch::sampling::{generate_with, GenerateHooks, RowRng};
+    use reinforge_torch::sample::{generate_with, GenerateHooks, RowRng};
     let p = Policy::new(&tiny(true, false), Device::Cpu, 5).unwrap();
     let params = SamplingParams {
         temperature: 1.0,

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use oracle_support::{run_dir, run_dir_with, trainer_outputs, Options, Perturb, Report};
-use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind};
+use reinforge_torch::train::loss::{AggMode, KlPenalty, PolicyLossKind};
 
 /// Fixture functions not implemented yet: listed, printed and skipped. Empty: all are covered.
 const PENDING: &[&str] = &[];
@@ -174,7 +174,7 @@ fn moved_functions(doc: &serde_json::Value, perturb: Perturb) -> BTreeMap<String
     out
 }
 
-fn with_policy(policy: fn(&mut reinforge_torch::rl::UpdateConfig)) -> Perturb {
+fn with_policy(policy: fn(&mut reinforge_torch::train::rl::UpdateConfig)) -> Perturb {
     Perturb {
         policy,
         ..Perturb::default()

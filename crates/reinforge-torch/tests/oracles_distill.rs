@@ -5,7 +5,7 @@
 //! loss, and the top-k teacher of `ServerDistillationTrainer`, through `loss::distill`, the
 //! functions `train-distill` calls.
 
-use reinforge_torch::loss::distill::{jsd_elements, reduce, topk_elements, Jsd, Reduction, TopK};
+use reinforge_torch::train::loss::distill::{jsd_elements, reduce, topk_elements, Jsd, Reduction, TopK};
 use reinforge_torch::tch::{Kind, Tensor};
 use serde_json::Value;
 

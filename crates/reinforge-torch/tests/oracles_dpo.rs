@@ -3,7 +3,7 @@
 //! loss, its gradients with respect to the policy's sequence log-probs, and the logged
 //! metrics, for every loss type and f-divergence, through `loss::dpo::dpo_loss`.
 
-use reinforge_torch::loss::dpo::{dpo_loss, DpoBatch, DpoConfig};
+use reinforge_torch::train::loss::dpo::{dpo_loss, DpoBatch, DpoConfig};
 use reinforge_torch::tch::{Kind, Tensor};
 use serde_json::Value;
 
@@ -169,7 +169,7 @@ fn invalid_settings_are_errors() {
     };
     assert!(err(exo).contains("label_smoothing"));
     assert!("dpo"
-        .parse::<reinforge_torch::loss::dpo::DpoLoss>()
+        .parse::<reinforge_torch::train::loss::dpo::DpoLoss>()
         .unwrap_err()
         .contains("sigmoid"));
 }

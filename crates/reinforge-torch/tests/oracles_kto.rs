@@ -4,7 +4,7 @@
 //! metrics (present only for the sides a batch has), through `loss::kto::kto_loss`, the
 //! function `train-kto` calls.
 
-use reinforge_torch::loss::kto::{kto_loss, KtoBatch, KtoConfig};
+use reinforge_torch::train::loss::kto::{kto_loss, KtoBatch, KtoConfig};
 use serde_json::Value;
 
 use crate::golden;

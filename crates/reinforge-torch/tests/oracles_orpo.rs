@@ -3,7 +3,7 @@
 //! the loss, its gradients at completion and prompt tokens, and the logged metrics, through
 //! `loss::orpo::orpo_loss`, the function `train-orpo` calls.
 
-use reinforge_torch::loss::orpo::{orpo_loss, OrpoBatch};
+use reinforge_torch::train::loss::orpo::{orpo_loss, OrpoBatch};
 use serde_json::Value;
 
 use crate::golden;

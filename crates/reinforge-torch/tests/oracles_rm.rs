@@ -3,7 +3,7 @@
 //! `scripts/make_rm_oracles.py`): loss, gradients and logged metrics, through
 //! `loss::reward_model::reward_loss`.
 
-use reinforge_torch::loss::reward_model::reward_loss;
+use reinforge_torch::train::loss::reward_model::reward_loss;
 use reinforge_torch::tch::{Kind, Tensor};
 use serde_json::Value;
 

@@ -3,8 +3,8 @@
 //! standing aside outside sampling, for other dtypes, with gradients, and for rows that are
 //! not finite.
 
-use reinforge_torch::linear::sampling;
-use reinforge_torch::sampling_ops::{
+use reinforge_torch::kernels::linear::sampling;
+use reinforge_torch::kernels::sampling_ops::{
     logit_stats, rms_norm, rope_, sampling_ops, silu_mul, SamplingOps,
 };
 use tch::{Device, Kind, Tensor};

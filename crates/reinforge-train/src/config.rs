@@ -3,7 +3,7 @@
 //! directory, so `--config runs/NAME/config.toml` repeats a run.
 
 use reinforge_rl::{AdvantageConfig, Estimator};
-use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
+use reinforge_torch::train::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
 use reinforge_torch::{Memory, ModelConfig};
 use serde::{Deserialize, Serialize};
 

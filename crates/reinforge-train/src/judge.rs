@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use reinforge_eval::judge::SwappedVerdict;
 use reinforge_reward::{JudgeSpec, ModelScorer};
 use reinforge_tasks::data::Prompt;
-use reinforge_torch::logprobs::next_token_label_probs;
+use reinforge_torch::train::logprobs::next_token_label_probs;
 
 use crate::loaded::{encode_prompt, LoadedModel, PromptStyle};
 

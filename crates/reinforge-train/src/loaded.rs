@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use reinforge_hf::{ChatOptions, HfTokenizer};
 use reinforge_tasks::data::{Message, Prompt};
-use reinforge_torch::checkpoint::LoadOptions;
+use reinforge_torch::model::checkpoint::LoadOptions;
 use reinforge_torch::{Device, Policy};
 
 /// How a dataset prompt becomes the model's input text.

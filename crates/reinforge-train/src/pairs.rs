@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::loaded::{encode_prompt, LoadedModel, PromptStyle};
 
-pub use reinforge_torch::preference::Pairs;
+pub use reinforge_torch::train::preference::Pairs;
 
 /// The `prompt` column, text or messages.
 pub fn prompt_columns() -> DataColumns {

@@ -5,7 +5,7 @@ use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 use reinforge_rl::Estimator;
-use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
+use reinforge_torch::train::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
 
 /// A named algorithm, the value of `grpo.algorithm`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use reinforge_tasks::{read_records, DataColumns};
-use reinforge_torch::logprobs::completion_token_logprobs;
+use reinforge_torch::train::logprobs::completion_token_logprobs;
 use serde::Serialize;
 
 use crate::loaded::{LoadedModel, ModelSource, PromptStyle};

@@ -1,7 +1,7 @@
 //! One supervised step of the trainer (completion-only NLL) and the SFT learning-rate
 //! schedule; the task supplies the batches.
 
-use reinforge_torch::sft::{sft_step, SftStats};
+use reinforge_torch::train::sft::{sft_step, SftStats};
 use reinforge_torch::{Memory, SequenceBatch};
 use serde::Serialize;
 

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use reinforge_rl::Estimator;
-use reinforge_torch::loss::Tis;
+use reinforge_torch::train::loss::Tis;
 
 use crate::config::{EngineKind, TrainConfig, GAE};
 

@@ -1,6 +1,6 @@
 //! Tests of the configuration: defaults, presets, `--set` overrides, errors naming the key.
 use reinforge_rl::Estimator;
-use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
+use reinforge_torch::train::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
 use reinforge_train::config::*;
 use reinforge_train::presets::Preset;
 

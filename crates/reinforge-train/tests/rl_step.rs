@@ -1,7 +1,7 @@
 //! Tests of `reinforge_train::rl::step` through its public API (moved out of the library source).
 
 use anyhow::{bail, Result};
-use reinforge_torch::rl::{self};
+use reinforge_torch::train::rl::{self};
 use reinforge_train::env::{Environment, Rollout};
 use reinforge_train::rl::metrics::StepMetrics;
 use reinforge_train::rl::sample::Drawn;

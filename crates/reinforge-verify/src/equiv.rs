@@ -20,37 +20,8 @@ use crate::realset::{self, RealSet};
 use crate::sample::{close, decimal_tol, is_zero, permutations, proportional, sample_eq};
 use crate::series;
 use crate::{DegreePolicy, Options, PercentPolicy};
-use std::cell::Cell;
 
-/// Work budget for one comparison (number of elementary comparisons); exceeding it answers
-/// "not equivalent" instead of running long.
-pub const WORK_BUDGET: u32 = 20_000;
-
-/// Comparison context.
-pub struct Ctx<'a> {
-    pub opts: &'a Options,
-    work: Cell<u32>,
-    undecided: Cell<bool>,
-}
-
-impl<'a> Ctx<'a> {
-    /// New context with a fresh budget.
-    pub fn new(opts: &'a Options) -> Self {
-        Ctx {
-            opts,
-            work: Cell::new(0),
-            undecided: Cell::new(false),
-        }
-    }
-    /// Whether some comparison was too large to decide exactly (and so answered "not equal").
-    pub fn undecided(&self) -> bool {
-        self.undecided.get()
-    }
-    pub(crate) fn tick(&self, n: u32) -> bool {
-        self.work.set(self.work.get().saturating_add(n));
-        self.work.get() <= WORK_BUDGET
-    }
-}
+pub use crate::budget::{Ctx, WORK_BUDGET};
 
 /// Name given by the parser to a parameter declared in the answer ("for some integer t").
 pub const DECLARED_PARAM: &str = crate::parser::DECLARED_PARAM;

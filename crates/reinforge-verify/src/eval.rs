@@ -6,7 +6,7 @@
 //! pseudo-random function of their arguments, so `f(a) = f(b)` comparisons behave like
 //! comparisons of unknown functions.
 
-use crate::expr::{Const, Expr};
+use crate::expr::{is_series, Const, Expr, INDEX_VAR, SERIES_ADD};
 use crate::number::{self, Rat};
 use num_traits::{Signed, Zero};
 
@@ -204,8 +204,8 @@ pub fn approx(e: &Expr, env: &[(String, f64)], m: Mode) -> f64 {
                 v
             }
         }
-        Expr::Func(f, args) if args.len() == 2 && crate::series::is_series(f) => {
-            crate::series::approx_series(f, &args[0], &args[1], env, m)
+        Expr::Func(f, args) if args.len() == 2 && is_series(f) => {
+            approx_series(f, &args[0], &args[1], env, m)
         }
         Expr::Func(f, args) => {
             let a: Vec<f64> = args.iter().map(|x| approx(x, env, m)).collect();
@@ -267,4 +267,34 @@ pub fn has_marker(e: &Expr) -> (bool, bool) {
         e.any(&|x| matches!(x, Expr::Percent(_))),
         e.any(&|x| matches!(x, Expr::Degree(_))),
     )
+}
+
+/// Most term evaluations times template size one series evaluation may cost.
+pub const MAX_WORK: usize = 200_000;
+
+/// Value of a folded series: `count` must be a non-negative integer (NaN otherwise, or when
+/// the evaluation would exceed [`MAX_WORK`]).
+pub fn approx_series(name: &str, body: &Expr, count: &Expr, env: &[(String, f64)], m: Mode) -> f64 {
+    let n = approx(count, env, m);
+    if !n.is_finite() || n < -1e-9 || n > MAX_WORK as f64 || (n - n.round()).abs() > 1e-9 {
+        return f64::NAN;
+    }
+    let n = n.round() as usize;
+    if (n + 1).saturating_mul(body.size()) > MAX_WORK {
+        return f64::NAN;
+    }
+    let mut env: Vec<(String, f64)> = env.to_vec();
+    env.push((INDEX_VAR.into(), 0.0));
+    let at = env.len() - 1;
+    let mut acc = if name == SERIES_ADD { 0.0 } else { 1.0 };
+    for t in 0..=n {
+        env[at].1 = t as f64;
+        let x = approx(body, &env, m);
+        if name == SERIES_ADD {
+            acc += x;
+        } else {
+            acc *= x;
+        }
+    }
+    acc
 }

@@ -6,6 +6,21 @@
 
 use crate::number::Rat;
 
+/// Function name of a folded sum (`series.rs` folds `a_0 + a_1 + \cdots + a_k` into it).
+pub const SERIES_ADD: &str = "__series_add";
+/// Function name of a folded product.
+pub const SERIES_MUL: &str = "__series_mul";
+/// The running index of a folded series (bound; never a free variable).
+pub const INDEX_VAR: &str = "__t";
+/// Name prefix of an indexed family `a_i`.
+pub const INDEXED: &str = "__ix:";
+
+/// True for the function names of folded series.
+pub fn is_series(name: &str) -> bool {
+    name == SERIES_ADD || name == SERIES_MUL
+}
+
+
 /// Named constants.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Const {
@@ -95,7 +110,7 @@ impl Expr {
     /// Collects the free variable names.
     pub fn vars(&self, out: &mut Vec<String>) {
         match self {
-            Expr::Sym(s) if s == crate::series::INDEX_VAR => {}
+            Expr::Sym(s) if s == INDEX_VAR => {}
             Expr::Sym(s) => {
                 if !out.contains(s) {
                     out.push(s.clone())

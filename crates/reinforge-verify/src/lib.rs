@@ -25,6 +25,7 @@
 //! (ellipsis sums and products), [`realset`], [`equiv`] (equivalence policies), [`verdict`],
 //! [`cli`].
 
+pub mod budget;
 pub mod canary;
 pub mod choice;
 pub mod cli;

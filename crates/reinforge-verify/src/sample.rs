@@ -1,7 +1,7 @@
 //! Numeric side of equivalence: closeness with decimal tolerance or rounding, evaluation at
 //! seeded random points, the exact rational re-check, and proportionality of relations.
 
-use crate::equiv::Ctx;
+use crate::budget::Ctx;
 use crate::eval::{approx, exact, Mode};
 use crate::expr::Expr;
 use crate::number;

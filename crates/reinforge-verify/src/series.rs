@@ -13,22 +13,14 @@
 //! Subscripted symbols `a_{k-1}` become the indexed family `Func("__ix:a", [k - 1])`, evaluated
 //! like an unknown function of the index, so `a_k + a_{k-1} + \ldots + a_0` and
 //! `a_0 + a_1 + \cdots + a_k` evaluate to the same value for every integer `k`. Evaluation
-//! ([`approx_series`]) needs the count to be a non-negative integer and is bounded by
+//! ([`approx_series`], in `eval.rs` with the expression's other values) needs the count to be a non-negative integer and is bounded by
 //! [`MAX_WORK`] node evaluations, so adversarial counts answer NaN instead of running long.
 
 use crate::eval::{approx, Mode};
 use crate::expr::Expr;
 
-/// Function name of a folded sum.
-pub const SERIES_ADD: &str = "__series_add";
-/// Function name of a folded product.
-pub const SERIES_MUL: &str = "__series_mul";
-/// The running index of a folded series (bound; never a free variable).
-pub const INDEX_VAR: &str = "__t";
-/// Name prefix of an indexed family `a_i`.
-pub const INDEXED: &str = "__ix:";
-/// Most term evaluations times template size one series evaluation may cost.
-pub const MAX_WORK: usize = 200_000;
+pub use crate::eval::{approx_series, MAX_WORK};
+pub use crate::expr::{is_series, INDEXED, INDEX_VAR, SERIES_ADD, SERIES_MUL};
 
 fn is_ellipsis(e: &Expr) -> bool {
     matches!(e, Expr::Sym(s) if s == "...")
@@ -37,11 +29,6 @@ fn is_ellipsis(e: &Expr) -> bool {
 /// True if some sum or product contains an ellipsis placeholder.
 pub fn has_ellipsis(e: &Expr) -> bool {
     e.any(&|x| matches!(x, Expr::Add(v) | Expr::Mul(v) if v.iter().any(is_ellipsis)))
-}
-
-/// True for the function names of folded series.
-pub fn is_series(name: &str) -> bool {
-    name == SERIES_ADD || name == SERIES_MUL
 }
 
 /// Integers, symbols and sums/products/negations of them: what an index position may hold.
@@ -284,33 +271,6 @@ fn fold_run(v: &[Expr], add: bool) -> Option<Expr> {
         (_, true) => Expr::Add(out),
         (_, false) => Expr::Mul(out),
     })
-}
-
-/// Value of a folded series: `count` must be a non-negative integer (NaN otherwise, or when
-/// the evaluation would exceed [`MAX_WORK`]).
-pub fn approx_series(name: &str, body: &Expr, count: &Expr, env: &[(String, f64)], m: Mode) -> f64 {
-    let n = approx(count, env, m);
-    if !n.is_finite() || n < -1e-9 || n > MAX_WORK as f64 || (n - n.round()).abs() > 1e-9 {
-        return f64::NAN;
-    }
-    let n = n.round() as usize;
-    if (n + 1).saturating_mul(body.size()) > MAX_WORK {
-        return f64::NAN;
-    }
-    let mut env: Vec<(String, f64)> = env.to_vec();
-    env.push((INDEX_VAR.into(), 0.0));
-    let at = env.len() - 1;
-    let mut acc = if name == SERIES_ADD { 0.0 } else { 1.0 };
-    for t in 0..=n {
-        env[at].1 = t as f64;
-        let x = approx(body, &env, m);
-        if name == SERIES_ADD {
-            acc += x;
-        } else {
-            acc *= x;
-        }
-    }
-    acc
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
-//! Every registered policy loss (`grpo.policy_loss`, `reinforge_torch::loss::PolicyLossKind`)
+//! Every registered policy loss (`grpo.policy_loss`, `reinforge_torch::train::loss::PolicyLossKind`)
 //! runs the default experiment end to end on tiny settings, with finite metrics.
 
 use std::process::Command;
 
-use reinforge_torch::loss::PolicyLossKind;
+use reinforge_torch::train::loss::PolicyLossKind;
 use serde_json::Value;
 
 /// A tiny version of the default experiment: short SFT and two GRPO iterations, each with two

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -19,9 +19,9 @@ use tokio::sync::mpsc;
 use super::engine::{Event, QueueFull, Submission, WeightInfo};
 use super::error::OpenAiError;
 use super::request::{self, Endpoint, GenRequest};
-use super::respond::{self, Delta, Header};
+use super::respond::{self, with_version, Delta, Header};
 use super::text::{Choice, Detok};
-use super::{Policy, WEIGHT_VERSION_HEADER};
+use super::Policy;
 use crate::AppState;
 
 fn policy(state: &AppState) -> Result<Arc<Policy>, OpenAiError> {
@@ -31,14 +31,6 @@ fn policy(state: &AppState) -> Result<Arc<Policy>, OpenAiError> {
             "this server serves no model (--model)",
         )
     })
-}
-
-/// Adds the weight-version header.
-pub fn with_version(mut resp: Response, version: &str) -> Response {
-    if let Ok(v) = HeaderValue::from_str(version) {
-        resp.headers_mut().insert(WEIGHT_VERSION_HEADER, v);
-    }
-    resp
 }
 
 fn model_card(p: &Policy) -> Value {

@@ -6,10 +6,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use axum::http::HeaderValue;
+use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 use super::request::{Endpoint, GenRequest};
 use super::text::{Choice, Detok};
+use super::WEIGHT_VERSION_HEADER;
 
 /// Identity of one response: id, creation time, model, weight version.
 #[derive(Debug, Clone)]
@@ -308,4 +311,12 @@ pub fn usage_chunk(req: &GenRequest, h: &Header, choices: &[Choice]) -> Value {
     body.insert("choices".into(), json!([]));
     body.insert("usage".into(), usage(req, choices));
     Value::Object(body)
+}
+
+/// Adds the weight-version header.
+pub fn with_version(mut resp: Response, version: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(version) {
+        resp.headers_mut().insert(WEIGHT_VERSION_HEADER, v);
+    }
+    resp
 }

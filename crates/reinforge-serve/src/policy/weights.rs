@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::engine::{PauseMode, PauseOutcome};
 use super::error::{OaiJson, OpenAiError};
-use super::generate::with_version;
+use super::respond::with_version;
 use super::Policy;
 use crate::AppState;
 

@@ -9,7 +9,7 @@ pub mod real_model;
 use std::path::PathBuf;
 use std::process::Command;
 
-use reinforge_torch::model::{positions_from_mask, ForwardInput};
+use reinforge_torch::model::transformer::{positions_from_mask, ForwardInput};
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::Policy;
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use reinforge_rl::AdvantageConfig;
-use reinforge_torch::rl::{UpdateConfig, ValueConfig};
+use reinforge_torch::train::rl::{UpdateConfig, ValueConfig};
 use serde_json::Value;
 use tch::{Kind, Tensor};
 

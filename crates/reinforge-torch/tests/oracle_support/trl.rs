@@ -14,11 +14,11 @@ use reinforge_rl::overlong::{
     trl_soft_overlong_punishment, verl_dapo_overlong_penalty, verl_dapo_overlong_penalty_f32,
 };
 use reinforge_rl::{AdvantageConfig, Estimator, Groups};
-use reinforge_torch::loss::agg::GlobalBatchInfo;
-use reinforge_torch::loss::kl::kl_penalty;
-use reinforge_torch::loss::policy::NO_DUAL_CLIP;
-use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind};
-use reinforge_torch::rl::{policy_objective, MiniBatchInputs, ObjectiveStats, UpdateConfig};
+use reinforge_torch::train::loss::agg::GlobalBatchInfo;
+use reinforge_torch::train::loss::kl::kl_penalty;
+use reinforge_torch::train::loss::policy::NO_DUAL_CLIP;
+use reinforge_torch::train::loss::{AggMode, KlPenalty, PolicyLossKind};
+use reinforge_torch::train::rl::{policy_objective, MiniBatchInputs, ObjectiveStats, UpdateConfig};
 use serde_json::Value;
 use tch::{Kind, Tensor};
 

@@ -1,14 +1,14 @@
 //! verl fixtures: advantage estimators (`reinforge_rl`), `agg_loss`, KL / entropy and the policy
-//! losses (`reinforge_torch::loss`). Gradients come from tch autograd on f64 tensors.
+//! losses (`reinforge_torch::train::loss`). Gradients come from tch autograd on f64 tensors.
 
 use reinforge_rl::{estimate, AdvantageConfig, Estimator, EstimatorInputs, EstimatorParams};
-use reinforge_torch::loss::agg::{agg_loss, agg_normalisation, AggMode, GlobalBatchInfo};
-use reinforge_torch::loss::kl::{
+use reinforge_torch::train::loss::agg::{agg_loss, agg_normalisation, AggMode, GlobalBatchInfo};
+use reinforge_torch::train::loss::kl::{
     compute_entropy_loss, compute_rewards, entropy_from_logits, kl_penalty, KlPenalty,
 };
-use reinforge_torch::loss::policy::VerlPolicyConfig;
-use reinforge_torch::loss::PolicyLossKind;
-use reinforge_torch::rl::{
+use reinforge_torch::train::loss::policy::VerlPolicyConfig;
+use reinforge_torch::train::loss::PolicyLossKind;
+use reinforge_torch::train::rl::{
     policy_objective, value_objective, MiniBatchInputs, UpdateConfig, ValueConfig, ValueInputs,
 };
 use std::collections::BTreeMap;

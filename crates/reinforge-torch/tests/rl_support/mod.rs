@@ -1,8 +1,8 @@
 //! What the tests of the RL update share: GRPO's update settings, the base each test adjusts.
 
-use reinforge_torch::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
-use reinforge_torch::loss::{AggMode, KlPenalty, PolicyLossKind};
-use reinforge_torch::rl::UpdateConfig;
+use reinforge_torch::train::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
+use reinforge_torch::train::loss::{AggMode, KlPenalty, PolicyLossKind};
+use reinforge_torch::train::rl::UpdateConfig;
 
 /// GRPO's update as verl runs it, the base every replayed case adjusts: PPO-clip (`vanilla`, no
 /// dual clip) with clip range `[1 - epsilon_low, 1 + epsilon_high]`, token-mean, no KL or

@@ -1,6 +1,6 @@
 //! `[ppo]`: PPO's critic, GAE and KL in the reward.
 
-use reinforge_torch::loss::KlPenalty;
+use reinforge_torch::train::loss::KlPenalty;
 use serde::{Deserialize, Serialize};
 
 use super::RlConfig;

@@ -6,7 +6,7 @@
 //! student's own samples (on-policy), otherwise, as GKD's `training_step`, the teacher's
 //! samples (`seq_kd`) or the data's `completion` column. The teacher scores the same tokens
 //! without gradient and the student takes one optimizer step on the generalised JSD
-//! (`reinforge_torch::distill::step`). The step's coin and sampling noise are seeded by
+//! (`reinforge_torch::train::distill::step`). The step's coin and sampling noise are seeded by
 //! `(seed, step)`, so a resumed run draws what an uninterrupted one draws. Student and
 //! teacher must share the tokenizer (the same vocabulary, id for id).
 
@@ -16,8 +16,8 @@ use anyhow::{bail, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reinforge_tasks::read_records;
-use reinforge_torch::distill::{self as tensor, Divergences, Rows, TopKScores};
-use reinforge_torch::loss::distill::Jsd;
+use reinforge_torch::train::distill::{self as tensor, Divergences, Rows, TopKScores};
+use reinforge_torch::train::loss::distill::Jsd;
 use reinforge_torch::{Policy, SamplingParams};
 use serde::Serialize;
 

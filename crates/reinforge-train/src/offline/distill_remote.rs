@@ -6,7 +6,7 @@
 //! `reinforge serve --model` and vLLM answer it.
 
 use anyhow::{bail, Context, Result};
-use reinforge_torch::distill::TopKScores;
+use reinforge_torch::train::distill::TopKScores;
 use serde_json::{json, Value};
 
 use crate::config::RolloutConfig;

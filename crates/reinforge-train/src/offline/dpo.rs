@@ -4,8 +4,8 @@
 //! so no frozen copy is kept and a resumed run uses the same ones.
 
 use anyhow::Result;
-use reinforge_torch::loss::dpo::{DpoConfig, PairMetrics};
-use reinforge_torch::preference::dpo::{self, DpoData, PairRefs};
+use reinforge_torch::train::loss::dpo::{DpoConfig, PairMetrics};
+use reinforge_torch::train::preference::dpo::{self, DpoData, PairRefs};
 use reinforge_torch::{Memory, Policy};
 use serde::Serialize;
 

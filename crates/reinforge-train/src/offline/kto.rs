@@ -1,5 +1,5 @@
 //! `train-kto`: preference optimisation on unpaired completions labelled desirable
-//! or undesirable, with TRL's KTO (`reinforge_torch::loss::kto`), through the one trainer.
+//! or undesirable, with TRL's KTO (`reinforge_torch::train::loss::kto`), through the one trainer.
 //!
 //! Follows TRL's `KTOTrainer` (trl 1.16.0) where its data handling shapes the numbers:
 //! - paired rows are unpaired as `unpair_preference_dataset` does (per chunk of 1000 rows, the
@@ -15,9 +15,9 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 use reinforge_tasks::read_records;
-use reinforge_torch::loss::kto::KtoConfig;
-use reinforge_torch::preference::kto::{self, KtoData, KtoMetrics, KtoRefs};
-use reinforge_torch::preference::{Figures, Unpaired};
+use reinforge_torch::train::loss::kto::KtoConfig;
+use reinforge_torch::train::preference::kto::{self, KtoData, KtoMetrics, KtoRefs};
+use reinforge_torch::train::preference::{Figures, Unpaired};
 use reinforge_torch::{Memory, Policy};
 use serde::Serialize;
 use serde_json::Value;

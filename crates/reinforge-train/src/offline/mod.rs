@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use reinforge_torch::dist::broadcast_parameters;
-use reinforge_torch::preference::{Ranks, Update};
+use reinforge_torch::train::preference::{Ranks, Update};
 use reinforge_torch::{copy_aux_files, LoraConfig, Policy};
 
 use crate::dp::Dp;

@@ -3,8 +3,8 @@
 //! `preference::orpo`).
 
 use anyhow::Result;
-use reinforge_torch::preference::orpo::{self, OrpoMetrics};
-use reinforge_torch::preference::Figures;
+use reinforge_torch::train::preference::orpo::{self, OrpoMetrics};
+use reinforge_torch::train::preference::Figures;
 use reinforge_torch::Policy;
 use serde::{Deserialize, Serialize};
 
@@ -43,7 +43,7 @@ pub struct OrpoLine {
     pub step: usize,
     pub loss: f64,
     #[serde(flatten)]
-    pub pair: reinforge_torch::loss::dpo::PairMetrics,
+    pub pair: reinforge_torch::train::loss::dpo::PairMetrics,
     pub nll_loss: f64,
     pub log_odds_ratio: f64,
     pub log_odds_chosen: f64,

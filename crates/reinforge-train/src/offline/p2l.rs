@@ -10,7 +10,7 @@ mod train;
 
 use std::path::{Path, PathBuf};
 
-use reinforge_torch::loss::p2l::P2lLoss;
+use reinforge_torch::train::loss::p2l::P2lLoss;
 use serde::{Deserialize, Serialize};
 
 pub use leaderboard::{run, LeaderboardOptions};

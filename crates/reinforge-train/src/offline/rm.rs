@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use reinforge_hf::HfTokenizer;
-use reinforge_torch::preference::rm::{self as objective, RewardMetrics};
-use reinforge_torch::preference::{Figures, Pairs};
+use reinforge_torch::train::preference::rm::{self as objective, RewardMetrics};
+use reinforge_torch::train::preference::{Figures, Pairs};
 use reinforge_torch::{copy_aux_files, Device, LoadOptions, LoraConfig, Memory, RewardModel};
 use serde::Serialize;
 
@@ -55,7 +55,7 @@ pub fn lora_config(r: usize, alpha: f64) -> LoraConfig {
     LoraConfig {
         r,
         alpha,
-        target_modules: reinforge_torch::lora::TARGET_MODULES
+        target_modules: reinforge_torch::model::lora::TARGET_MODULES
             .iter()
             .map(|m| m.to_string())
             .collect(),

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use reinforge_torch::sft::{nll_sum, sft_batch, sft_step};
+use reinforge_torch::train::sft::{nll_sum, sft_batch, sft_step};
 use reinforge_torch::{LoraConfig, Memory, Policy, SequenceBatch};
 use serde::Serialize;
 

@@ -8,7 +8,7 @@ use reinforge_rl::advantage::outcome::outcome_advantages;
 use reinforge_rl::advantage::ragged::{gae_targets, token_rewards};
 use reinforge_rl::stats::{explained_variance, token_mean};
 use reinforge_rl::{EstimatorParams, Groups};
-use reinforge_torch::rl::{Advantages, Packed};
+use reinforge_torch::train::rl::{Advantages, Packed};
 
 use super::settings::StepSettings;
 use super::shard::Shard;

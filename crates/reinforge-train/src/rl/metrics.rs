@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Result;
 use reinforge_reward::integrity::{Flagged, StepCounts};
 use reinforge_rl::{GroupStats, Groups};
-use reinforge_torch::rl::{LogprobGap, Updated};
+use reinforge_torch::train::rl::{LogprobGap, Updated};
 use serde::{Deserialize, Serialize};
 
 use super::advantage::CriticScores;

@@ -1,8 +1,8 @@
 //! [`StepSettings`]: everything an RL step reads that does not change during a phase, built
 //! once when the phase starts (the update and critic settings used to be rebuilt every step).
 
-use reinforge_torch::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
-use reinforge_torch::rl::{PackOptions, UpdateConfig, ValueConfig};
+use reinforge_torch::train::loss::policy::{VerlPolicyConfig, NO_DUAL_CLIP};
+use reinforge_torch::train::rl::{PackOptions, UpdateConfig, ValueConfig};
 use reinforge_torch::Memory;
 
 use crate::config::{PpoConfig, RlConfig, GAE};

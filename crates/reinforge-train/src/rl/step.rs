@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use reinforge_torch::rl::{self, Learner, PackModels, RankRows, RolloutRef, UpdatePlan};
+use reinforge_torch::train::rl::{self, Learner, PackModels, RankRows, RolloutRef, UpdatePlan};
 
 use super::advantage;
 use super::metrics::{self, StepMetrics, StepRecord};

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::Result;
-use reinforge_torch::model::Transformer;
-use reinforge_torch::sampling::{
+use reinforge_torch::model::transformer::Transformer;
+use reinforge_torch::sample::{
     empty_completion, generate_with, Completion, GenerateHooks, RowRng,
 };
 use reinforge_torch::Device;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use reinforge_torch::optim::Moments;
+use reinforge_torch::train::optim::Moments;
 use reinforge_torch::{AdamW, Policy};
 
 use super::critic::CriticState;

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use reinforge_torch::value::CRITIC_WEIGHTS_FILE;
+use reinforge_torch::model::value::CRITIC_WEIGHTS_FILE;
 use reinforge_torch::{AdamW, AdamWConfig, Critic, Policy};
 
 use crate::config::PpoConfig;

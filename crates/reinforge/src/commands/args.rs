@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 use reinforge_tasks::{DataColumns, PromptFormat};
-use reinforge_torch::checkpoint::LoadOptions;
+use reinforge_torch::model::checkpoint::LoadOptions;
 use reinforge_torch::runtime::resolve_device;
 use reinforge_torch::Kind;
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::loss::distill::Jsd;
+use reinforge_torch::train::loss::distill::Jsd;
 use reinforge_torch::SamplingParams;
 use reinforge_train::loaded::ModelSource;
 use reinforge_train::offline::distill::{DistillOptions, Teacher};

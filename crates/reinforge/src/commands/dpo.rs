@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::loss::dpo::{DpoConfig, DpoLoss, FDivergence};
+use reinforge_torch::train::loss::dpo::{DpoConfig, DpoLoss, FDivergence};
 use reinforge_train::offline::dpo::DpoOptions;
 
 use super::offline::OfflineArgs;

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::loss::kto::{KtoConfig, KtoLoss};
+use reinforge_torch::train::loss::kto::{KtoConfig, KtoLoss};
 use reinforge_train::offline::kto::KtoOptions;
 
 use super::offline::OfflineArgs;

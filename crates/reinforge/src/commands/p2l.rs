@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::loss::p2l::P2lLoss;
+use reinforge_torch::train::loss::p2l::P2lLoss;
 use reinforge_train::offline::p2l::{self, LeaderboardOptions, TrainOptions};
 
 use super::args::{count, ModelArgs};

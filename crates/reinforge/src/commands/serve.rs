@@ -11,8 +11,8 @@ use reinforge_hf::HfTokenizer;
 use reinforge_serve::policy::backend::{
     Batch, Finish, Generator, PromptScore, Sequence, StepControl, StepToken, StepTokens,
 };
-use reinforge_torch::checkpoint::LoadOptions;
-use reinforge_torch::logprobs::scored_positions;
+use reinforge_torch::model::checkpoint::LoadOptions;
+use reinforge_torch::train::logprobs::scored_positions;
 use reinforge_torch::{generate_with, GenerateHooks, Policy, RowEnd, SamplingParams};
 
 use super::args::parse_dtype;

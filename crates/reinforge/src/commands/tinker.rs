@@ -22,8 +22,8 @@ use reinforge_serve::policy::backend::{
 use reinforge_serve::tinker::backend::{
     AdamParams, Datum, ForwardOutput, Lora, LossFn, TinkerBackend,
 };
-use reinforge_torch::checkpoint::LoadOptions;
-use reinforge_torch::tinker::{self as tt, TinkerModel};
+use reinforge_torch::model::checkpoint::LoadOptions;
+use reinforge_torch::train::tinker::{self as tt, TinkerModel};
 use reinforge_torch::{generate_with, GenerateHooks, Policy, RowEnd, SamplingParams, SharedPolicy};
 
 /// The Tinker flags of `reinforge serve`.
@@ -264,7 +264,7 @@ impl TinkerBackend for TorchTinker {
 /// of [`TorchTinker`]), ends a row on a stop token or as soon as its text completes a stop
 /// string, and seeds a seeded batch (which runs alone) under
 /// `reinforge_torch::runtime::with_seed`, so it draws what the one-request path
-/// (`reinforge_torch::tinker::sample`) draws.
+/// (`reinforge_torch::train::tinker::sample`) draws.
 pub struct TinkerSampler {
     base: Arc<SharedPolicy>,
     snapshots: Snapshots,

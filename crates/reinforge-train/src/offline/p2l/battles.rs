@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use reinforge_tasks::data::Prompt;
 use reinforge_tasks::{read_records, DataColumns, PromptFormat};
-use reinforge_torch::loss::p2l::P2lLoss;
+use reinforge_torch::train::loss::p2l::P2lLoss;
 
 /// One battle with its prompt, as read from a file.
 pub struct Battle {

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use reinforge_eval::p2l::{bootstrap_means, route, ELO_PER_NAT};
 use reinforge_hf::HfTokenizer;
 use reinforge_tasks::data::Prompt;
-use reinforge_torch::p2l::P2lModel;
+use reinforge_torch::model::p2l::P2lModel;
 
 use super::battles::read_prompts;
 use super::{model_dir, P2lConfig, P2L_CONFIG};

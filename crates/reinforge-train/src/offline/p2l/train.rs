@@ -12,8 +12,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use reinforge_tasks::data::Prompt;
 use reinforge_torch::copy_aux_files;
-use reinforge_torch::loss::p2l::P2lLoss;
-use reinforge_torch::p2l::{GlobalFit, P2lModel};
+use reinforge_torch::train::loss::p2l::P2lLoss;
+use reinforge_torch::model::p2l::{GlobalFit, P2lModel};
 use serde::{Deserialize, Serialize};
 
 use super::battles::{encode, models_of, read_battles, Encoded};

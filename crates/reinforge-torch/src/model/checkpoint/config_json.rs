@@ -1,0 +1,430 @@
+//! Reading and writing HF `config.json` files, and the key policy.
+//!
+//! Policy for keys of a `config.json`:
+//! - fields of [`ModelConfig`] are read (with transformers' per-family defaults for the ones
+//!   that change the math when absent: Qwen3 `head_dim` 128, Mistral `sliding_window` 4096,
+//!   Qwen2/3 `max_window_layers` 28 — `configuration_*.py`, transformers 5.23);
+//! - RoPE may be given as transformers 4.x `rope_theta` + `rope_scaling` or 5.x
+//!   `rope_parameters`; types `default`, `linear`, `llama3` are supported, others are errors;
+//! - [`HARMLESS`] keys do not change the forward pass; they are kept verbatim in
+//!   [`ModelConfig::extra`] and written back on save. A few of them are checked where a value
+//!   would change the math (`attention_dropout` must be 0, `partial_rotary_factor` 1);
+//! - anything else is an error naming the key, unless `allow_unknown` (then it is kept in
+//!   `extra` like a harmless key).
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Map, Value};
+
+use crate::model::config::{Family, ModelConfig, RopeScaling};
+
+/// Reading and writing a [`ModelConfig`] as a checkpoint's `config.json` live here, beside the
+/// key policy, so the config types import nothing from the checkpoint module.
+impl ModelConfig {
+    /// Reads and validates an HF `config.json`, rejecting unknown keys (see [`parse`] for the
+    /// policy and an opt-out).
+    pub fn load(path: &Path) -> Result<Self> {
+        read(path, false)
+    }
+
+    /// Writes an HF `config.json` that transformers and vLLM load (`architectures`,
+    /// `model_type`, `torch_dtype`/`dtype` = `dtype`, ...). `dtype` is the weights' dtype name
+    /// (`float32`, `bfloat16`, `float16`).
+    pub fn save(&self, path: &Path, dtype: &str) -> Result<()> {
+        write(self, path, dtype)
+    }
+}
+
+/// Keys read into [`ModelConfig`] fields.
+const FIELDS: &[&str] = &[
+    "model_type",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "rms_norm_eps",
+    "rope_theta",
+    "rope_scaling",
+    "tie_word_embeddings",
+    "attention_bias",
+    "mlp_bias",
+    "hidden_act",
+    "sliding_window",
+    "use_sliding_window",
+    "max_window_layers",
+    "layer_types",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+];
+
+/// Keys that do not change the forward pass (metadata, tokenizer ids, generation defaults, init
+/// scale, training-only switches at their inference value). Kept and written back verbatim.
+/// The list is every attribute that transformers' `PretrainedConfig` (4.46 and 5.23) and the
+/// Llama/Qwen2/Qwen3/Mistral configuration classes write (`to_json_string(use_diff=False)`;
+/// the fixtures in `fixtures/hf/configs`), plus keys GGUF conversion and original
+/// SmolLM2/nanotron exports add. Values that would change the math are checked in
+/// [`check_harmless`].
+pub const HARMLESS: &[&str] = &[
+    // Metadata and bookkeeping.
+    "_name_or_path",
+    "_model_name_or_path",
+    "_attn_implementation_autoset",
+    "_attn_implementation",
+    "attn_implementation",
+    "transformers_version",
+    "auto_map",
+    "tokenizer_class",
+    "id2label",
+    "label2id",
+    "finetuning_task",
+    "problem_type",
+    "task_specific_params",
+    "prefix",
+    "is_llama_config",
+    // Output and runtime switches (what is returned, not what is computed).
+    "use_cache",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "torchscript",
+    "use_bfloat16",
+    "tf_legacy_loss",
+    "chunk_size_feed_forward",
+    "is_decoder",
+    "is_encoder_decoder",
+    "tie_encoder_decoder",
+    "cross_attention_hidden_size",
+    // Training-only (checked: must be at the inference value) and init scale.
+    "initializer_range",
+    "pretraining_tp",
+    "attention_dropout",
+    "partial_rotary_factor",
+    "add_cross_attention",
+    "pruned_heads",
+    "rope_interleaved",
+    // Token ids the tokenizer and generation use; the forward pass does not.
+    "unk_token_id",
+    "sep_token_id",
+    "decoder_start_token_id",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    // Generation defaults (4.x wrote them into config.json).
+    "max_length",
+    "min_length",
+    "do_sample",
+    "early_stopping",
+    "num_beams",
+    "num_beam_groups",
+    "diversity_penalty",
+    "temperature",
+    "top_p",
+    "top_k",
+    "typical_p",
+    "repetition_penalty",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "bad_words_ids",
+    "num_return_sequences",
+    "output_scores",
+    "return_dict_in_generate",
+    "remove_invalid_values",
+    "exponential_decay_length_penalty",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "original_max_position_embeddings",
+];
+
+/// Keys consumed here and regenerated on save.
+const REGENERATED: &[&str] = &["architectures", "rope_parameters", "torch_dtype", "dtype"];
+
+/// Reads `path` and parses it with [`parse`]; errors name the file.
+pub fn read(path: &Path, allow_unknown: bool) -> Result<ModelConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let value: Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    parse(&value, allow_unknown).with_context(|| format!("invalid model config {}", path.display()))
+}
+
+/// The weights' dtype a `config.json` states (`dtype`, else `torch_dtype`), if any.
+pub fn stored_dtype(path: &Path) -> Result<Option<String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let value: Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    Ok(["dtype", "torch_dtype"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(Value::as_str).map(String::from)))
+}
+
+/// Applies the key policy to a parsed `config.json` and validates the result.
+pub fn parse(value: &Value, allow_unknown: bool) -> Result<ModelConfig> {
+    let obj = value
+        .as_object()
+        .ok_or_else(|| anyhow!("config.json must hold a JSON object"))?;
+    let family = family_of(obj)?;
+    let mut fields = Map::new();
+    let mut extra = Map::new();
+    for (key, v) in obj {
+        let key = key.as_str();
+        if FIELDS.contains(&key) {
+            if key.ends_with("_token_id") && v.is_array() {
+                // Llama 3 lists several end tokens; the model math does not use them.
+                extra.insert(key.into(), v.clone());
+            } else if !v.is_null() {
+                fields.insert(key.into(), v.clone());
+            }
+        } else if HARMLESS.contains(&key) || allow_unknown && !REGENERATED.contains(&key) {
+            extra.insert(key.into(), v.clone());
+        } else if !REGENERATED.contains(&key) {
+            bail!(
+                "unknown config key `{key}`: reinforge's {} implementation does not read it and \
+                 it is not on the list of known-harmless keys (allow unknown config keys to ignore it)",
+                family.model_type()
+            );
+        }
+    }
+    check_harmless(obj)?;
+    fields.insert("model_type".into(), json!(family.model_type()));
+    family_defaults(family, obj, &mut fields);
+    let rope = rope_from(obj, &fields)?;
+    fields.remove("rope_scaling");
+    if let Some(theta) = rope.0 {
+        fields.insert("rope_theta".into(), json!(theta));
+    }
+    if family == Family::Qwen2 {
+        // Qwen2's q/k/v bias is not a config switch (`Qwen2Attention`, transformers 5.23).
+        fields.remove("attention_bias");
+    }
+    let mut cfg: ModelConfig =
+        serde_json::from_value(Value::Object(fields)).map_err(|e| anyhow!("config.json: {e}"))?;
+    cfg.rope_scaling = rope.1;
+    cfg.extra = extra;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// The family from `model_type`, cross-checked with `architectures` when both are present.
+fn family_of(obj: &Map<String, Value>) -> Result<Family> {
+    let arch = match obj.get("architectures") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => a[0].as_str(),
+        Some(other) => bail!("config key `architectures` must list one class name, got {other}"),
+    };
+    let model_type = obj.get("model_type").and_then(Value::as_str);
+    match (model_type, arch) {
+        (Some(mt), Some(a)) => {
+            let family =
+                Family::from_model_type(mt).with_context(|| format!("architectures = [{a:?}]"))?;
+            let by_arch =
+                Family::from_architecture(a).with_context(|| format!("model_type = {mt:?}"))?;
+            if by_arch != family {
+                bail!("config keys disagree: architectures = [{a:?}] but model_type = {mt:?}");
+            }
+            Ok(family)
+        }
+        (Some(mt), None) => Family::from_model_type(mt),
+        (None, Some(a)) => Family::from_architecture(a),
+        (None, None) => bail!("config.json names no architecture: `model_type` is missing"),
+    }
+}
+
+/// Harmless keys whose value would change the math if it were not the inference default.
+fn check_harmless(obj: &Map<String, Value>) -> Result<()> {
+    let must_be_off = [
+        ("add_cross_attention", "cross-attention"),
+        ("rope_interleaved", "interleaved (GPT-J style) RoPE"),
+    ];
+    for (key, what) in must_be_off {
+        if obj.get(key).and_then(Value::as_bool) == Some(true) {
+            bail!("config key `{key}` = true is not supported ({what} is not implemented)");
+        }
+    }
+    if let Some(Value::Object(heads)) = obj.get("pruned_heads") {
+        if !heads.is_empty() {
+            bail!(
+                "config key `pruned_heads` is not empty: pruned attention heads are not supported"
+            );
+        }
+    }
+    if let Some(p) = obj.get("attention_dropout").and_then(Value::as_f64) {
+        if p != 0.0 {
+            bail!(
+                "config key `attention_dropout` = {p} is not supported (reinforge has no dropout)"
+            );
+        }
+    }
+    let partial = obj.get("partial_rotary_factor").or_else(|| {
+        obj.get("rope_parameters")
+            .and_then(|r| r.get("partial_rotary_factor"))
+    });
+    if let Some(f) = partial.and_then(Value::as_f64) {
+        if f != 1.0 {
+            bail!("config key `partial_rotary_factor` = {f} is not supported (only full rotary)");
+        }
+    }
+    Ok(())
+}
+
+/// transformers' class defaults for absent keys that change the math (`configuration_*.py`,
+/// transformers 5.23).
+fn family_defaults(family: Family, obj: &Map<String, Value>, fields: &mut Map<String, Value>) {
+    let mut default = |key: &str, v: Value| {
+        fields.entry(key.to_string()).or_insert(v);
+    };
+    match family {
+        Family::Llama => {
+            default("max_position_embeddings", json!(2048));
+        }
+        Family::Qwen2 | Family::Qwen3 => {
+            default("max_position_embeddings", json!(32768));
+            default("max_window_layers", json!(28));
+            if family == Family::Qwen3 {
+                default("head_dim", json!(128));
+            }
+        }
+        Family::Mistral => {
+            default("max_position_embeddings", json!(4096 * 32));
+            // 4096 only when the key is absent; `null` switches the window off.
+            if !obj.contains_key("sliding_window") {
+                default("sliding_window", json!(4096));
+            }
+        }
+    }
+}
+
+/// `(rope_theta, rope_scaling)` from 4.x keys or a 5.x `rope_parameters` object.
+fn rope_from(
+    obj: &Map<String, Value>,
+    fields: &Map<String, Value>,
+) -> Result<(Option<f64>, Option<RopeScaling>)> {
+    let key = match obj.get("rope_parameters") {
+        Some(Value::Object(_)) => "rope_parameters",
+        _ => "rope_scaling",
+    };
+    let (theta, scaling) = match obj.get("rope_parameters") {
+        Some(Value::Object(p)) => {
+            if p.values().any(Value::is_object) {
+                bail!("config key `rope_parameters`: per-layer-type RoPE is not supported");
+            }
+            let theta = p.get("rope_theta").and_then(Value::as_f64);
+            let mut rest = p.clone();
+            rest.remove("rope_theta");
+            rest.remove("partial_rotary_factor");
+            (
+                theta.or_else(|| fields.get("rope_theta").and_then(Value::as_f64)),
+                rest,
+            )
+        }
+        Some(Value::Null) | None => {
+            let theta = fields.get("rope_theta").and_then(Value::as_f64);
+            match obj.get("rope_scaling") {
+                Some(Value::Object(s)) => (theta, s.clone()),
+                Some(Value::Null) | None => (theta, Map::new()),
+                Some(other) => bail!("config key `rope_scaling` must be an object, got {other}"),
+            }
+        }
+        Some(other) => bail!("config key `rope_parameters` must be an object, got {other}"),
+    };
+    let rope_type = scaling
+        .get("rope_type")
+        .or_else(|| scaling.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    if rope_type == "default" {
+        return Ok((theta, None));
+    }
+    let mut rs: RopeScaling = serde_json::from_value(Value::Object(scaling.clone()))
+        .map_err(|e| anyhow!("config key `{key}` (rope_type {rope_type:?}): {e}"))?;
+    rs.validate(key)?;
+    if rs.rope_type == "llama3" {
+        // HF gives a top-level `original_max_position_embeddings` priority, then defaults to
+        // `max_position_embeddings` (`standardize_rope_params`, transformers 5.23).
+        let top = obj
+            .get("original_max_position_embeddings")
+            .and_then(Value::as_u64);
+        let max_pos = fields
+            .get("max_position_embeddings")
+            .and_then(Value::as_u64);
+        rs.original_max_position_embeddings = top
+            .map(|v| v as usize)
+            .or(rs.original_max_position_embeddings)
+            .or(max_pos.map(|v| v as usize));
+    }
+    Ok((theta, Some(rs)))
+}
+
+/// Writes `cfg` as an HF `config.json`: `cfg.extra` first, then every field in transformers
+/// 4.x layout (`rope_theta` + `rope_scaling`, which transformers 5.x and vLLM also read), and
+/// `dtype` / `torch_dtype` (5.x / 4.x spelling).
+pub fn write(cfg: &ModelConfig, path: &Path, dtype: &str) -> Result<()> {
+    let family = cfg.family()?;
+    let mut m = cfg.extra.clone();
+    let mut put = |k: &str, v: Value| {
+        m.insert(k.to_string(), v);
+    };
+    put("architectures", json!([family.architecture()]));
+    put("model_type", json!(family.model_type()));
+    put("vocab_size", json!(cfg.vocab_size));
+    put("hidden_size", json!(cfg.hidden_size));
+    put("intermediate_size", json!(cfg.intermediate_size));
+    put("num_hidden_layers", json!(cfg.num_hidden_layers));
+    put("num_attention_heads", json!(cfg.num_attention_heads));
+    put("num_key_value_heads", json!(cfg.kv_heads()));
+    put("head_dim", json!(cfg.head_dim()));
+    put(
+        "max_position_embeddings",
+        json!(cfg.max_position_embeddings),
+    );
+    put("rms_norm_eps", json!(cfg.rms_norm_eps));
+    put("rope_theta", json!(cfg.rope_theta));
+    put("rope_scaling", serde_json::to_value(&cfg.rope_scaling)?);
+    put("tie_word_embeddings", json!(cfg.tie_word_embeddings));
+    put("hidden_act", json!(cfg.hidden_act));
+    match family {
+        Family::Llama => {
+            put("attention_bias", json!(cfg.attention_bias));
+            put("mlp_bias", json!(cfg.mlp_bias));
+        }
+        Family::Qwen3 => put("attention_bias", json!(cfg.attention_bias)),
+        Family::Qwen2 | Family::Mistral => {}
+    }
+    match family {
+        Family::Mistral => put("sliding_window", json!(cfg.sliding_window)),
+        Family::Qwen2 | Family::Qwen3 => {
+            put("sliding_window", json!(cfg.sliding_window));
+            put("use_sliding_window", json!(cfg.use_sliding_window));
+            put(
+                "max_window_layers",
+                json!(cfg.max_window_layers.unwrap_or(28)),
+            );
+            if let Some(types) = &cfg.layer_types {
+                put("layer_types", json!(types));
+            }
+        }
+        Family::Llama => {}
+    }
+    for (k, v) in [
+        ("bos_token_id", cfg.bos_token_id),
+        ("eos_token_id", cfg.eos_token_id),
+        ("pad_token_id", cfg.pad_token_id),
+    ] {
+        if let Some(id) = v {
+            put(k, json!(id));
+        }
+    }
+    put("dtype", json!(dtype));
+    put("torch_dtype", json!(dtype));
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(&Value::Object(m))? + "\n",
+    )
+    .with_context(|| format!("writing {}", path.display()))
+}

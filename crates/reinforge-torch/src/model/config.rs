@@ -1,0 +1,385 @@
+//! The model configuration, read from and written to an HF-style `config.json`.
+//!
+//! The struct is also the `[model]` table of reinforge's training TOML (serde derive, unknown
+//! keys rejected). Reading a real checkpoint's `config.json` goes through
+//! `checkpoint/config_json.rs`, which applies the key policy (harmless keys kept, keys
+//! that would change the math but are unsupported rejected by name) and accepts both the
+//! transformers 4.x (`rope_theta` + `rope_scaling`) and 5.x (`rope_parameters`) layouts.
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The decoder families this crate implements. They share one transformer; the differences
+/// (biases, q/k norms, sliding windows) are switches of [`ModelConfig`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// `LlamaForCausalLM` (Llama 2/3.x, and reinforge's own tiny models).
+    Llama,
+    /// `Qwen2ForCausalLM` (Qwen2, Qwen2.5): q/k/v bias always on, o_proj without bias.
+    Qwen2,
+    /// `Qwen3ForCausalLM`: per-head RMSNorm of queries and keys, explicit `head_dim`.
+    Qwen3,
+    /// `MistralForCausalLM`: optional sliding-window attention on every layer.
+    Mistral,
+}
+
+impl Family {
+    /// Every supported family, for error messages.
+    pub const ALL: [Family; 4] = [Family::Llama, Family::Qwen2, Family::Qwen3, Family::Mistral];
+
+    /// The family of an HF `model_type`, or an error naming it and the supported ones.
+    pub fn from_model_type(model_type: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.model_type() == model_type)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unsupported architecture: model_type `{model_type}`; supported: {}",
+                    Self::supported()
+                )
+            })
+    }
+
+    /// The family of an HF `architectures` entry (`LlamaForCausalLM`, ...).
+    pub fn from_architecture(arch: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.architecture() == arch)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unsupported architecture `{arch}`; supported: {}",
+                    Self::supported()
+                )
+            })
+    }
+
+    /// HF `model_type`.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Qwen2 => "qwen2",
+            Family::Qwen3 => "qwen3",
+            Family::Mistral => "mistral",
+        }
+    }
+
+    /// HF causal-LM class name, written into `architectures`.
+    pub fn architecture(self) -> &'static str {
+        match self {
+            Family::Llama => "LlamaForCausalLM",
+            Family::Qwen2 => "Qwen2ForCausalLM",
+            Family::Qwen3 => "Qwen3ForCausalLM",
+            Family::Mistral => "MistralForCausalLM",
+        }
+    }
+
+    fn supported() -> String {
+        Self::ALL
+            .map(|f| format!("{} ({})", f.architecture(), f.model_type()))
+            .join(", ")
+    }
+}
+
+/// RoPE frequency scaling (`rope_scaling` in transformers 4.x configs, the non-default part of
+/// `rope_parameters` in 5.x). Supported types: `linear` and `llama3`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RopeScaling {
+    /// `linear` or `llama3` (older configs spell the key `type`).
+    #[serde(alias = "type")]
+    pub rope_type: String,
+    pub factor: f64,
+    /// llama3 only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low_freq_factor: Option<f64>,
+    /// llama3 only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high_freq_factor: Option<f64>,
+    /// llama3: the pre-training context length (defaults to `max_position_embeddings`, as HF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_max_position_embeddings: Option<usize>,
+}
+
+/// Architecture hyper-parameters of a Llama/Qwen2/Qwen3/Mistral decoder, with the field names
+/// of Hugging Face `config.json` so real checkpoints' files read unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// `llama`, `qwen2`, `qwen3` or `mistral` (see [`Family`]).
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    /// Grouped-query attention: heads share key/value projections in groups. Defaults to
+    /// `num_attention_heads` (plain multi-head attention), as in HF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_key_value_heads: Option<usize>,
+    /// Defaults to `hidden_size / num_attention_heads` (Qwen3 configs always state it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim: Option<usize>,
+    #[serde(default = "default_max_pos")]
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_eps")]
+    pub rms_norm_eps: f64,
+    #[serde(default = "default_theta")]
+    pub rope_theta: f64,
+    /// RoPE frequency scaling (Llama 3.x uses `llama3`); `None` is plain RoPE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_scaling: Option<RopeScaling>,
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    /// Bias on the attention projections: q/k/v/o for Llama and Qwen3 (HF semantics). Qwen2
+    /// always has q/k/v bias and no o bias whatever this says; Mistral has none.
+    #[serde(default)]
+    pub attention_bias: bool,
+    /// Bias on the MLP projections (Llama only).
+    #[serde(default)]
+    pub mlp_bias: bool,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    /// Sliding attention window in tokens: keys more than `window - 1` positions back are
+    /// masked. Mistral applies it on every layer; Qwen2/Qwen3 only with `use_sliding_window`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<usize>,
+    /// Qwen2/Qwen3: whether `sliding_window` is used at all.
+    #[serde(default)]
+    pub use_sliding_window: bool,
+    /// Qwen2/Qwen3: layers at index `>=` this use the sliding window (when `layer_types` is
+    /// absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_window_layers: Option<usize>,
+    /// Qwen2/Qwen3 (transformers 5): `full_attention` or `sliding_attention` per layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_types: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bos_token_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eos_token_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pad_token_id: Option<i64>,
+    /// Keys of a loaded `config.json` that do not change the math (`transformers_version`,
+    /// `initializer_range`, a list-valued `eos_token_id`, ...), written back verbatim on save.
+    #[serde(skip)]
+    pub extra: Map<String, Value>,
+}
+
+fn default_model_type() -> String {
+    "llama".into()
+}
+fn default_max_pos() -> usize {
+    2048
+}
+fn default_eps() -> f64 {
+    1e-6
+}
+fn default_theta() -> f64 {
+    10_000.0
+}
+fn default_act() -> String {
+    "silu".into()
+}
+
+impl Default for ModelConfig {
+    /// A tiny Llama (vocab 512, hidden 64, 2 layers, 4 heads / 2 key-value heads): a
+    /// starting point for struct-update syntax, not a model anyone trains as is.
+    fn default() -> Self {
+        Self {
+            model_type: default_model_type(),
+            vocab_size: 512,
+            hidden_size: 64,
+            intermediate_size: 192,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: Some(2),
+            head_dim: None,
+            max_position_embeddings: default_max_pos(),
+            rms_norm_eps: default_eps(),
+            rope_theta: default_theta(),
+            rope_scaling: None,
+            tie_word_embeddings: false,
+            attention_bias: false,
+            mlp_bias: false,
+            hidden_act: default_act(),
+            sliding_window: None,
+            use_sliding_window: false,
+            max_window_layers: None,
+            layer_types: None,
+            bos_token_id: None,
+            eos_token_id: None,
+            pad_token_id: None,
+            extra: Map::new(),
+        }
+    }
+}
+
+impl ModelConfig {
+    /// The decoder family of `model_type` (an error names an unsupported one).
+    pub fn family(&self) -> Result<Family> {
+        Family::from_model_type(&self.model_type)
+    }
+
+    /// [`Self::family`] after [`Self::validate`] succeeded.
+    pub(crate) fn family_checked(&self) -> Family {
+        self.family().expect("model config validated")
+    }
+
+    /// Number of key/value heads (GQA groups).
+    pub fn kv_heads(&self) -> usize {
+        self.num_key_value_heads.unwrap_or(self.num_attention_heads)
+    }
+
+    /// Width of one attention head.
+    pub fn head_dim(&self) -> usize {
+        self.head_dim
+            .unwrap_or(self.hidden_size / self.num_attention_heads)
+    }
+
+    /// Whether q/k/v projections carry a bias.
+    pub fn qkv_bias(&self) -> bool {
+        match self.family_checked() {
+            Family::Qwen2 => true,
+            Family::Mistral => false,
+            Family::Llama | Family::Qwen3 => self.attention_bias,
+        }
+    }
+
+    /// Whether the output projection carries a bias.
+    pub fn o_bias(&self) -> bool {
+        match self.family_checked() {
+            Family::Qwen2 | Family::Mistral => false,
+            Family::Llama | Family::Qwen3 => self.attention_bias,
+        }
+    }
+
+    /// Whether queries and keys get a per-head RMSNorm (`q_norm`/`k_norm`, Qwen3).
+    pub fn qk_norm(&self) -> bool {
+        self.family_checked() == Family::Qwen3
+    }
+
+    /// The sliding window of layer `i`, `None` for full attention (HF semantics per family:
+    /// `MistralAttention`, and `Qwen2Config.__post_init__`'s `layer_types`, transformers 5.23).
+    pub fn layer_window(&self, i: usize) -> Option<usize> {
+        match self.family_checked() {
+            Family::Mistral => self.sliding_window,
+            Family::Qwen2 | Family::Qwen3 => {
+                let window = self.sliding_window.filter(|_| self.use_sliding_window)?;
+                let sliding = match &self.layer_types {
+                    Some(types) => types[i] == "sliding_attention",
+                    None => i >= self.max_window_layers.unwrap_or(0),
+                };
+                sliding.then_some(window)
+            }
+            Family::Llama => None,
+        }
+    }
+
+    /// Checks the invariants the implementation relies on, naming the offending field.
+    pub fn validate(&self) -> Result<()> {
+        let family = self.family()?;
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.kv_heads()),
+            ("max_position_embeddings", self.max_position_embeddings),
+            ("head_dim", self.head_dim()),
+        ];
+        for (name, v) in positive {
+            if v == 0 {
+                bail!("config field `{name}` must be positive, got 0");
+            }
+        }
+        if !self.num_attention_heads.is_multiple_of(self.kv_heads()) {
+            bail!(
+                "config field `num_key_value_heads` ({}) must divide `num_attention_heads` ({})",
+                self.kv_heads(),
+                self.num_attention_heads
+            );
+        }
+        if !self.head_dim().is_multiple_of(2) {
+            bail!(
+                "head dimension must be even for rotary embeddings, got {}",
+                self.head_dim()
+            );
+        }
+        if self.hidden_act != "silu" {
+            bail!(
+                "config field `hidden_act` must be \"silu\" (SwiGLU), got {:?}",
+                self.hidden_act
+            );
+        }
+        if self.mlp_bias && family != Family::Llama {
+            bail!(
+                "config field `mlp_bias` is only supported for llama, not {}",
+                self.model_type
+            );
+        }
+        if self.attention_bias && family == Family::Mistral {
+            bail!("config field `attention_bias` = true is not supported for mistral");
+        }
+        if self.sliding_window == Some(0) {
+            bail!("config field `sliding_window` must be positive, got 0");
+        }
+        if family == Family::Llama && self.sliding_window.is_some() {
+            bail!("config field `sliding_window` is not supported for llama");
+        }
+        if let Some(types) = &self.layer_types {
+            if types.len() != self.num_hidden_layers {
+                bail!(
+                    "config field `layer_types` has {} entries for {} layers",
+                    types.len(),
+                    self.num_hidden_layers
+                );
+            }
+            if let Some(bad) = types
+                .iter()
+                .find(|t| *t != "full_attention" && *t != "sliding_attention")
+            {
+                bail!("config field `layer_types`: unsupported layer type {bad:?}");
+            }
+        }
+        if let Some(rs) = &self.rope_scaling {
+            rs.validate("rope_scaling")?;
+        }
+        Ok(())
+    }
+}
+
+impl RopeScaling {
+    /// Checks the type and the parameters it needs, naming them under `key`: the config key
+    /// the file used (`rope_scaling` in 4.x layout, `rope_parameters` in 5.x).
+    pub fn validate(&self, key: &str) -> Result<()> {
+        match self.rope_type.as_str() {
+            "linear" => {}
+            "llama3" => {
+                for (field, v) in [
+                    ("low_freq_factor", self.low_freq_factor),
+                    ("high_freq_factor", self.high_freq_factor),
+                ] {
+                    if v.is_none() {
+                        bail!("config field `{key}.{field}` is required for rope_type llama3");
+                    }
+                }
+                if self.low_freq_factor == self.high_freq_factor {
+                    bail!("config fields `{key}.low_freq_factor` and `high_freq_factor` must differ");
+                }
+            }
+            other => bail!(
+                "config field `{key}.rope_type` = {other:?} is not supported (supported: default, linear, llama3)"
+            ),
+        }
+        if self.factor.is_nan() || self.factor <= 0.0 {
+            bail!(
+                "config field `{key}.factor` must be positive, got {}",
+                self.factor
+            );
+        }
+        Ok(())
+    }
+}
