@@ -140,35 +140,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auto_is_compact_exactly_when_the_run_bounds_its_memory() {
-        use crate::train::memory::Memory;
-        let plain = Memory::default();
-        assert_eq!(plain.heap, HeapPolicy::Auto, "auto is the default");
-        assert_eq!(plain.heap_policy(), HeapPolicy::Reuse);
-        let budget = Memory {
-            max_tokens_per_microbatch: 4096,
-            ..plain
-        };
-        let ckpt = Memory {
-            gradient_checkpointing: true,
-            ..plain
-        };
-        assert_eq!(budget.heap_policy(), HeapPolicy::Compact);
-        assert_eq!(ckpt.heap_policy(), HeapPolicy::Compact);
-        // A named policy is kept whatever the other settings.
-        let reuse = Memory {
-            heap: HeapPolicy::Reuse,
-            ..budget
-        };
-        assert_eq!(reuse.heap_policy(), HeapPolicy::Reuse);
-        let compact = Memory {
-            heap: HeapPolicy::Compact,
-            ..plain
-        };
-        assert_eq!(compact.heap_policy(), HeapPolicy::Compact);
-    }
-
-    #[test]
     fn a_boundary_keeps_live_memory_and_reads_the_resident_size() {
         let live = vec![7u8; 1 << 20];
         phase_boundary("test");

@@ -1,9 +1,9 @@
 //! The one libtorch crate of reinforge, in rooms: `model/` (the transformer, its config and
-//! Hugging Face checkpoints, the KV cache, LoRA, the policy and the critic, reward and P2L
-//! heads), `kernels/` (the CPU kernels, their C++ shims and switches), `sample/` (KV-cache
-//! sampling), `train/` (packed batches, log-probs, the loss registries, the optimiser, and the
-//! tensor side of each trainer: the RL step's two calls, SFT, preference, distillation,
-//! Tinker), `dist/` (torch.distributed through c10d); and the process settings beside them
+//! Hugging Face checkpoints, the KV cache, LoRA, the policy, the critic and reward heads, and
+//! a forward pass's batches, log-probs and memory bounds), `kernels/` (the CPU kernels, their
+//! C++ shims and switches), `sample/` (KV-cache sampling), `train/` (the loss registries, the
+//! optimiser, and the tensor side of each trainer: the RL step's two calls, SFT, preference,
+//! P2L, distillation, Tinker), `dist/` (torch.distributed through c10d); and the process settings beside them
 //! (`runtime`: devices and threads; `precision`: bf16 autocast; `heap`: malloc between
 //! phases). Everything that needs no tensors lives in other crates.
 
@@ -22,7 +22,9 @@ pub mod train;
 
 pub use model::checkpoint::{copy_aux_files, LoadOptions, SaveOptions};
 pub use model::config::{Family, ModelConfig};
+pub use model::batch::SequenceBatch;
 pub use model::lora::LoraConfig;
+pub use model::memory::Memory;
 pub use model::policy::{Policy, SharedPolicy};
 pub use model::reward_model::RewardModel;
 pub use model::transformer::Transformer;
@@ -31,8 +33,6 @@ pub use sample::{
     generate, generate_with, Completion, GenerateHooks, RowEnd, SamplingParams, StepControl,
     StepToken,
 };
-pub use train::batch::SequenceBatch;
-pub use train::memory::Memory;
 pub use train::optim::{AdamW, AdamWConfig, GradStep};
 
 /// Re-exported so dependants use the exact tch this crate links.

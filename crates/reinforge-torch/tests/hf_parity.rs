@@ -7,7 +7,7 @@ use hf_support::{fixture, max_diff, FIXTURES};
 use std::collections::HashMap;
 
 use reinforge_torch::model::cache::KvCache;
-use reinforge_torch::train::logprobs::token_logprobs;
+use reinforge_torch::model::logprobs::token_logprobs;
 use reinforge_torch::model::transformer::{positions_from_mask, ForwardInput};
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{LoadOptions, Policy, SequenceBatch};

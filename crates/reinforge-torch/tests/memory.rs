@@ -3,7 +3,7 @@
 //! models): three SFT steps give the plain path's parameters, and the log-prob passes before
 //! an update its log-probs.
 
-use reinforge_torch::train::logprobs::{token_logprobs_in_microbatches, token_logprobs_with, Entropy};
+use reinforge_torch::model::logprobs::{token_logprobs_in_microbatches, token_logprobs_with, Entropy};
 use reinforge_torch::train::sft::sft_step;
 use reinforge_torch::tch::Device;
 use reinforge_torch::{AdamW, AdamWConfig, Memory, Policy, SequenceBatch};

@@ -9,7 +9,7 @@ mod hf_support;
 use std::collections::HashMap;
 
 use hf_support::{fixture, max_diff, mean_diff, FIXTURES};
-use reinforge_torch::train::logprobs::token_logprobs;
+use reinforge_torch::model::logprobs::token_logprobs;
 use reinforge_torch::tch::{Device, Kind, Tensor};
 use reinforge_torch::{precision, Policy, SequenceBatch};
 

@@ -104,7 +104,7 @@ pub struct TaskConfig {
     /// Share of SFT examples written in the direct pattern; the rest use the columns pattern.
     pub direct_share: f64,
     /// Attempts per RL episode: after a wrong answer the problem is posed again (a multi-turn
-    /// episode with feedback, [`crate::arith::retry`]); an answer right at attempt `k`
+    /// episode with feedback, reinforge-recipes' `arith::retry`); an answer right at attempt `k`
     /// (0-based) scores `1 / (k + 1)`. 1 = single turn. Absent from older configs.
     pub attempts: usize,
 }

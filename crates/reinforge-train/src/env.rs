@@ -2,7 +2,7 @@
 //! ([`crate::rl`]) only asks an environment for scored rollouts, and the environment adds
 //! what is particular to its task: per-step metrics, files saved with each checkpoint, the
 //! pad id and the longest prompt (for the position check before training). The arithmetic
-//! task ([`crate::arith::env::ArithEnv`]) and a user's dataset with a reward spec
+//! task (reinforge-recipes' `arith::env::ArithEnv`) and a user's dataset with a reward spec
 //! (the binary's `hf::data_env::DataEnv`) run through the same trainer.
 
 use std::collections::BTreeMap;

@@ -29,7 +29,7 @@ pub(crate) fn merge(base: &mut toml::Value, top: toml::Value) {
 
 /// Every settable key with a value of its type: the defaults plus the keys that default to
 /// absent (`name`, the optional `model.*` fields), which serialise to nothing.
-pub(crate) fn schema() -> Result<toml::Value> {
+pub fn schema() -> Result<toml::Value> {
     let mut example = TrainConfig {
         name: Some(String::new()),
         ..TrainConfig::default()

@@ -9,11 +9,11 @@ use reinforge_torch::runtime::{resolve_device, set_threads, threads};
 use reinforge_torch::Policy;
 use serde::Serialize;
 
-use crate::arith::env::ArithEnv;
-use crate::config::TrainConfig;
-use crate::env::Environment;
-use crate::rl::{self, StepSettings};
-use crate::trainer::{check_positions, optimizer, Phase, Trainer, TrainerState};
+use reinforge_recipes::arith::env::ArithEnv;
+use reinforge_train::config::TrainConfig;
+use reinforge_train::env::Environment;
+use reinforge_train::rl::{self, StepSettings};
+use reinforge_train::trainer::{check_positions, optimizer, Phase, Trainer, TrainerState};
 
 /// What `reinforge bench` prints (one JSON object).
 #[derive(Debug, Serialize)]

@@ -8,13 +8,13 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use reinforge_torch::runtime::{resolve_device, set_threads};
 use reinforge_torch::Policy;
 
-use crate::arith::evaluate::{evaluate_checkpoint, pattern_line};
-use crate::arith::{self, Outcome};
-use crate::config::{EvalConfig, TrainConfig};
-use crate::interrupt;
-use crate::run_dir::{read_json, RunDir};
+use reinforge_recipes::arith::evaluate::{evaluate_checkpoint, pattern_line};
+use reinforge_recipes::arith::{self, Outcome};
+use reinforge_train::config::{EvalConfig, TrainConfig};
+use reinforge_train::interrupt;
+use reinforge_train::run_dir::{read_json, RunDir};
 use crate::tools::ByName;
-use reinforge_train::data::env::ToolKind;
+use reinforge_recipes::data::env::ToolKind;
 
 /// reinforge: RL post-training of language models with verifiable rewards.
 ///
@@ -227,7 +227,7 @@ struct EvalArgs {
 fn train_keys_help() -> String {
     format!(
         "KEYS (`--set KEY=VALUE`; the value is read as the key's type; default and type shown):\n{}",
-        crate::overrides::keys_help()
+        reinforge_train::overrides::keys_help()
     )
 }
 
@@ -254,7 +254,7 @@ fn refuse_ranks(command: &str) -> Result<()> {
 fn stopped_is_130(r: Result<()>) -> Result<ExitCode> {
     match r {
         Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.is::<crate::interrupt::Stopped>() => {
+        Err(e) if e.is::<reinforge_train::interrupt::Stopped>() => {
             eprintln!("{e}");
             Ok(ExitCode::from(130))
         }
@@ -295,7 +295,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Bench(args) => {
             let cfg = TrainConfig::resolve(None, &args.set)?;
             cfg.validate_arith()?;
-            if cfg.grpo.advantage_estimator == crate::config::GAE {
+            if cfg.grpo.advantage_estimator == reinforge_train::config::GAE {
                 anyhow::bail!("bench times critic-free iterations: grpo.algorithm = ppo (a critic) is not supported; pick another --set grpo.algorithm");
             }
             let report = crate::bench::run(
@@ -346,7 +346,7 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
     let (run, cfg) = match &args.resume {
         Some(dir) => {
             let (run, cfg) = RunDir::open(dir)?;
-            if reinforge_train::data::is_data_run(&run) {
+            if reinforge_recipes::data::is_data_run(&run) {
                 return resume_data_run(&run, &cfg);
             }
             cfg.validate_arith()
@@ -404,7 +404,7 @@ fn train_on_data(
     let run = RunDir::create_data_run(&cfg)?;
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
-    let spec = reinforge_train::data::env::DataRun {
+    let spec = reinforge_recipes::data::env::DataRun {
         model: model.to_path_buf(),
         data: data.to_path_buf(),
         reward: args.reward.clone(),
@@ -423,13 +423,13 @@ fn train_on_data(
         system: match (&args.system, args.tools) {
             (Some(s), _) => Some(s.clone()),
             (None, Some(_)) => {
-                Some(reinforge_train::data::calculator::CALCULATOR_SYSTEM.to_string())
+                Some(reinforge_recipes::data::calculator::CALCULATOR_SYSTEM.to_string())
             }
             (None, None) => None,
         },
     };
     data_outcome(
-        reinforge_train::data::run(&cfg, &spec, &run, &reinforge_train::scorers::load_scorer)?,
+        reinforge_recipes::data::run(&cfg, &spec, &run, &reinforge_recipes::scorers::load_scorer)?,
         &run,
     )
 }
@@ -442,23 +442,23 @@ fn check_device(cfg: &TrainConfig) -> Result<()> {
 
 /// `reinforge train --resume DIR` of a dataset run: its config.toml and data_run.json.
 fn resume_data_run(run: &RunDir, cfg: &TrainConfig) -> Result<ExitCode> {
-    let spec: reinforge_train::data::env::DataRun =
-        read_json(&run.path(reinforge_train::data::DATA_RUN_FILE))?;
+    let spec: reinforge_recipes::data::env::DataRun =
+        read_json(&run.path(reinforge_recipes::data::DATA_RUN_FILE))?;
     interrupt::install()?;
     eprintln!("run directory: {}", run.root.display());
     data_outcome(
-        reinforge_train::data::run(cfg, &spec, run, &reinforge_train::scorers::load_scorer)?,
+        reinforge_recipes::data::run(cfg, &spec, run, &reinforge_recipes::scorers::load_scorer)?,
         run,
     )
 }
 
-fn data_outcome(outcome: reinforge_train::data::DataOutcome, run: &RunDir) -> Result<ExitCode> {
+fn data_outcome(outcome: reinforge_recipes::data::DataOutcome, run: &RunDir) -> Result<ExitCode> {
     match outcome {
-        reinforge_train::data::DataOutcome::Finished(out) => {
+        reinforge_recipes::data::DataOutcome::Finished(out) => {
             println!("trained checkpoint: {}", out.display());
             Ok(ExitCode::SUCCESS)
         }
-        reinforge_train::data::DataOutcome::Interrupted => {
+        reinforge_recipes::data::DataOutcome::Interrupted => {
             eprintln!(
                 "stopped; continue with: reinforge train --resume {}",
                 run.root.display()
@@ -505,7 +505,7 @@ fn eval(args: EvalArgs) -> Result<ExitCode> {
     }
     println!("patterns: {}", pattern_line(&report));
     if let Some(out) = &args.output {
-        crate::run_dir::write_json(out, &report)?;
+        reinforge_train::run_dir::write_json(out, &report)?;
     }
     Ok(ExitCode::SUCCESS)
 }

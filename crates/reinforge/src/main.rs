@@ -1,8 +1,8 @@
 //! `reinforge`: reinforcement-learning post-training of language models.
 
-use reinforge_train::{
-    arith, config, env, interrupt, overrides, progress, rl, run_dir, seeds, trainer,
-};
+use reinforge_recipes::arith;
+
+use reinforge_train::{config, env, interrupt, overrides, progress, rl, run_dir, seeds, trainer};
 
 mod bench;
 mod cli;

@@ -129,11 +129,11 @@ impl RewardModel {
     pub(crate) fn scores_with(
         &self,
         seqs: &[Vec<i64>],
-        hidden: impl FnOnce(&crate::train::batch::SequenceBatch) -> Tensor,
+        hidden: impl FnOnce(&crate::model::batch::SequenceBatch) -> Tensor,
     ) -> Tensor {
         let pad = self.pad_id;
         let device = self.policy.device();
-        crate::train::logprobs::hidden_at_with(device, seqs, pad, |s| last_non_pad(s, pad), hidden)
+        crate::model::logprobs::hidden_at_with(device, seqs, pad, |s| last_non_pad(s, pad), hidden)
             .linear::<Tensor>(&self.score, None)
             .squeeze_dim(-1)
             .to_kind(Kind::Float)

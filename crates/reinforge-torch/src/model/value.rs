@@ -15,9 +15,9 @@ use anyhow::{bail, Context, Result};
 use tch::nn::{Init, VarStore};
 use tch::{Device, Kind, Tensor};
 
-use crate::train::batch::SequenceBatch;
+use crate::model::batch::SequenceBatch;
 use crate::model::config::ModelConfig;
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::model::transformer::Transformer;
 use crate::model::policy::Policy;
 
@@ -89,7 +89,7 @@ impl Critic {
         Ok(critic)
     }
 
-    /// Values `[N, L-1]` aligned like [`crate::train::logprobs::token_logprobs`]: index `j` holds the
+    /// Values `[N, L-1]` aligned like [`crate::model::logprobs::token_logprobs`]: index `j` holds the
     /// value of the prefix `ids[..=j]`, the state in which token `j + 1` is emitted. Only
     /// positions where `batch.loss_mask` is 1 (completion tokens) are meaningful.
     pub fn values(&self, batch: &SequenceBatch) -> Tensor {

@@ -13,9 +13,9 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 use tch::{Kind, Tensor};
 
-use crate::train::batch::SequenceBatch;
+use crate::model::batch::SequenceBatch;
 use crate::train::loss::distill::{jsd_per_token, Jsd};
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::model::transformer::Transformer;
 use crate::train::optim::GradStep;
 use crate::model::policy::Policy;

@@ -5,11 +5,11 @@ use anyhow::Result;
 use serde::Serialize;
 use tch::Kind;
 
-use crate::train::batch::SequenceBatch;
+use crate::model::batch::SequenceBatch;
 use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
-use crate::train::logprobs::{backward_logprob_loss, Entropy};
+use crate::model::logprobs::{backward_logprob_loss, Entropy};
 use crate::train::loss::agg::{agg_loss, AggMode, GlobalBatchInfo};
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::train::optim::AdamW;
 use crate::model::policy::Policy;
 use crate::dist::ranks::sum_over_ranks;
@@ -130,7 +130,7 @@ pub fn sft_batch(rows: &[(&[i64], &[bool])], pad_id: i64, device: tch::Device) -
 /// token-mean loss [`sft_step`] reports).
 pub fn nll_sum(policy: &Policy, batch: &SequenceBatch, memory: &Memory) -> (f64, f64) {
     let _guard = tch::no_grad_guard();
-    let (logp, _) = crate::train::logprobs::token_logprobs_in_microbatches(
+    let (logp, _) = crate::model::logprobs::token_logprobs_in_microbatches(
         &policy.model,
         batch,
         (1.0, Entropy::Skip),

@@ -18,10 +18,10 @@ use std::path::Path;
 use anyhow::{ensure, Context, Result};
 use tch::{Kind, Tensor};
 
-use crate::train::batch::SequenceBatch;
+use crate::model::batch::SequenceBatch;
 use crate::model::checkpoint::LoadOptions;
 use crate::model::lora::{LoraConfig, TARGET_MODULES};
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::train::optim::{AdamW, AdamWConfig};
 use crate::model::policy::{Policy, SharedPolicy};
 use crate::sample::{generate, SamplingParams};

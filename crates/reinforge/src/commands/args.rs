@@ -10,7 +10,7 @@ use reinforge_torch::model::checkpoint::LoadOptions;
 use reinforge_torch::runtime::resolve_device;
 use reinforge_torch::Kind;
 
-use reinforge_train::loaded::ModelSource;
+use reinforge_recipes::loaded::ModelSource;
 
 use super::{LoadedModel, PromptStyle};
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use reinforge_train::config::TrainConfig;
-use reinforge_train::derl::{self, DerlDir, DerlOptions, DerlOutcome};
+use reinforge_recipes::derl::{self, DerlDir, DerlOptions, DerlOutcome};
 
 /// Arguments of `reinforge derl`.
 #[derive(Args)]

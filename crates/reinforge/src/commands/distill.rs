@@ -6,8 +6,8 @@ use anyhow::Result;
 use clap::Args;
 use reinforge_torch::train::loss::distill::Jsd;
 use reinforge_torch::SamplingParams;
-use reinforge_train::loaded::ModelSource;
-use reinforge_train::offline::distill::{DistillOptions, Teacher};
+use reinforge_recipes::loaded::ModelSource;
+use reinforge_recipes::offline::distill::{DistillOptions, Teacher};
 
 use super::args::{count, temperature};
 use super::offline::OfflineArgs;
@@ -121,7 +121,7 @@ pub fn train(args: &TrainDistillArgs) -> Result<()> {
     } else {
         1.0
     };
-    reinforge_train::offline::distill::train(&DistillOptions {
+    reinforge_recipes::offline::distill::train(&DistillOptions {
         common,
         teacher,
         jsd: Jsd::new(args.beta, loss_temperature)?,

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Args;
 use reinforge_torch::train::loss::dpo::{DpoConfig, DpoLoss, FDivergence};
-use reinforge_train::offline::dpo::DpoOptions;
+use reinforge_recipes::offline::dpo::DpoOptions;
 
 use super::offline::OfflineArgs;
 use crate::tools::ByName;
@@ -41,7 +41,7 @@ pub struct TrainDpoArgs {
 
 /// Runs `train-dpo`.
 pub fn train(args: &TrainDpoArgs) -> Result<()> {
-    reinforge_train::offline::dpo::train(&DpoOptions {
+    reinforge_recipes::offline::dpo::train(&DpoOptions {
         common: args.common.options_of(args)?,
         loss: DpoConfig {
             losses: vec![(args.loss_type, 1.0)],

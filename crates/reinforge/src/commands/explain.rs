@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use reinforge_torch::ModelConfig;
 use reinforge_train::config::TrainConfig;
-use reinforge_train::explain::{explain, toy_model, ModelShape};
+use reinforge_recipes::explain::{explain, toy_model, ModelShape};
 
 /// Arguments of `reinforge explain`.
 #[derive(Args)]

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::args::{count, temperature, top_k, top_p, ModelArgs, PromptArgs};
 use super::output::Output;
-use crate::progress;
+use reinforge_train::progress;
 
 /// Arguments of `reinforge generate`.
 #[derive(Args, Debug)]
@@ -120,7 +120,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let jobs: Vec<(usize, usize)> = (0..encoded.len())
         .flat_map(|i| (0..args.num_samples).map(move |s| (i, s)))
         .collect();
-    crate::seeds::seed_torch(args.seed);
+    reinforge_train::seeds::seed_torch(args.seed);
     let mut out = Output::open(args.output.as_deref())?;
     let bar = progress::bar(jobs.len() as u64, "generate");
     for chunk in jobs.chunks(args.batch_size) {

@@ -10,9 +10,9 @@ use clap::{Args, ValueEnum};
 use reinforge_eval::judge::{position_bias, winner, SwappedVerdict};
 use reinforge_tasks::data::Prompt;
 use reinforge_tasks::PromptRecord as Record;
-use reinforge_train::judge::Judge;
-use reinforge_train::loaded::ModelSource;
-use reinforge_train::pairs::{completion_text, prompt_columns};
+use reinforge_recipes::judge::Judge;
+use reinforge_recipes::loaded::ModelSource;
+use reinforge_recipes::pairs::{completion_text, prompt_columns};
 
 use super::args::{count, ModelArgs};
 
@@ -148,7 +148,7 @@ fn pairwise(
         a.push(field(&r.extra, "response_a", &opts.data, i)?);
         b.push(field(&r.extra, "response_b", &opts.data, i)?);
     }
-    let bar = crate::progress::bar(records.len() as u64, "judge");
+    let bar = reinforge_train::progress::bar(records.len() as u64, "judge");
     let mut verdicts = vec![];
     for start in (0..records.len()).step_by(opts.batch_size) {
         let end = (start + opts.batch_size).min(records.len());
@@ -216,7 +216,7 @@ fn pointwise(
     for (i, r) in records.iter().enumerate() {
         responses.push(field(&r.extra, "response", &opts.data, i)?);
     }
-    let bar = crate::progress::bar(records.len() as u64, "judge");
+    let bar = reinforge_train::progress::bar(records.len() as u64, "judge");
     let mut out = String::new();
     for start in (0..records.len()).step_by(opts.batch_size) {
         let end = (start + opts.batch_size).min(records.len());

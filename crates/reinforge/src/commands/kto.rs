@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Args;
 use reinforge_torch::train::loss::kto::{KtoConfig, KtoLoss};
-use reinforge_train::offline::kto::KtoOptions;
+use reinforge_recipes::offline::kto::KtoOptions;
 
 use super::offline::OfflineArgs;
 use crate::tools::ByName;
@@ -42,7 +42,7 @@ pub struct TrainKtoArgs {
 
 /// Runs `train-kto`.
 pub fn train(args: &TrainKtoArgs) -> Result<()> {
-    reinforge_train::offline::kto::train(&KtoOptions {
+    reinforge_recipes::offline::kto::train(&KtoOptions {
         common: args.common.options_of(args)?,
         loss: KtoConfig {
             loss_type: args.loss_type,

@@ -23,4 +23,4 @@ pub mod sft;
 pub mod tinker;
 pub mod verify;
 
-pub use reinforge_train::loaded::{LoadedModel, PromptStyle};
+pub use reinforge_recipes::loaded::{LoadedModel, PromptStyle};

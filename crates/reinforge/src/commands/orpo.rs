@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_train::offline::orpo::{OrpoOptions, PromptBos};
+use reinforge_recipes::offline::orpo::{OrpoOptions, PromptBos};
 
 use super::offline::OfflineArgs;
 use crate::tools::ByName;
@@ -35,7 +35,7 @@ pub struct TrainOrpoArgs {
 
 /// Runs `train-orpo`.
 pub fn train(args: &TrainOrpoArgs) -> Result<()> {
-    reinforge_train::offline::orpo::train(&OrpoOptions {
+    reinforge_recipes::offline::orpo::train(&OrpoOptions {
         common: args.common.options_of(args)?,
         beta: args.beta,
         prompt_bos: args.prompt_bos,

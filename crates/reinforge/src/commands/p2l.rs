@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use reinforge_torch::train::loss::p2l::P2lLoss;
-use reinforge_train::offline::p2l::{self, LeaderboardOptions, TrainOptions};
+use reinforge_recipes::offline::p2l::{self, LeaderboardOptions, TrainOptions};
 
 use super::args::{count, ModelArgs};
 use super::offline::TrackingArgs;

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use reinforge_torch::runtime::resolve_device;
-use reinforge_train::offline::rm::{lora_config, RmOptions, ScoreRmOptions};
-use reinforge_train::offline::OfflineOptions;
+use reinforge_recipes::offline::rm::{lora_config, RmOptions, ScoreRmOptions};
+use reinforge_recipes::offline::OfflineOptions;
 
 use super::args::{count, ModelArgs};
 use super::offline::TrackingArgs;
@@ -81,7 +81,7 @@ pub struct TrainRmArgs {
 
 /// Runs `train-rm` (the device is checked before the output directory exists).
 pub fn train(args: &TrainRmArgs) -> Result<()> {
-    reinforge_train::offline::rm::train(&RmOptions {
+    reinforge_recipes::offline::rm::train(&RmOptions {
         common: OfflineOptions {
             model: args.model.source()?,
             data: args.data.clone(),
@@ -139,7 +139,7 @@ pub struct ScoreRmArgs {
 
 /// Runs `score-rm`.
 pub fn score(args: &ScoreRmArgs) -> Result<()> {
-    reinforge_train::offline::rm::score(&ScoreRmOptions {
+    reinforge_recipes::offline::rm::score(&ScoreRmOptions {
         model: args.model.clone(),
         device: resolve_device(&args.device, "--device")?,
         data: args.data.clone(),

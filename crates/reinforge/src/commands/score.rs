@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_train::score::{prepare, ScoreOptions};
+use reinforge_recipes::score::{prepare, ScoreOptions};
 
 use super::args::{ModelArgs, PromptArgs};
 use super::output::Output;

@@ -12,7 +12,7 @@ use reinforge_serve::policy::backend::{
     Batch, Finish, Generator, PromptScore, Sequence, StepControl, StepToken, StepTokens,
 };
 use reinforge_torch::model::checkpoint::LoadOptions;
-use reinforge_torch::train::logprobs::scored_positions;
+use reinforge_torch::model::logprobs::scored_positions;
 use reinforge_torch::{generate_with, GenerateHooks, Policy, RowEnd, SamplingParams};
 
 use super::args::parse_dtype;
@@ -49,7 +49,7 @@ pub struct ServeCommand {
 
 /// Runs `reinforge serve`: loads the policy when `--model` is given, then serves.
 pub fn run(cmd: &ServeCommand) -> Result<()> {
-    let models = &reinforge_train::scorers::load_scorer;
+    let models = &reinforge_recipes::scorers::load_scorer;
     let Some(dir) = &cmd.serve.model else {
         return reinforge_serve::run_with_policy(&cmd.serve, None, models);
     };

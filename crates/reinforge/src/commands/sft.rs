@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use reinforge_train::offline::rm::lora_config;
-use reinforge_train::offline::sft::SftOptions;
-use reinforge_train::offline::sft_rows::{LossTokens, SftFormat, Tokenization};
+use reinforge_recipes::offline::rm::lora_config;
+use reinforge_recipes::offline::sft::SftOptions;
+use reinforge_recipes::offline::sft_rows::{LossTokens, SftFormat, Tokenization};
 use reinforge_train::sft::LrSchedule;
 
 use super::args::count;
@@ -70,7 +70,7 @@ pub fn train(args: &TrainSftArgs) -> Result<()> {
         bail!("--raw does not apply to train-sft: text rows are used as they are, conversations are rendered by the chat template");
     }
     let common = args.common.options()?;
-    reinforge_train::offline::sft::train(&SftOptions {
+    reinforge_recipes::offline::sft::train(&SftOptions {
         common,
         tokenization: Tokenization {
             format: args.format,

@@ -33,9 +33,9 @@ pub fn run(c: &VerifyCommand) -> Result<()> {
         return reinforge_verify::cli::run(&c.args);
     };
     let cases = probe::cases(set)?;
-    let reward = reinforge_train::data::reward_from_spec(
+    let reward = reinforge_recipes::data::reward_from_spec(
         Some(spec),
-        &reinforge_train::scorers::load_scorer,
+        &reinforge_recipes::scorers::load_scorer,
     )?;
     let samples: Vec<Sample> = cases
         .iter()

@@ -9,7 +9,7 @@ use super::{
     completion_logps, per_row, read_without_grad, to_vec, Figures, Forward, Pairs, Stepped, Update,
 };
 use crate::train::loss::dpo::{dpo_loss, DpoBatch, DpoConfig, PairMetrics};
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::model::policy::Policy;
 
 /// Reference log-probs of every pair: (chosen, rejected).

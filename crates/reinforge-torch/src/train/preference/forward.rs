@@ -13,8 +13,8 @@ use std::cell::RefCell;
 use tch::{Device, Kind, Tensor};
 
 use crate::model::activations::Checkpointed;
-use crate::train::batch::{PackedRows, SequenceBatch};
-use crate::train::memory::Memory;
+use crate::model::batch::{PackedRows, SequenceBatch};
+use crate::model::memory::Memory;
 use crate::model::transformer::ForwardInput;
 use crate::model::policy::Policy;
 

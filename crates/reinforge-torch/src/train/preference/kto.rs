@@ -11,7 +11,7 @@ use super::{
     Stepped, Unpaired, Update,
 };
 use crate::train::loss::kto::{kto_loss, KtoBatch, KtoConfig, KtoOutput};
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::model::policy::Policy;
 
 /// The starting model's log-probs of every row and of every row's KL completion.

@@ -16,10 +16,10 @@ use std::ops::Range;
 use anyhow::Result;
 use tch::{Device, Kind, Tensor};
 
-use crate::train::batch::SequenceBatch;
+use crate::model::batch::SequenceBatch;
 use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
-use crate::train::logprobs::{logprobs_of_hidden, Entropy};
-use crate::train::memory::Memory;
+use crate::model::logprobs::{logprobs_of_hidden, Entropy};
+use crate::model::memory::Memory;
 use crate::train::optim::{AdamW, GradStep};
 use crate::model::policy::Policy;
 

@@ -6,10 +6,10 @@ use anyhow::Result;
 use tch::{Kind, Tensor};
 
 use super::{lengths_of, token_logps, Deferred, Figures, Forward, Pairs, Share, Stepped, Update};
-use crate::train::batch::SequenceBatch;
+use crate::model::batch::SequenceBatch;
 use crate::train::loss::dpo::PairMetrics;
 use crate::train::loss::orpo::{orpo_loss, OrpoBatch, OrpoOutput};
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::model::policy::Policy;
 
 /// What ORPO logs besides its loss, under TRL's names.

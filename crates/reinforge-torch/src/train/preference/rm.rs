@@ -6,7 +6,7 @@ use tch::Tensor;
 
 use super::{per_row, read_without_grad, Figures, Forward, Pairs, Stepped, Update};
 use crate::train::loss::reward_model::{reward_loss, RewardLoss};
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::model::reward_model::RewardModel;
 
 /// What the reward-model loss logs besides its value, under TRL's names.

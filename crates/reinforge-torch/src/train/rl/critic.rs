@@ -7,10 +7,10 @@ use tch::{Kind, Tensor};
 
 use super::minibatch::minibatch_info;
 use super::pack::{f32_rows, Packed};
-use crate::train::batch::SequenceBatch;
+use crate::model::batch::SequenceBatch;
 use crate::train::loss::agg::{AggMode, GlobalBatchInfo};
 use crate::train::loss::pg_family::value_loss;
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::train::optim::AdamW;
 use crate::model::value::Critic;
 

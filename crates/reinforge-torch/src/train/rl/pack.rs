@@ -6,11 +6,11 @@
 
 use tch::{Kind, Tensor};
 
-use crate::train::batch::SequenceBatch;
-use crate::train::logprobs::{token_logprobs_in_microbatches, Entropy};
+use crate::model::batch::SequenceBatch;
+use crate::model::logprobs::{token_logprobs_in_microbatches, Entropy};
 use crate::train::loss::kl::{kl_penalty, KlPenalty};
 use crate::train::loss::tis::{tis_weights, Tis};
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::model::policy::Policy;
 use crate::model::value::Critic;
 

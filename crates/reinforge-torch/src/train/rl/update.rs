@@ -17,14 +17,14 @@ use tch::{Kind, Tensor};
 
 use super::minibatch::minibatch_info;
 use super::pack::RolloutBatch;
-use crate::train::batch::SequenceBatch;
+use crate::model::batch::SequenceBatch;
 use crate::dist::{all_reduce_gradients, ProcessGroup, ReduceOp, DEFAULT_BUCKET_BYTES};
-use crate::train::logprobs::{backward_logprob_loss, Entropy};
+use crate::model::logprobs::{backward_logprob_loss, Entropy};
 use crate::train::loss::agg::{agg_loss, verl_masked_mean, AggMode, GlobalBatchInfo};
 use crate::train::loss::kl::{kl_penalty, KlPenalty};
 use crate::train::loss::policy::{PolicyInputs, VerlPolicyConfig};
 use crate::train::loss::registry::PolicyLossKind;
-use crate::train::memory::Memory;
+use crate::model::memory::Memory;
 use crate::train::optim::AdamW;
 use crate::model::policy::Policy;
 use crate::dist::ranks::sum_over_ranks;
