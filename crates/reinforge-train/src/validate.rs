@@ -25,6 +25,14 @@ impl TrainConfig {
         if self.task.attempts == 0 {
             bail!("task.attempts must be at least 1 (1 = single turn), got 0");
         }
+        // ZeRO-2/3 are not built yet: a run asking for them must not run unsharded while its
+        // log names the stage it asked for.
+        if self.zero_stage > 1 {
+            bail!(
+                "zero_stage = {} is not implemented: 0 (a full optimizer state on every rank) or 1 (the AdamW moments sharded over the ranks, ZeRO-1)",
+                self.zero_stage
+            );
+        }
         if self.grpo.top_k < 0 {
             bail!("grpo.top_k must be >= 0 (0 = off), got {}", self.grpo.top_k);
         }

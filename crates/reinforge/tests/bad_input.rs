@@ -54,6 +54,8 @@ fn train_rejects_bad_keys_values_and_files() {
         ("ppo.critic_lr=nan", &["ppo.critic_lr"][..]),
         ("task.direct_share=nan", &["task.direct_share"][..]),
         ("task.digits=0", &["task.digits"][..]),
+        ("zero_stage=3", &["zero_stage = 3", "not implemented"][..]),
+        ("zero_stage=2", &["zero_stage = 2", "not implemented"][..]),
         ("eval.temperature=nan", &["eval.temperature"][..]),
         ("eval.samples=0", &["eval.samples"][..]),
         ("model.rms_norm_eps=0", &["model.rms_norm_eps"][..]),
