@@ -30,6 +30,10 @@ impl<'a> Ctx<'a> {
     pub fn undecided(&self) -> bool {
         self.undecided.get()
     }
+    /// Records that a comparison was too large to decide exactly.
+    pub(crate) fn mark_undecided(&self) {
+        self.undecided.set(true);
+    }
     pub(crate) fn tick(&self, n: u32) -> bool {
         self.work.set(self.work.get().saturating_add(n));
         self.work.get() <= WORK_BUDGET

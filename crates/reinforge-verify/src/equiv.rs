@@ -640,7 +640,7 @@ fn scalar_eq_mode(a: &Expr, b: &Expr, m: Mode, c: &Ctx) -> bool {
     }
     if too_large(a, m) || too_large(b, m) {
         // exact arithmetic refused the size; floating point would round the difference away
-        c.undecided.set(true);
+        c.mark_undecided();
         return a == b;
     }
     let mut va = vec![];
@@ -650,7 +650,7 @@ fn scalar_eq_mode(a: &Expr, b: &Expr, m: Mode, c: &Ctx) -> bool {
     if va.is_empty() && vb.is_empty() {
         let (fx, fy) = (approx(a, &[], m), approx(b, &[], m));
         if overflowed(fx, a) || overflowed(fy, b) {
-            c.undecided.set(true);
+            c.mark_undecided();
             return false;
         }
         return close(fx, fy, tol, rounding)

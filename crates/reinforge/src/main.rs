@@ -1,9 +1,5 @@
 //! `reinforge`: reinforcement-learning post-training of language models.
 
-use reinforge_recipes::arith;
-
-use reinforge_train::{config, env, interrupt, overrides, progress, rl, run_dir, seeds, trainer};
-
 mod bench;
 mod cli;
 mod commands;
