@@ -331,7 +331,9 @@ mod tests {
         assert_eq!(str_repr("it's"), "\"it's\"");
         assert_eq!(str_repr("a\"b'c"), "'a\"b\\'c'");
         assert_eq!(str_repr("x\ny"), "'x\\ny'");
-        let v = Value::from(minijinja::value::Serde(serde_json::json!([1, "a", null, true, 2.0])));
+        let v = Value::from(minijinja::value::Serde(serde_json::json!([
+            1, "a", null, true, 2.0
+        ])));
         assert_eq!(py_repr(&v), "[1, 'a', None, True, 2.0]");
     }
 

@@ -148,11 +148,9 @@ pub fn step_rows(n: usize, batch: usize, seed: u64, step: usize) -> Vec<usize> {
     let per_pass = n.div_ceil(batch).max(1);
     let pass = step / per_pass;
     let mut order: Vec<usize> = (0..n).collect();
-    order.shuffle(&mut ChaCha8Rng::seed_from_u64(reinforge_train::seeds::step_seed(
-        seed,
-        5,
-        pass as u64,
-    )));
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(
+        reinforge_train::seeds::step_seed(seed, 5, pass as u64),
+    ));
     let start = (step % per_pass) * batch;
     order[start..(start + batch).min(n)].to_vec()
 }

@@ -11,14 +11,14 @@ use common::{data_run, fixture};
 use std::collections::HashMap;
 use std::path::Path;
 
+use reinforge_recipes::data::env::DataEnv;
+use reinforge_recipes::loaded::{LoadedModel, PromptStyle};
 use reinforge_reward::integrity::{CanaryKind, IntegrityLog, MonitorConfig, StepCounts};
 use reinforge_reward::{Reward, RewardSpec};
 use reinforge_tasks::Prompt;
 use reinforge_torch::{Completion, Device, LoadOptions, SamplingParams};
 use reinforge_train::config::RlConfig;
-use reinforge_recipes::data::env::DataEnv;
 use reinforge_train::env::Environment;
-use reinforge_recipes::loaded::{LoadedModel, PromptStyle};
 use reinforge_train::rollout::{Engine, Generated};
 
 /// (a, b, hint numbers): rows 0 and 1 hint their sum, rows 2 and 3 do not.

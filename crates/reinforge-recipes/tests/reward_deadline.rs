@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use reinforge_reward::{Learned, ModelScorer};
-use reinforge_train::config::TrainConfig;
 use reinforge_recipes::data::env::DataRun;
 use reinforge_recipes::data::{run, DataOutcome};
+use reinforge_reward::{Learned, ModelScorer};
+use reinforge_train::config::TrainConfig;
 use reinforge_train::run_dir::RunDir;
 use serde_json::Value;
 

@@ -20,9 +20,9 @@ pub mod runtime;
 pub mod sample;
 pub mod train;
 
+pub use model::batch::SequenceBatch;
 pub use model::checkpoint::{copy_aux_files, LoadOptions, SaveOptions};
 pub use model::config::{Family, ModelConfig};
-pub use model::batch::SequenceBatch;
 pub use model::lora::LoraConfig;
 pub use model::memory::Memory;
 pub use model::policy::{Policy, SharedPolicy};

@@ -1,8 +1,8 @@
 //! The preallocated KV cache: decoding through joins and retirements equals the uncached
 //! forward pass, and decoding below capacity writes in place (no reallocation per step).
 
-use reinforge_torch::model::cache::KvCache;
 use reinforge_torch::kernels::decode_attention::kernel_calls_on_this_thread;
+use reinforge_torch::model::cache::KvCache;
 use reinforge_torch::model::transformer::{positions_from_mask, ForwardInput};
 use reinforge_torch::sample::left_pad;
 use reinforge_torch::tch::{Device, Kind, Tensor};

@@ -154,7 +154,9 @@ fn the_dot_kernel_stands_aside_beyond_its_rows_and_where_a_gradient_is_recorded(
     );
     // The entry point falls back to oneDNN or `at::linear` there, with the same result.
     let got = tch::no_grad(|| {
-        reinforge_torch::kernels::linear::sampling(|| reinforge_torch::kernels::linear::linear(&xt, &w, None))
+        reinforge_torch::kernels::linear::sampling(|| {
+            reinforge_torch::kernels::linear::linear(&xt, &w, None)
+        })
     });
     assert!(max_rel_diff(&got, &xt.linear::<Tensor>(&w, None)) < 1e-5);
 }
@@ -184,7 +186,9 @@ fn only_sampling_forwards_use_the_faster_kernels_so_training_passes_stay_bit_exa
     // Inside sampling it runs the chosen kernel: the dot kernel's result for these 9 rows
     // where it runs, else oneDNN's where the shim is built.
     let inside = tch::no_grad(|| {
-        reinforge_torch::kernels::linear::sampling(|| reinforge_torch::kernels::linear::linear(&x, &w, None))
+        reinforge_torch::kernels::linear::sampling(|| {
+            reinforge_torch::kernels::linear::linear(&x, &w, None)
+        })
     });
     let onednn = tch::no_grad(|| onednn_linear(&x, &w, None)).unwrap_or(blas.copy());
     let dot = tch::no_grad(|| dot_linear(&x, &w, None, DOT_MAX_ROWS));

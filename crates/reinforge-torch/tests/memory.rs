@@ -3,9 +3,11 @@
 //! models): three SFT steps give the plain path's parameters, and the log-prob passes before
 //! an update its log-probs.
 
-use reinforge_torch::model::logprobs::{token_logprobs_in_microbatches, token_logprobs_with, Entropy};
-use reinforge_torch::train::sft::sft_step;
+use reinforge_torch::model::logprobs::{
+    token_logprobs_in_microbatches, token_logprobs_with, Entropy,
+};
 use reinforge_torch::tch::Device;
+use reinforge_torch::train::sft::sft_step;
 use reinforge_torch::{AdamW, AdamWConfig, Memory, Policy, SequenceBatch};
 
 use crate::hf_support;
@@ -202,10 +204,10 @@ fn two_steps(
 /// batch KL (which couples the rows) and a reward model.
 #[test]
 fn preference_steps_in_microbatches_equal_one_pass() {
+    use reinforge_torch::tch::Tensor;
     use reinforge_torch::train::loss::dpo::DpoConfig;
     use reinforge_torch::train::loss::kto::KtoConfig;
     use reinforge_torch::train::preference::{dpo, kto, orpo, rm, Unpaired};
-    use reinforge_torch::tch::Tensor;
     use reinforge_torch::{LoadOptions, RewardModel};
     let fixture = hf_support::fixture("llama");
     let load = || Policy::load(&fixture, Device::Cpu).unwrap();

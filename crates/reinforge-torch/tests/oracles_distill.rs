@@ -5,8 +5,10 @@
 //! loss, and the top-k teacher of `ServerDistillationTrainer`, through `loss::distill`, the
 //! functions `train-distill` calls.
 
-use reinforge_torch::train::loss::distill::{jsd_elements, reduce, topk_elements, Jsd, Reduction, TopK};
 use reinforge_torch::tch::{Kind, Tensor};
+use reinforge_torch::train::loss::distill::{
+    jsd_elements, reduce, topk_elements, Jsd, Reduction, TopK,
+};
 use serde_json::Value;
 
 use crate::golden;

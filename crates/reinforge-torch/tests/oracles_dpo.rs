@@ -3,8 +3,8 @@
 //! loss, its gradients with respect to the policy's sequence log-probs, and the logged
 //! metrics, for every loss type and f-divergence, through `loss::dpo::dpo_loss`.
 
-use reinforge_torch::train::loss::dpo::{dpo_loss, DpoBatch, DpoConfig};
 use reinforge_torch::tch::{Kind, Tensor};
+use reinforge_torch::train::loss::dpo::{dpo_loss, DpoBatch, DpoConfig};
 use serde_json::Value;
 
 use crate::golden;

@@ -3,8 +3,8 @@
 //! loss on float64 inputs). The losses are called through `P2lLoss::loss`, the function
 //! `train-p2l` trains with.
 
-use reinforge_torch::train::loss::p2l::{HeadOutputs, P2lLoss};
 use reinforge_torch::tch::{Kind, Tensor};
+use reinforge_torch::train::loss::p2l::{HeadOutputs, P2lLoss};
 use serde_json::Value;
 
 use crate::golden;

@@ -3,8 +3,8 @@
 //! `scripts/make_rm_oracles.py`): loss, gradients and logged metrics, through
 //! `loss::reward_model::reward_loss`.
 
-use reinforge_torch::train::loss::reward_model::reward_loss;
 use reinforge_torch::tch::{Kind, Tensor};
+use reinforge_torch::train::loss::reward_model::reward_loss;
 use serde_json::Value;
 
 use crate::golden;

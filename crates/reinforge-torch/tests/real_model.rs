@@ -37,8 +37,8 @@ fn smollm2_logits_match_transformers_in_f32() {
 /// a lost micro-batch) changes the gradient at 1e-3 or more.
 #[test]
 fn smollm2_memory_tools_leave_three_sft_steps_unchanged() {
-    use reinforge_torch::train::sft::sft_step;
     use reinforge_torch::tch::Tensor;
+    use reinforge_torch::train::sft::sft_step;
     use reinforge_torch::{AdamW, AdamWConfig, Memory, SequenceBatch};
     let Some(dir) = real_model(&root()) else {
         return;

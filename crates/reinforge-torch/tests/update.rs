@@ -1,10 +1,10 @@
 //! The policy update's exact savings (trimming mini-batches, skipping zero-advantage rows)
 //! give the same parameters as running every row at full width.
 
+use reinforge_torch::tch::Device;
 use reinforge_torch::train::loss::policy::NO_DUAL_CLIP;
 use reinforge_torch::train::loss::{AggMode, PolicyLossKind};
 use reinforge_torch::train::rl::{policy_update, RolloutBatch, UpdateConfig, UpdateStats};
-use reinforge_torch::tch::Device;
 use reinforge_torch::{AdamW, AdamWConfig, ModelConfig, Policy, SequenceBatch};
 
 use crate::rl_support;

@@ -11,8 +11,8 @@ use std::ops::Range;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use reinforge_torch::dist::{Backend, DistEnv, ProcessGroup};
 use reinforge_torch::dist::ranks;
+use reinforge_torch::dist::{Backend, DistEnv, ProcessGroup};
 use reinforge_torch::Device;
 
 /// Seconds a collective may wait for the other ranks before the job fails naming the ranks

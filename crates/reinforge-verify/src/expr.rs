@@ -20,7 +20,6 @@ pub fn is_series(name: &str) -> bool {
     name == SERIES_ADD || name == SERIES_MUL
 }
 
-
 /// Named constants.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Const {

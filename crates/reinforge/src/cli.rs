@@ -8,13 +8,13 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use reinforge_torch::runtime::{resolve_device, set_threads};
 use reinforge_torch::Policy;
 
+use crate::tools::ByName;
 use reinforge_recipes::arith::evaluate::{evaluate_checkpoint, pattern_line};
 use reinforge_recipes::arith::{self, Outcome};
+use reinforge_recipes::data::env::ToolKind;
 use reinforge_train::config::{EvalConfig, TrainConfig};
 use reinforge_train::interrupt;
 use reinforge_train::run_dir::{read_json, RunDir};
-use crate::tools::ByName;
-use reinforge_recipes::data::env::ToolKind;
 
 /// reinforge: RL post-training of language models with verifiable rewards.
 ///

@@ -11,6 +11,7 @@ use reinforge_tasks::{ArithTask, Pattern, Problem, Split, Verdict};
 use reinforge_torch::{generate, Policy, SamplingParams};
 
 use super::retry::{Attempts, Retry};
+use reinforge_reward::integrity::CanaryKind;
 use reinforge_train::config::RlConfig;
 use reinforge_train::env::{
     label_shares, sampling_params, Audit, EnvMetrics, Environment, Rollout, ScoredCanary,
@@ -18,7 +19,6 @@ use reinforge_train::env::{
 use reinforge_train::multi_turn::{converse, EpisodeLimits};
 use reinforge_train::rollout::{Engine, Generated};
 use reinforge_train::run_dir::write_atomic;
-use reinforge_reward::integrity::CanaryKind;
 
 /// File of the character tokenizer inside a checkpoint directory.
 pub const TOKENIZER_FILE: &str = "char_tokenizer.json";

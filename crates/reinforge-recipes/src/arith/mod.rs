@@ -25,7 +25,9 @@ use reinforge_train::env::Environment;
 use reinforge_train::run_dir::{read_json, write_json, RunDir};
 use reinforge_train::seeds::{seed_torch, step_seed, PHASE_EVAL};
 use reinforge_train::trainer::checkpoint::OPTIMIZER_FILE;
-use reinforge_train::trainer::{check_positions, optimizer, Phase, PhaseEnd, PhasePlan, Start, Trainer};
+use reinforge_train::trainer::{
+    check_positions, optimizer, Phase, PhaseEnd, PhasePlan, Start, Trainer,
+};
 use reinforge_train::{rl, sft};
 
 /// How a call to [`run`] ended.

@@ -16,12 +16,12 @@ use reinforge_torch::{copy_aux_files, generate, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
 
 use super::calculator::{Calculator, Conversation};
+use crate::loaded::{LoadedModel, PromptStyle};
+use reinforge_tasks::data::Message;
 use reinforge_train::config::RlConfig;
 use reinforge_train::env::{sampling_params, Audit, Environment, Rollout, ScoredCanary};
-use crate::loaded::{LoadedModel, PromptStyle};
 use reinforge_train::multi_turn::{converse, EpisodeLimits};
 use reinforge_train::rollout::{Engine, Generated};
-use reinforge_tasks::data::Message;
 
 /// Where a data run's inputs come from (the `reinforge train --model/--data` flags).
 #[derive(Debug, Clone, Serialize, Deserialize)]

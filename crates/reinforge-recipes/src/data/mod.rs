@@ -17,13 +17,13 @@ use reinforge_torch::runtime::{resolve_device, set_threads};
 use reinforge_torch::Policy;
 use std::path::{Path, PathBuf};
 
+use crate::loaded::LoadedModel;
+use evaluate::{evaluate, DataEvalReport};
 use reinforge_train::config::TrainConfig;
 use reinforge_train::env::{sampling_params, Environment};
-use crate::loaded::LoadedModel;
 use reinforge_train::rl;
 use reinforge_train::run_dir::{read_json, write_json, RunDir};
 use reinforge_train::trainer::{optimizer, save_final_adapter, Phase, PhaseEnd, Start, Trainer};
-use evaluate::{evaluate, DataEvalReport};
 use report::write_report;
 
 use env::{DataEnv, DataRun};

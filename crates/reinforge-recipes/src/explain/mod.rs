@@ -11,8 +11,8 @@ use anyhow::{bail, Result};
 use reinforge_torch::ModelConfig;
 use serde::Serialize;
 
-use reinforge_train::config::{TrainConfig, GAE};
 pub use memory::{parameter_count, MemoryEstimate};
+use reinforge_train::config::{TrainConfig, GAE};
 
 /// Where the model's shape came from and how long its rows are.
 #[derive(Debug, Clone)]

@@ -20,8 +20,8 @@ use reinforge_torch::dist::broadcast_parameters;
 use reinforge_torch::train::preference::{Ranks, Update};
 use reinforge_torch::{copy_aux_files, LoraConfig, Policy};
 
-use reinforge_train::dp::Dp;
 use crate::loaded::ModelSource;
+use reinforge_train::dp::Dp;
 use reinforge_train::run_dir::{write_json, RunDir};
 use reinforge_train::trainer::checkpoint::OPTIMIZER_FILE;
 use reinforge_train::trainer::{

@@ -15,8 +15,8 @@ use tch::{Device, Kind, Tensor};
 
 use crate::model::checkpoint::{self, config_json, LoadOptions};
 use crate::model::lora::LoraConfig;
-use crate::model::transformer::Transformer;
 use crate::model::policy::Policy;
+use crate::model::transformer::Transformer;
 
 /// The score head's parameter name (transformers' `score = nn.Linear(H, 1, bias=False)`).
 pub const SCORE_WEIGHT: &str = "score.weight";

@@ -288,7 +288,8 @@ impl Mlp {
 
     fn forward(&self, x: &Tensor) -> Tensor {
         let (gate, up) = (self.gate.forward(x), self.up.forward(x));
-        let act = crate::kernels::sampling_ops::silu_mul(&gate, &up).unwrap_or_else(|| gate.silu() * up);
+        let act =
+            crate::kernels::sampling_ops::silu_mul(&gate, &up).unwrap_or_else(|| gate.silu() * up);
         self.down.forward(&act)
     }
 }
@@ -641,8 +642,10 @@ impl Attend {
         };
         match self {
             // A decoding step in a sampling forward: the one-pass kernel where it applies.
-            Self::Mask(mask) if q.size()[2] == 1 => crate::kernels::decode_attention::attend(q, k, v, mask)
-                .unwrap_or_else(|| sdpa(q, k, v, Some(mask))),
+            Self::Mask(mask) if q.size()[2] == 1 => {
+                crate::kernels::decode_attention::attend(q, k, v, mask)
+                    .unwrap_or_else(|| sdpa(q, k, v, Some(mask)))
+            }
             Self::Mask(mask) => sdpa(q, k, v, Some(mask)),
             Self::Segments(segments, window) => {
                 let parts: Vec<Tensor> = segments

@@ -18,8 +18,8 @@ use tch::{Device, Kind, Tensor};
 use crate::model::batch::SequenceBatch;
 use crate::model::config::ModelConfig;
 use crate::model::memory::Memory;
-use crate::model::transformer::Transformer;
 use crate::model::policy::Policy;
+use crate::model::transformer::Transformer;
 
 /// File name of the critic's weights inside a checkpoint directory (backbone with HF names, plus
 /// `value_head.weight`).

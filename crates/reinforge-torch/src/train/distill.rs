@@ -14,13 +14,13 @@ use serde::Serialize;
 use tch::{Kind, Tensor};
 
 use crate::model::batch::SequenceBatch;
-use crate::train::loss::distill::{jsd_per_token, Jsd};
 use crate::model::memory::Memory;
-use crate::model::transformer::Transformer;
-use crate::train::optim::GradStep;
 use crate::model::policy::Policy;
-use crate::train::preference::{Figures, Update};
+use crate::model::transformer::Transformer;
 use crate::sample::{generate_with, Completion, GenerateHooks, RowRng, SamplingParams};
+use crate::train::loss::distill::{jsd_per_token, Jsd};
+use crate::train::optim::GradStep;
+use crate::train::preference::{Figures, Update};
 
 /// A step's rows: token-id prompts and one completion each (sampled or from the data).
 #[derive(Debug, Clone, Copy)]

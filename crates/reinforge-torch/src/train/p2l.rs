@@ -12,10 +12,10 @@ use tch::nn::{Init, VarStore};
 use tch::{Device, Kind, Tensor};
 
 use crate::model::config::ModelConfig;
-use crate::train::loss::p2l::{HeadOutputs, P2lLoss};
-use crate::model::transformer::Transformer;
-use crate::train::optim::{AdamW, AdamWConfig, GradStep};
 use crate::model::policy::Policy;
+use crate::model::transformer::Transformer;
+use crate::train::loss::p2l::{HeadOutputs, P2lLoss};
+use crate::train::optim::{AdamW, AdamWConfig, GradStep};
 
 /// The weights file of a P2L model directory (backbone and heads).
 pub const P2L_WEIGHTS: &str = "p2l.safetensors";

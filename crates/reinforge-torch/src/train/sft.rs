@@ -5,14 +5,14 @@ use anyhow::Result;
 use serde::Serialize;
 use tch::Kind;
 
-use crate::model::batch::SequenceBatch;
-use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
-use crate::model::logprobs::{backward_logprob_loss, Entropy};
-use crate::train::loss::agg::{agg_loss, AggMode, GlobalBatchInfo};
-use crate::model::memory::Memory;
-use crate::train::optim::AdamW;
-use crate::model::policy::Policy;
 use crate::dist::ranks::sum_over_ranks;
+use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
+use crate::model::batch::SequenceBatch;
+use crate::model::logprobs::{backward_logprob_loss, Entropy};
+use crate::model::memory::Memory;
+use crate::model::policy::Policy;
+use crate::train::loss::agg::{agg_loss, AggMode, GlobalBatchInfo};
+use crate::train::optim::AdamW;
 
 /// What one SFT step measured.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

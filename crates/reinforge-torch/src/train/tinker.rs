@@ -22,9 +22,9 @@ use crate::model::batch::SequenceBatch;
 use crate::model::checkpoint::LoadOptions;
 use crate::model::lora::{LoraConfig, TARGET_MODULES};
 use crate::model::memory::Memory;
-use crate::train::optim::{AdamW, AdamWConfig};
 use crate::model::policy::{Policy, SharedPolicy};
 use crate::sample::{generate, SamplingParams};
+use crate::train::optim::{AdamW, AdamWConfig};
 
 /// One training example, Tinker's `Datum` restricted to token chunks.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -5,9 +5,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::Result;
 use reinforge_torch::model::transformer::Transformer;
-use reinforge_torch::sample::{
-    empty_completion, generate_with, Completion, GenerateHooks, RowRng,
-};
+use reinforge_torch::sample::{empty_completion, generate_with, Completion, GenerateHooks, RowRng};
 use reinforge_torch::Device;
 use reinforge_torch::{generate, Policy, SamplingParams, SharedPolicy};
 

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_train::config::TrainConfig;
 use reinforge_recipes::derl::{self, DerlDir, DerlOptions, DerlOutcome};
+use reinforge_train::config::TrainConfig;
 
 /// Arguments of `reinforge derl`.
 #[derive(Args)]

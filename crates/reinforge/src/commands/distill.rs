@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::train::loss::distill::Jsd;
-use reinforge_torch::SamplingParams;
 use reinforge_recipes::loaded::ModelSource;
 use reinforge_recipes::offline::distill::{DistillOptions, Teacher};
+use reinforge_torch::train::loss::distill::Jsd;
+use reinforge_torch::SamplingParams;
 
 use super::args::{count, temperature};
 use super::offline::OfflineArgs;

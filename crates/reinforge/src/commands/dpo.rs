@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::train::loss::dpo::{DpoConfig, DpoLoss, FDivergence};
 use reinforge_recipes::offline::dpo::DpoOptions;
+use reinforge_torch::train::loss::dpo::{DpoConfig, DpoLoss, FDivergence};
 
 use super::offline::OfflineArgs;
 use crate::tools::ByName;

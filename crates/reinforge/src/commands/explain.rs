@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use reinforge_recipes::explain::{explain, toy_model, ModelShape};
 use reinforge_torch::ModelConfig;
 use reinforge_train::config::TrainConfig;
-use reinforge_recipes::explain::{explain, toy_model, ModelShape};
 
 /// Arguments of `reinforge explain`.
 #[derive(Args)]

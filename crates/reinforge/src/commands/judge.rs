@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use reinforge_eval::judge::{position_bias, winner, SwappedVerdict};
-use reinforge_tasks::data::Prompt;
-use reinforge_tasks::PromptRecord as Record;
 use reinforge_recipes::judge::Judge;
 use reinforge_recipes::loaded::ModelSource;
 use reinforge_recipes::pairs::{completion_text, prompt_columns};
+use reinforge_tasks::data::Prompt;
+use reinforge_tasks::PromptRecord as Record;
 
 use super::args::{count, ModelArgs};
 

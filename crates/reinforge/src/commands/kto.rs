@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::train::loss::kto::{KtoConfig, KtoLoss};
 use reinforge_recipes::offline::kto::KtoOptions;
+use reinforge_torch::train::loss::kto::{KtoConfig, KtoLoss};
 
 use super::offline::OfflineArgs;
 use crate::tools::ByName;

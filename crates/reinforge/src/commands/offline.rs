@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_train::config::LoggingConfig;
 use reinforge_recipes::offline::OfflineOptions;
+use reinforge_train::config::LoggingConfig;
 use reinforge_train::trainer::Tracking;
 use serde::Serialize;
 use serde_json::Value;

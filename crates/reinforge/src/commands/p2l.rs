@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::train::loss::p2l::P2lLoss;
 use reinforge_recipes::offline::p2l::{self, LeaderboardOptions, TrainOptions};
+use reinforge_torch::train::loss::p2l::P2lLoss;
 
 use super::args::{count, ModelArgs};
 use super::offline::TrackingArgs;

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_torch::runtime::resolve_device;
 use reinforge_recipes::offline::rm::{lora_config, RmOptions, ScoreRmOptions};
 use reinforge_recipes::offline::OfflineOptions;
+use reinforge_torch::runtime::resolve_device;
 
 use super::args::{count, ModelArgs};
 use super::offline::TrackingArgs;

@@ -20,7 +20,9 @@ use super::battles::{encode, models_of, read_battles, Encoded};
 use super::{P2lConfig, P2L_CONFIG};
 use crate::loaded::{LoadedModel, ModelSource, PromptStyle};
 use reinforge_train::run_dir::{write_json, RunDir};
-use reinforge_train::trainer::{optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer};
+use reinforge_train::trainer::{
+    optimizer, Phase, PhaseEnd, PhasePlan, Start, StepLog, Tracking, Trainer,
+};
 
 /// What `train-p2l` is asked.
 #[derive(Debug, Clone)]

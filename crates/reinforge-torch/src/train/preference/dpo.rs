@@ -8,9 +8,9 @@ use tch::Tensor;
 use super::{
     completion_logps, per_row, read_without_grad, to_vec, Figures, Forward, Pairs, Stepped, Update,
 };
-use crate::train::loss::dpo::{dpo_loss, DpoBatch, DpoConfig, PairMetrics};
 use crate::model::memory::Memory;
 use crate::model::policy::Policy;
+use crate::train::loss::dpo::{dpo_loss, DpoBatch, DpoConfig, PairMetrics};
 
 /// Reference log-probs of every pair: (chosen, rejected).
 pub type PairRefs = (Vec<f32>, Vec<f32>);

@@ -15,8 +15,8 @@ use tch::{Device, Kind, Tensor};
 use crate::model::activations::Checkpointed;
 use crate::model::batch::{PackedRows, SequenceBatch};
 use crate::model::memory::Memory;
-use crate::model::transformer::ForwardInput;
 use crate::model::policy::Policy;
+use crate::model::transformer::ForwardInput;
 
 /// Runs forward passes of `policy` with packing and checkpointing as the memory settings say,
 /// keeping the checkpointed passes whose backward pass is still to finish.

@@ -10,9 +10,9 @@ use super::{
     completion_logps, per_row, read_without_grad, to_vec, Deferred, Figures, Forward, Share,
     Stepped, Unpaired, Update,
 };
-use crate::train::loss::kto::{kto_loss, KtoBatch, KtoConfig, KtoOutput};
 use crate::model::memory::Memory;
 use crate::model::policy::Policy;
+use crate::train::loss::kto::{kto_loss, KtoBatch, KtoConfig, KtoOutput};
 
 /// The starting model's log-probs of every row and of every row's KL completion.
 #[derive(Serialize, Deserialize)]

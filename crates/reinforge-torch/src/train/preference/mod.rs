@@ -16,12 +16,12 @@ use std::ops::Range;
 use anyhow::Result;
 use tch::{Device, Kind, Tensor};
 
-use crate::model::batch::SequenceBatch;
 use crate::dist::{all_reduce_gradients, ProcessGroup, DEFAULT_BUCKET_BYTES};
+use crate::model::batch::SequenceBatch;
 use crate::model::logprobs::{logprobs_of_hidden, Entropy};
 use crate::model::memory::Memory;
-use crate::train::optim::{AdamW, GradStep};
 use crate::model::policy::Policy;
+use crate::train::optim::{AdamW, GradStep};
 
 pub mod dpo;
 pub mod forward;

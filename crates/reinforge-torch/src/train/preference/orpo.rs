@@ -7,10 +7,10 @@ use tch::{Kind, Tensor};
 
 use super::{lengths_of, token_logps, Deferred, Figures, Forward, Pairs, Share, Stepped, Update};
 use crate::model::batch::SequenceBatch;
-use crate::train::loss::dpo::PairMetrics;
-use crate::train::loss::orpo::{orpo_loss, OrpoBatch, OrpoOutput};
 use crate::model::memory::Memory;
 use crate::model::policy::Policy;
+use crate::train::loss::dpo::PairMetrics;
+use crate::train::loss::orpo::{orpo_loss, OrpoBatch, OrpoOutput};
 
 /// What ORPO logs besides its loss, under TRL's names.
 #[derive(Debug, Clone, Copy, PartialEq)]

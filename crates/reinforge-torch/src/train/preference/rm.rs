@@ -5,9 +5,9 @@ use anyhow::Result;
 use tch::Tensor;
 
 use super::{per_row, read_without_grad, Figures, Forward, Pairs, Stepped, Update};
-use crate::train::loss::reward_model::{reward_loss, RewardLoss};
 use crate::model::memory::Memory;
 use crate::model::reward_model::RewardModel;
+use crate::train::loss::reward_model::{reward_loss, RewardLoss};
 
 /// What the reward-model loss logs besides its value, under TRL's names.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -8,11 +8,11 @@ use tch::{Kind, Tensor};
 use super::minibatch::minibatch_info;
 use super::pack::{f32_rows, Packed};
 use crate::model::batch::SequenceBatch;
+use crate::model::memory::Memory;
+use crate::model::value::Critic;
 use crate::train::loss::agg::{AggMode, GlobalBatchInfo};
 use crate::train::loss::pg_family::value_loss;
-use crate::model::memory::Memory;
 use crate::train::optim::AdamW;
-use crate::model::value::Critic;
 
 /// The critic's share of a PPO batch: targets and old values at the completion tokens.
 pub struct ValueBatch<'a> {
@@ -232,8 +232,8 @@ mod tests {
     use tch::Device;
 
     use super::*;
-    use crate::train::optim::AdamWConfig;
     use crate::model::value::tests::{batch, rows, tiny};
+    use crate::train::optim::AdamWConfig;
 
     #[test]
     fn value_update_reduces_the_value_loss_on_a_fixed_batch() {

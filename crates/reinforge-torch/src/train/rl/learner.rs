@@ -7,11 +7,11 @@ use anyhow::{bail, Result};
 use super::critic::{update_critic, ValueConfig, ValueStats};
 use super::pack::{Advantages, Packed};
 use super::update::{policy_update, DataParallel, UpdateConfig, UpdateStats};
-use crate::dist::ProcessGroup;
-use crate::train::optim::AdamW;
-use crate::model::policy::Policy;
 use crate::dist::ranks::gather_f64;
+use crate::dist::ProcessGroup;
+use crate::model::policy::Policy;
 use crate::model::value::Critic;
+use crate::train::optim::AdamW;
 
 /// The models an update trains, with their optimizers.
 pub struct Learner<'a> {

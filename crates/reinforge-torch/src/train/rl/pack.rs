@@ -8,11 +8,11 @@ use tch::{Kind, Tensor};
 
 use crate::model::batch::SequenceBatch;
 use crate::model::logprobs::{token_logprobs_in_microbatches, Entropy};
-use crate::train::loss::kl::{kl_penalty, KlPenalty};
-use crate::train::loss::tis::{tis_weights, Tis};
 use crate::model::memory::Memory;
 use crate::model::policy::Policy;
 use crate::model::value::Critic;
+use crate::train::loss::kl::{kl_penalty, KlPenalty};
+use crate::train::loss::tis::{tis_weights, Tis};
 
 /// Ragged rows of numbers, one per rollout, one entry per completion token.
 pub type Rows = Vec<Vec<f64>>;

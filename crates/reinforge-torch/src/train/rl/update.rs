@@ -17,17 +17,17 @@ use tch::{Kind, Tensor};
 
 use super::minibatch::minibatch_info;
 use super::pack::RolloutBatch;
-use crate::model::batch::SequenceBatch;
+use crate::dist::ranks::sum_over_ranks;
 use crate::dist::{all_reduce_gradients, ProcessGroup, ReduceOp, DEFAULT_BUCKET_BYTES};
+use crate::model::batch::SequenceBatch;
 use crate::model::logprobs::{backward_logprob_loss, Entropy};
+use crate::model::memory::Memory;
+use crate::model::policy::Policy;
 use crate::train::loss::agg::{agg_loss, verl_masked_mean, AggMode, GlobalBatchInfo};
 use crate::train::loss::kl::{kl_penalty, KlPenalty};
 use crate::train::loss::policy::{PolicyInputs, VerlPolicyConfig};
 use crate::train::loss::registry::PolicyLossKind;
-use crate::model::memory::Memory;
 use crate::train::optim::AdamW;
-use crate::model::policy::Policy;
-use crate::dist::ranks::sum_over_ranks;
 
 /// verl's metrics an update reports.
 const REPORTED_METRICS: &[&str] = &[
