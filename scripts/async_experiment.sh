@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Asynchronous rollouts on the default experiment: for each seed, SFT once (a run with
-# grpo.steps = 0), then the RL phase three times from that same SFT checkpoint, with
+# rl.steps = 0), then the RL phase three times from that same SFT checkpoint, with
 # rollout.max_staleness = 0 (synchronous), 1 and 2, each followed by the held-out evaluation.
 # Prints final pass@1 per seed and k, and the mean wall-clock per RL step.
 # Usage: scripts/async_experiment.sh [SEEDS (default "0 1 2")] [KS (default "0 1 2")]
 # Env: REINFORGE (binary, default target/release/reinforge), OUT (default runs/async),
 #      EXTRA (more --set arguments for every run), STEPS (RL steps, default 30),
 #      RL_SET (space-separated section.key=TOML-value pairs set in each RL run's config, e.g.
-#      'grpo.recompute_old_logprobs=true grpo.tis="token"'), TAG (suffix of the RL run names).
+#      'rl.recompute_old_logprobs=true rl.tis="token"'), TAG (suffix of the RL run names).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${REINFORGE:-$ROOT/target/release/reinforge}"
@@ -16,14 +16,14 @@ SEEDS="${1:-0 1 2}"
 KS="${2:-0 1 2}"
 read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
 mkdir -p "$OUT"
-# RL steps of each run (the default experiment's grpo.steps).
+# RL steps of each run (the default experiment's rl.steps).
 STEPS="${STEPS:-30}"
 for seed in $SEEDS; do
   base="$OUT/seed$seed-sft"
   if [ ! -f "$base/eval_sft.json" ]; then
     rm -rf "$base"
     "$BIN" train --set runs_dir="$OUT" --set name="seed$seed-sft" --set seed="$seed" \
-      --set grpo.steps=0 "${EXTRA_ARGS[@]}" > "$base.log" 2>&1
+      --set rl.steps=0 "${EXTRA_ARGS[@]}" > "$base.log" 2>&1
   fi
   for k in $KS; do
     run="$OUT/seed$seed-k$k${TAG:-}"

@@ -13,7 +13,7 @@
 # Usage: scripts/bench_trl.sh [STEPS] [THREADS] [ROUNDS]      (defaults: 8 2 2)
 # VARIANTS (default "reinforge same-work trl") names what runs, alternated in that order each round:
 #   reinforge   the default settings (zero-advantage rows skipped: exact, less work than TRL);
-#   same-work   grpo.skip_zero_advantage=false: the work TRL does (each group's prompt packed
+#   same-work   rl.skip_zero_advantage=false: the work TRL does (each group's prompt packed
 #               once, memory.shared_prompts, as by default; `shared` is the same variant);
 #   padded      same-work on the plain path: memory.shared_prompts=false (padded rows);
 #   micro, ckpt, packed, micro+ckpt, all   padded with memory.max_tokens_per_microbatch=$BUDGET
@@ -132,7 +132,7 @@ reinforge_extra() {
   # NAME+compact, NAME+reuse: variant NAME under that memory.heap policy (docs/memory.md).
   case "$1" in *+compact|*+reuse) local base; base="$(reinforge_extra "${1%+*}")" || return 1
     echo "$base --set memory.heap=${1##*+}"; return ;; esac
-  local same="--set grpo.skip_zero_advantage=false"
+  local same="--set rl.skip_zero_advantage=false"
   # The plain path: padded rows, each prompt once per row (shared_prompts is on by default).
   local plain="$same --set memory.shared_prompts=false"
   local micro="--set memory.max_tokens_per_microbatch=$budget"
@@ -159,12 +159,12 @@ run_reinforge() {  # variant round
   # shellcheck disable=SC2086
   in_limit /usr/bin/time -v -o "$out/$v-r$round.time" "$bin" train --model "$model" --data "$data" \
     --set name=r$round --set runs_dir="$out/rf-runs" --set seed="$seed" --set threads="$threads" \
-    --set grpo.algorithm=grpo --set grpo.steps="$total" --set grpo.checkpoint_every=1000000 \
-    --set grpo.prompts_per_step=$prompts --set grpo.num_generations=$generations \
-    --set grpo.max_completion_length="$max_len" --set grpo.temperature=1.0 \
-    --set grpo.top_p=1.0 --set grpo.top_k=0 --set grpo.beta=0.0 \
-    --set grpo.ppo_epochs=1 --set grpo.mini_batches=1 --set grpo.lr="$lr" \
-    --set grpo.weight_decay=0.0 --set grpo.max_grad_norm=1.0 \
+    --set rl.algorithm=grpo --set rl.steps="$total" --set rl.checkpoint_every=1000000 \
+    --set rl.prompts_per_step=$prompts --set rl.num_generations=$generations \
+    --set rl.max_completion_length="$max_len" --set rl.temperature=1.0 \
+    --set rl.top_p=1.0 --set rl.top_k=0 --set rl.beta=0.0 \
+    --set rl.ppo_epochs=1 --set rl.mini_batches=1 --set rl.lr="$lr" \
+    --set rl.weight_decay=0.0 --set rl.max_grad_norm=1.0 \
     $extra ${REINFORGE_EXTRA:-} > "$out/$v-r$round.log" 2>&1 || status=$?
   if [ "$status" -ne 0 ] && [ -n "$limit_dir" ] && grep -q "Command terminated by signal 9" "$out/$v-r$round.time"; then
     echo "==> $v was killed at the ${MEM_LIMIT_GB} GiB limit: its peak RSS is a lower bound" >&2

@@ -193,9 +193,9 @@ fixture_run() {  # fixture_run NAME DEVICE [more args]: 1-step f32 dataset run o
   local name="$1" dev="$2"; shift 2
   "$bin" train --model "$root/fixtures/hf/models/qwen2" --data "$data_fx" --reward "$work/parity/reward.toml" \
     --set runs_dir="$work/runs" --set name="$name" --set device="$dev" --set seed=0 --set threads=1 \
-    --set rollout.rng=per_row --set grpo.steps="${FX_STEPS:-1}" --set grpo.prompts_per_step=4 \
-    --set grpo.num_generations=8 --set grpo.max_completion_length=16 --set grpo.lr=1e-3 \
-    --set grpo.checkpoint_every=1000000 "$@"
+    --set rollout.rng=per_row --set rl.steps="${FX_STEPS:-1}" --set rl.prompts_per_step=4 \
+    --set rl.num_generations=8 --set rl.max_completion_length=16 --set rl.lr=1e-3 \
+    --set rl.checkpoint_every=1000000 "$@"
 }
 run_log "$work/parity/grpo-cpu.log" fixture_run pcpu cpu
 run_log "$work/parity/grpo-dev.log" fixture_run pdev "$device"
@@ -220,11 +220,11 @@ for r in $(seq 1 "$rounds"); do
   run_log "$work/grpo/reinforge-r$r.log" "$PYTHON" "$here/helpers.py" measure "$work/grpo/reinforge-r$r.mem.json" "$mem_mode" -- \
     "$bin" train --model "$work/model" --data "$work/model/data.jsonl" \
     --set name=r$r --set runs_dir="$work/rf-runs" --set seed=0 --set threads="$threads" --set device="$device" \
-    --set bf16=$bf16v --set grpo.algorithm=grpo --set grpo.steps="$total" --set grpo.checkpoint_every=1000000 \
-    --set grpo.prompts_per_step="$prompts" --set grpo.num_generations="$gens" \
-    --set grpo.max_completion_length="$max_len" --set grpo.temperature=1.0 --set grpo.top_p=1.0 --set grpo.top_k=0 \
-    --set grpo.beta=0.0 --set grpo.ppo_epochs=1 --set grpo.mini_batches=1 --set grpo.lr=1e-6 \
-    --set grpo.weight_decay=0.0 --set grpo.max_grad_norm=1.0 --set grpo.skip_zero_advantage=false
+    --set bf16=$bf16v --set rl.algorithm=grpo --set rl.steps="$total" --set rl.checkpoint_every=1000000 \
+    --set rl.prompts_per_step="$prompts" --set rl.num_generations="$gens" \
+    --set rl.max_completion_length="$max_len" --set rl.temperature=1.0 --set rl.top_p=1.0 --set rl.top_k=0 \
+    --set rl.beta=0.0 --set rl.ppo_epochs=1 --set rl.mini_batches=1 --set rl.lr=1e-6 \
+    --set rl.weight_decay=0.0 --set rl.max_grad_norm=1.0 --set rl.skip_zero_advantage=false
   cp "$work/rf-runs/r$r/metrics.jsonl" "$work/grpo/reinforge-r$r.jsonl"
   rm -rf "$work/rf-runs"
   if [ -n "$trl_python" ]; then

@@ -3,7 +3,7 @@
 # tests/rollouts.rs; crates/reinforge/tests/common/tiny.rs: `quarter_change`, the mean of a
 # metric over the last quarter of the RL steps minus that over the first quarter), over seeds
 # 0..SEEDS-1 of each configuration they train and of its null, a run in which the checked thing
-# does not learn: the policy frozen (grpo.lr=1e-12) for the reward and the retry game's turns,
+# does not learn: the policy frozen (rl.lr=1e-12) for the reward and the retry game's turns,
 # the critic frozen (ppo.critic_lr=1e-12) for PPO's value loss. The nulls' mean and sd are the
 # `Null` constants of tiny.rs (REWARD_NULL, VALUE_LOSS_NULL, TURNS_NULL), from which each test's
 # margin follows; the learning runs' numbers say how many seeds a test needs. Rerun it when the
@@ -25,12 +25,12 @@ trap 'rm -rf "$out"' EXIT
 # name and extra keys of each configuration (as in tests/pipeline.rs and tests/rollouts.rs).
 configs=(
   "grpo|"
-  "ppo|grpo.algorithm=ppo"
+  "ppo|rl.algorithm=ppo"
   "async|rollout.max_staleness=2"
   "retry|task.attempts=3"
-  "null|grpo.lr=1e-12"
-  "ppo-frozen-critic|grpo.algorithm=ppo ppo.critic_lr=1e-12"
-  "retry-null|task.attempts=3 grpo.lr=1e-12"
+  "null|rl.lr=1e-12"
+  "ppo-frozen-critic|rl.algorithm=ppo ppo.critic_lr=1e-12"
+  "retry-null|task.attempts=3 rl.lr=1e-12"
 )
 # Every (configuration, seed) run, two at a time: each run is single-threaded (`threads = 1`).
 jobs="$out/jobs"
@@ -47,7 +47,7 @@ run_one() {
   local name="${c%%|*}" extra=() args=() tiny=()
   read -ra extra <<<"${c#*|}"
   read -ra tiny <<<"$tiny_keys"
-  for kv in "${tiny[@]}" "${extra[@]}" "grpo.steps=$steps" "seed=$seed" "runs_dir=$out" "name=$name-$seed"; do
+  for kv in "${tiny[@]}" "${extra[@]}" "rl.steps=$steps" "seed=$seed" "runs_dir=$out" "name=$name-$seed"; do
     args+=(--set "$kv")
   done
   target/release/reinforge train "${args[@]}" >"$out/$name-$seed.log" 2>&1 ||

@@ -21,12 +21,12 @@ exec target/release/reinforge train --model "$model" --data "$data/train.jsonl" 
   --heldout "$data/heldout.jsonl" \
   --set name=smollm2-reasoning-gym \
   --set threads=2 \
-  --set grpo.steps=31 \
-  --set grpo.prompts_per_step=8 \
-  --set grpo.num_generations=8 \
-  --set grpo.max_completion_length=64 \
-  --set grpo.lr=1e-5 \
-  --set grpo.checkpoint_every=10 \
+  --set rl.steps=31 \
+  --set rl.prompts_per_step=8 \
+  --set rl.num_generations=8 \
+  --set rl.max_completion_length=64 \
+  --set rl.lr=1e-5 \
+  --set rl.checkpoint_every=10 \
   --set eval.problems=96 \
   --set eval.samples=32 \
   "$@"

@@ -33,7 +33,7 @@ one_run() {
   if [ -f "runs/seeds/$name/config.toml" ]; then
     "$bin" train --resume "runs/seeds/$name" >"runs/seeds/$name.log" 2>&1
   else
-    "$bin" train --set "seed=$s" --set "grpo.algorithm=$p" --set runs_dir=runs/seeds \
+    "$bin" train --set "seed=$s" --set "rl.algorithm=$p" --set runs_dir=runs/seeds \
       --set "name=$name" >"runs/seeds/$name.log" 2>&1
   fi
   echo "$name: $(( $(date +%s) - start )) s wall" >&2

@@ -7,7 +7,7 @@
 //! maj@k), [`rliable`] (IQM, optimality gap, probability of improvement, performance profiles),
 //! [`decompose`] (a pass@1 change split into pattern selection and per-pattern improvement),
 //! [`tournament`] (Swiss and single-elimination schedules), [`sandwich`] (arena-rank's BT with
-//! sandwich intervals), [`ppe`] (PPE reward-model metrics), [`rewardbench2`] (RewardBench 2
+//! sandwich intervals; [`sandwich_board`] its leaderboard), [`ppe`] (PPE reward-model metrics), [`rewardbench2`] (RewardBench 2
 //! scoring), [`mpg`] (Project MPG's Goodness and Fastness) and [`p2l`] (P2L aggregate
 //! leaderboards and routing).
 
@@ -29,6 +29,7 @@ pub mod rewardbench2;
 pub mod rliable;
 pub mod samples;
 pub mod sandwich;
+pub mod sandwich_board;
 pub mod scores;
 pub mod style;
 pub mod tournament;

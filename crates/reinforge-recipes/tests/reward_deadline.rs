@@ -75,11 +75,11 @@ fn config(dir: &Path, name: &str, steps: usize) -> TrainConfig {
     let sets: Vec<String> = [
         format!("runs_dir={}", dir.join("runs").display()),
         format!("name={name}"),
-        format!("grpo.steps={steps}"),
-        "grpo.checkpoint_every=1".into(),
-        "grpo.prompts_per_step=4".into(),
-        "grpo.num_generations=2".into(),
-        "grpo.max_completion_length=6".into(),
+        format!("rl.steps={steps}"),
+        "rl.checkpoint_every=1".into(),
+        "rl.prompts_per_step=4".into(),
+        "rl.num_generations=2".into(),
+        "rl.max_completion_length=6".into(),
         "threads=1".into(),
     ]
     .into();

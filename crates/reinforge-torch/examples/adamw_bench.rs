@@ -43,7 +43,6 @@ fn main() {
     let mut opt = AdamW::new(
         &vs,
         AdamWConfig {
-            lr: 1e-4,
             weight_decay: 0.0,
             ..AdamWConfig::default()
         },

@@ -35,7 +35,6 @@ fn trained(memory: Memory) -> Policy {
     let mut opt = AdamW::new(
         &policy.vs,
         AdamWConfig {
-            lr: 1e-3,
             ..Default::default()
         },
     );
@@ -174,7 +173,6 @@ fn two_steps(
     step: impl Fn(reinforge_torch::train::preference::Update),
 ) -> reinforge_torch::tch::Tensor {
     let cfg = AdamWConfig {
-        lr: 1e-3,
         ..Default::default()
     };
     let mut opt = AdamW::new(&policy.vs, cfg);
@@ -381,7 +379,6 @@ fn shared_prompts_leave_sft_gradients_unchanged() {
     let run = |memory: Memory| {
         let policy = Policy::load(&hf_support::fixture("llama"), Device::Cpu).unwrap();
         let cfg = AdamWConfig {
-            lr: 1e-3,
             ..Default::default()
         };
         let mut opt = AdamW::new(&policy.vs, cfg);

@@ -61,7 +61,6 @@ fn smollm2_memory_tools_leave_three_sft_steps_unchanged() {
     let trained = |memory: Memory| {
         let policy = Policy::load(&dir, Device::Cpu).unwrap();
         let cfg = AdamWConfig {
-            lr,
             ..Default::default()
         };
         let mut opt = AdamW::new(&policy.vs, cfg);

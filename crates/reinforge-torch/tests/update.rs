@@ -56,7 +56,6 @@ fn run_inner(
     let mut opt = AdamW::new(
         &policy.vs,
         AdamWConfig {
-            lr: 1e-2,
             ..Default::default()
         },
     );

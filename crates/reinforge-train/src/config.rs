@@ -16,6 +16,10 @@ pub use ppo::PpoConfig;
 pub use reinforge_reward::integrity::MonitorConfig;
 pub use rollout::{EngineKind, RolloutConfig, RolloutRng};
 
+/// The RL section's old name: `[grpo]` in a file and `--set grpo.KEY` are read as `[rl]` and
+/// `rl.KEY`, with a note.
+pub const RL_ALIAS: &str = "grpo";
+
 /// Everything `reinforge train` needs. Unknown keys are errors, so a typo never goes unnoticed;
 /// absent keys take [`TrainConfig::default`]'s values (the one place defaults are written).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,8 +57,10 @@ pub struct TrainConfig {
     /// The transformer, with HF `config.json` field names.
     pub model: ModelConfig,
     pub sft: SftConfig,
+    /// `[rl]` (`[grpo]`, its old name, is read as it with a note: [`RL_ALIAS`]).
+    #[serde(rename = "rl", alias = "grpo")]
     pub grpo: RlConfig,
-    /// PPO with a learned critic: read when `grpo.advantage_estimator = "gae"` (the `ppo`
+    /// PPO with a learned critic: read when `rl.advantage_estimator = "gae"` (the `ppo`
     /// preset). Absent from older config files, hence the default.
     pub ppo: PpoConfig,
     /// Where rollouts are generated: in this process or on OpenAI-compatible engines, in lock
@@ -124,8 +130,7 @@ pub struct SftConfig {
     pub checkpoint_every: usize,
 }
 
-/// The RL phase of every preset, PPO's policy side included (`[grpo]`: the key keeps its
-/// name). Every key has a default ([`RlConfig::default`], the toy experiment's); the fields
+/// The RL phase of every preset, PPO's policy side included (`[rl]`; `[rl]` is read as it). Every key has a default ([`RlConfig::default`], the toy experiment's); the fields
 /// are grouped as TRL's `GRPOConfig` groups its parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

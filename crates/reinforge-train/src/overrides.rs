@@ -96,7 +96,7 @@ pub(crate) fn apply_override(
     assignment: &str,
 ) -> Result<()> {
     let (key, raw) = assignment.split_once('=').ok_or_else(|| {
-        anyhow!("--set {assignment:?}: expected KEY=VALUE, e.g. --set grpo.steps=20")
+        anyhow!("--set {assignment:?}: expected KEY=VALUE, e.g. --set rl.steps=20")
     })?;
     let (key, raw) = (key.trim(), raw.trim());
     let parts: Vec<&str> = key.split('.').collect();
@@ -187,11 +187,50 @@ fn leaf_lines(
         }
         let shown = d.map_or_else(|| "(unset)".to_string(), |d| d.to_string());
         let mut line = format!("  {key} = {shown}  ({})", type_name(v));
-        if key == "grpo.algorithm" {
-            line += &format!(": one of {}, a preset of the [grpo] keys", preset_names());
+        if key == "rl.algorithm" {
+            line += &format!(": one of {}, a preset of the [rl] keys", preset_names());
         }
         out.push(line);
     }
+}
+
+/// `[grpo]` (the RL section's old name, [`crate::config::RL_ALIAS`]) renamed `[rl]` in a
+/// parsed config file, with a note; both at once is an error naming the file.
+fn rl_alias_in_file(file: &mut toml::Value, path: &Path) -> Result<()> {
+    let Some(table) = file.as_table_mut() else {
+        return Ok(());
+    };
+    let Some(old) = table.remove(crate::config::RL_ALIAS) else {
+        return Ok(());
+    };
+    if table.contains_key("rl") {
+        bail!(
+            "{}: both [rl] and [grpo] (its old name); keep one",
+            path.display()
+        );
+    }
+    eprintln!(
+        "note: {}: [grpo] is read as [rl] (its new name)",
+        path.display()
+    );
+    table.insert("rl".into(), old);
+    Ok(())
+}
+
+/// `--set grpo.KEY=...` read as `--set rl.KEY=...`, with one note.
+fn rl_alias_in_sets(overrides: &[String]) -> Vec<String> {
+    let prefix = format!("{}.", crate::config::RL_ALIAS);
+    let renamed: Vec<String> = overrides
+        .iter()
+        .map(|o| match o.trim_start().strip_prefix(&prefix) {
+            Some(rest) => format!("rl.{rest}"),
+            None => o.clone(),
+        })
+        .collect();
+    if renamed.as_slice() != overrides {
+        eprintln!("note: --set grpo.KEY is read as rl.KEY (the section's new name)");
+    }
+    renamed
 }
 
 /// Resolution lives here, beside the layering it uses, so `config` (the schema) imports
@@ -215,12 +254,14 @@ impl TrainConfig {
         if let Some(path) = path {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading config {}", path.display()))?;
-            let parsed: toml::Value = text
+            let mut parsed: toml::Value = text
                 .parse()
                 .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            rl_alias_in_file(&mut parsed, path)?;
             merge(&mut value, parsed.clone());
             file = Some(parsed);
         }
+        let overrides = &rl_alias_in_sets(overrides);
         let schema = schema()?;
         for o in overrides {
             apply_override(&mut value, &schema, o)?;
@@ -274,7 +315,7 @@ mod tests {
                 "--help misses {key}"
             );
         }
-        assert!(help.contains("grpo.weight_decay = 0.0  (float)"), "{help}");
+        assert!(help.contains("rl.weight_decay = 0.0  (float)"), "{help}");
         assert!(help.contains("name = (unset)  (string)"), "{help}");
         assert!(help.contains("dr_grpo"));
     }
@@ -290,11 +331,8 @@ mod tests {
         assert_eq!(v["name"].as_str(), Some("123"));
         assert_eq!(set("name=nan").unwrap()["name"].as_str(), Some("nan"));
         assert_eq!(set("name=\"a b\"").unwrap()["name"].as_str(), Some("a b"));
-        assert_eq!(
-            set("grpo.lr=1").unwrap()["grpo"]["lr"].as_float(),
-            Some(1.0)
-        );
-        assert!(set("grpo.temperature=nan").unwrap()["grpo"]["temperature"]
+        assert_eq!(set("rl.lr=1").unwrap()["rl"]["lr"].as_float(), Some(1.0));
+        assert!(set("rl.temperature=nan").unwrap()["rl"]["temperature"]
             .as_float()
             .unwrap()
             .is_nan());
@@ -311,22 +349,22 @@ mod tests {
 
     #[test]
     fn wrong_types_name_the_key_and_the_type() {
-        let e = set("grpo.steps=fast").unwrap_err().to_string();
-        assert!(e.contains("`grpo.steps` is of type integer"), "{e}");
-        let e = set("grpo.lr=fast").unwrap_err().to_string();
-        assert!(e.contains("`grpo.lr` is of type float"), "{e}");
-        let e = set("grpo.ignore_eos=1").unwrap_err().to_string();
-        assert!(e.contains("`grpo.ignore_eos` is of type boolean"), "{e}");
-        let e = set("grpo.steps=2.5").unwrap_err().to_string();
-        assert!(e.contains("grpo.steps"), "{e}");
-        let e = set("grpo.stepz=3").unwrap_err().to_string();
+        let e = set("rl.steps=fast").unwrap_err().to_string();
+        assert!(e.contains("`rl.steps` is of type integer"), "{e}");
+        let e = set("rl.lr=fast").unwrap_err().to_string();
+        assert!(e.contains("`rl.lr` is of type float"), "{e}");
+        let e = set("rl.ignore_eos=1").unwrap_err().to_string();
+        assert!(e.contains("`rl.ignore_eos` is of type boolean"), "{e}");
+        let e = set("rl.steps=2.5").unwrap_err().to_string();
+        assert!(e.contains("rl.steps"), "{e}");
+        let e = set("rl.stepz=3").unwrap_err().to_string();
         assert!(
             e.contains("unknown key `stepz`") && e.contains("steps"),
             "{e}"
         );
         let e = set("grpx.steps=3").unwrap_err().to_string();
         assert!(e.contains("unknown key `grpx`"), "{e}");
-        let e = set("grpo.advantage=3").unwrap_err().to_string();
+        let e = set("rl.advantage=3").unwrap_err().to_string();
         assert!(e.contains("is a section"), "{e}");
         assert!(set("grpo").unwrap_err().to_string().contains("KEY=VALUE"));
     }

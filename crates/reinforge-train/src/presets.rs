@@ -1,4 +1,4 @@
-//! `grpo.algorithm` presets: a named algorithm expands into explicit `[grpo]` options (the
+//! `rl.algorithm` presets: a named algorithm expands into explicit `[rl]` options (the
 //! catalogue and its sources are in docs/algorithms.md); keys the user sets win.
 
 use anyhow::{anyhow, Result};
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use reinforge_rl::Estimator;
 use reinforge_torch::train::loss::{AggMode, KlPenalty, PolicyLossKind, Tis};
 
-/// A named algorithm, the value of `grpo.algorithm`.
+/// A named algorithm, the value of `rl.algorithm`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Preset {
@@ -31,9 +31,9 @@ pub enum Preset {
     Ppo,
 }
 
-/// The `[grpo]` options a preset sets. Every preset sets every one of them, so switching
+/// The `[rl]` options a preset sets. Every preset sets every one of them, so switching
 /// presets never inherits another preset's choice. Serialised, the field names are the
-/// `[grpo]` keys. (The estimator, loss, aggregation, KL and TIS options are the registries' own
+/// `[rl]` keys. (The estimator, loss, aggregation, KL and TIS options are the registries' own
 /// types, serialised by their registered names.)
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PresetOptions {
@@ -87,7 +87,7 @@ impl Preset {
         Self::Ppo,
     ];
 
-    /// The name `grpo.algorithm` takes.
+    /// The name `rl.algorithm` takes.
     pub fn name(self) -> String {
         toml::Value::try_from(self)
             .ok()
@@ -135,7 +135,7 @@ impl Preset {
         }
     }
 
-    /// The options as `[grpo]` keys and TOML values.
+    /// The options as `[rl]` keys and TOML values.
     pub fn table(self) -> Result<toml::Table> {
         match toml::Value::try_from(self.options())? {
             toml::Value::Table(t) => Ok(t),
@@ -152,32 +152,33 @@ pub fn preset_names() -> String {
     Preset::ALL.map(Preset::name).join(", ")
 }
 
-/// `[grpo]` keys set by the config file or by `--set grpo.KEY=...`: presets leave them alone.
+/// `[rl]` keys set by the config file or by `--set rl.KEY=...` (both after the alias is
+/// resolved): presets leave them alone.
 pub(crate) fn explicit_grpo_keys(file: Option<&toml::Value>, overrides: &[String]) -> Vec<String> {
     let mut keys: Vec<String> = file
-        .and_then(|f| f.get("grpo"))
+        .and_then(|f| f.get("rl"))
         .and_then(toml::Value::as_table)
         .map(|t| t.keys().cloned().collect())
         .unwrap_or_default();
     for o in overrides {
         let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k).trim();
-        if let Some(k) = key.strip_prefix("grpo.") {
+        if let Some(k) = key.strip_prefix("rl.") {
             keys.push(k.split('.').next().unwrap_or(k).to_string());
         }
     }
     keys
 }
 
-/// Fills the options of the preset `grpo.algorithm` names that are not in `explicit`.
+/// Fills the options of the preset `rl.algorithm` names that are not in `explicit`.
 pub(crate) fn apply_preset(root: &mut toml::Value, explicit: &[String]) -> Result<()> {
     let grpo = root
-        .get_mut("grpo")
+        .get_mut("rl")
         .and_then(toml::Value::as_table_mut)
-        .ok_or_else(|| anyhow!("config has no [grpo] section"))?;
+        .ok_or_else(|| anyhow!("config has no [rl] section"))?;
     let preset = match grpo.get("algorithm") {
         None => Preset::default(),
         Some(v) => Preset::deserialize(v.clone())
-            .map_err(|_| anyhow!("grpo.algorithm = {v}: expected one of {}", preset_names()))?,
+            .map_err(|_| anyhow!("rl.algorithm = {v}: expected one of {}", preset_names()))?,
     };
     for (key, value) in preset.table()? {
         if !explicit.contains(&key) {

@@ -34,11 +34,11 @@ impl TrainConfig {
             );
         }
         if self.grpo.top_k < 0 {
-            bail!("grpo.top_k must be >= 0 (0 = off), got {}", self.grpo.top_k);
+            bail!("rl.top_k must be >= 0 (0 = off), got {}", self.grpo.top_k);
         }
         if self.grpo.temperature == 0.0 {
             bail!(
-                "grpo.temperature = 0 samples greedily, so every completion of a group is the same, every group-relative advantage is 0 and RL learns nothing; use a temperature > 0 (e.g. 1.0)"
+                "rl.temperature = 0 samples greedily, so every completion of a group is the same, every group-relative advantage is 0 and RL learns nothing; use a temperature > 0 (e.g. 1.0)"
             );
         }
         self.validate_algorithm()?;
@@ -50,7 +50,7 @@ impl TrainConfig {
         let rollouts = self.grpo.prompts_per_step * self.grpo.num_generations;
         if self.grpo.mini_batches > rollouts {
             bail!(
-                "grpo.mini_batches = {} exceeds the rollouts per step (grpo.prompts_per_step x grpo.num_generations = {rollouts})",
+                "rl.mini_batches = {} exceeds the rollouts per step (rl.prompts_per_step x rl.num_generations = {rollouts})",
                 self.grpo.mini_batches
             );
         }
@@ -84,15 +84,12 @@ impl TrainConfig {
     fn validate_counts(&self) -> Result<()> {
         let at_least_one = [
             ("sft.batch_size", self.sft.batch_size),
-            ("grpo.prompts_per_step", self.grpo.prompts_per_step),
-            ("grpo.num_generations", self.grpo.num_generations),
-            ("grpo.ppo_epochs", self.grpo.ppo_epochs),
-            ("grpo.mini_batches", self.grpo.mini_batches),
-            (
-                "grpo.max_completion_length",
-                self.grpo.max_completion_length,
-            ),
-            ("grpo.max_draws", self.grpo.max_draws),
+            ("rl.prompts_per_step", self.grpo.prompts_per_step),
+            ("rl.num_generations", self.grpo.num_generations),
+            ("rl.ppo_epochs", self.grpo.ppo_epochs),
+            ("rl.mini_batches", self.grpo.mini_batches),
+            ("rl.max_completion_length", self.grpo.max_completion_length),
+            ("rl.max_draws", self.grpo.max_draws),
             ("eval.problems", self.eval.problems),
             ("eval.samples", self.eval.samples),
             ("eval.batch_size", self.eval.batch_size),
@@ -115,32 +112,28 @@ impl TrainConfig {
             ("sft.lr", s.lr, Range::Positive),
             ("sft.max_grad_norm", s.max_grad_norm, Range::Positive),
             ("sft.weight_decay", s.weight_decay, Range::NonNegative),
-            ("grpo.epsilon_low", g.epsilon_low, Range::Probability),
+            ("rl.epsilon_low", g.epsilon_low, Range::Probability),
             (
                 "integrity.rise_warn",
                 self.integrity.rise_warn,
                 Range::NonNegative,
             ),
-            ("grpo.epsilon_high", g.epsilon_high, Range::NonNegative),
-            ("grpo.beta", g.beta, Range::NonNegative),
-            ("grpo.entropy_coef", g.entropy_coef, Range::Finite),
-            ("grpo.lr", g.lr, Range::Positive),
-            ("grpo.max_grad_norm", g.max_grad_norm, Range::Positive),
-            ("grpo.weight_decay", g.weight_decay, Range::NonNegative),
-            ("grpo.temperature", g.temperature, Range::NonNegative),
-            ("grpo.top_p", g.top_p, Range::TopP),
+            ("rl.epsilon_high", g.epsilon_high, Range::NonNegative),
+            ("rl.beta", g.beta, Range::NonNegative),
+            ("rl.entropy_coef", g.entropy_coef, Range::Finite),
+            ("rl.lr", g.lr, Range::Positive),
+            ("rl.max_grad_norm", g.max_grad_norm, Range::Positive),
+            ("rl.weight_decay", g.weight_decay, Range::NonNegative),
+            ("rl.temperature", g.temperature, Range::NonNegative),
+            ("rl.top_p", g.top_p, Range::TopP),
+            ("rl.advantage.epsilon", g.advantage.epsilon, Range::Positive),
+            ("rl.clip_ratio_c", g.clip_ratio_c, Range::NonNegative),
             (
-                "grpo.advantage.epsilon",
-                g.advantage.epsilon,
-                Range::Positive,
-            ),
-            ("grpo.clip_ratio_c", g.clip_ratio_c, Range::NonNegative),
-            (
-                "grpo.overlong_penalty_factor",
+                "rl.overlong_penalty_factor",
                 g.overlong_penalty_factor,
                 Range::NonNegative,
             ),
-            ("grpo.tis_cap", g.tis_cap, Range::Finite),
+            ("rl.tis_cap", g.tis_cap, Range::Finite),
             ("ppo.gamma", p.gamma, Range::Probability),
             ("ppo.lam", p.lam, Range::Probability),
             ("ppo.kl_coef", p.kl_coef, Range::NonNegative),
@@ -182,7 +175,7 @@ impl TrainConfig {
             );
         }
         if r.max_staleness > 0 && self.grpo.dynamic_sampling {
-            bail!("rollout.max_staleness > 0 with grpo.dynamic_sampling is not supported: dynamic sampling draws again within a step");
+            bail!("rollout.max_staleness > 0 with rl.dynamic_sampling is not supported: dynamic sampling draws again within a step");
         }
         Ok(())
     }
@@ -194,7 +187,7 @@ impl TrainConfig {
             self.validate_ppo()?;
         } else if let Some(input) = g.advantage_estimator.extra_inputs().first() {
             bail!(
-                "grpo.advantage_estimator = {} needs `{}`, which the trainer does not produce; use gae (with a critic) or one of the outcome estimators: {}",
+                "rl.advantage_estimator = {} needs `{}`, which the trainer does not produce; use gae (with a critic) or one of the outcome estimators: {}",
                 g.advantage_estimator,
                 input.name(),
                 Estimator::outcome_names().join(", ")
@@ -202,29 +195,26 @@ impl TrainConfig {
         }
         if g.advantage.batch_std && g.advantage_estimator != Estimator::TrlGrpo {
             bail!(
-                "grpo.advantage.batch_std (TRL scale_rewards = \"batch\") is read by grpo.advantage_estimator = {} only, got {}",
+                "rl.advantage.batch_std (TRL scale_rewards = \"batch\") is read by rl.advantage_estimator = {} only, got {}",
                 Estimator::TrlGrpo,
                 g.advantage_estimator
             );
         }
         if !(g.clip_ratio_c == 0.0 || g.clip_ratio_c > 1.0) {
             bail!(
-                "grpo.clip_ratio_c must be 0 (off) or > 1, got {}",
+                "rl.clip_ratio_c must be 0 (off) or > 1, got {}",
                 g.clip_ratio_c
             );
         }
         if g.tis != Tis::None && !g.recompute_old_logprobs {
-            bail!(
-                "grpo.tis = {} needs grpo.recompute_old_logprobs = true",
-                g.tis
-            );
+            bail!("rl.tis = {} needs rl.recompute_old_logprobs = true", g.tis);
         }
         if g.tis_cap.is_nan() || g.tis_cap <= 1.0 {
-            bail!("grpo.tis_cap must be > 1, got {}", g.tis_cap);
+            bail!("rl.tis_cap must be > 1, got {}", g.tis_cap);
         }
         if g.overlong_buffer_len > g.max_completion_length {
             bail!(
-                "grpo.overlong_buffer_len = {} exceeds grpo.max_completion_length = {}",
+                "rl.overlong_buffer_len = {} exceeds rl.max_completion_length = {}",
                 g.overlong_buffer_len,
                 g.max_completion_length
             );
@@ -232,25 +222,25 @@ impl TrainConfig {
         self.validate_loss_knobs()
     }
 
-    /// Checks the per-loss knobs of `[grpo]` (read by their losses only, checked always).
+    /// Checks the per-loss knobs of `[rl]` (read by their losses only, checked always).
     fn validate_loss_knobs(&self) -> Result<()> {
         let g = &self.grpo;
-        for (key, v) in [("grpo.tau_pos", g.tau_pos), ("grpo.tau_neg", g.tau_neg)] {
+        for (key, v) in [("rl.tau_pos", g.tau_pos), ("rl.tau_neg", g.tau_neg)] {
             if !(v.is_finite() && v > 0.0) {
                 bail!("{key} must be a finite number > 0, got {v}");
             }
         }
         for (key, v) in [
-            ("grpo.dro_beta", g.dro_beta),
-            ("grpo.ppo_kl_coef", g.ppo_kl_coef),
+            ("rl.dro_beta", g.dro_beta),
+            ("rl.ppo_kl_coef", g.ppo_kl_coef),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 bail!("{key} must be a finite number >= 0, got {v}");
             }
         }
         for (key, v) in [
-            ("grpo.kl_cov_ratio", g.kl_cov_ratio),
-            ("grpo.clip_cov_ratio", g.clip_cov_ratio),
+            ("rl.kl_cov_ratio", g.kl_cov_ratio),
+            ("rl.clip_cov_ratio", g.clip_cov_ratio),
         ] {
             if !(v > 0.0 && v <= 1.0) {
                 bail!("{key} must be in (0, 1], got {v}");
@@ -261,7 +251,7 @@ impl TrainConfig {
             && g.clip_cov_lb < g.clip_cov_ub)
         {
             bail!(
-                "grpo.clip_cov_lb ({}) must be finite and below grpo.clip_cov_ub ({})",
+                "rl.clip_cov_lb ({}) must be finite and below rl.clip_cov_ub ({})",
                 g.clip_cov_lb,
                 g.clip_cov_ub
             );
@@ -274,7 +264,7 @@ impl TrainConfig {
         let p = &self.ppo;
         let rollouts = self.grpo.prompts_per_step * self.grpo.num_generations;
         if rollouts < 2 {
-            bail!("grpo.advantage_estimator = gae whitens over the batch: grpo.prompts_per_step x grpo.num_generations must be at least 2");
+            bail!("rl.advantage_estimator = gae whitens over the batch: rl.prompts_per_step x rl.num_generations must be at least 2");
         }
         if p.mini_batches(&self.grpo) > rollouts {
             bail!(

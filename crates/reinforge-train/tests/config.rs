@@ -10,7 +10,7 @@ fn every_preset_sets_every_key_of_the_grpo_table() {
     for p in Preset::ALL {
         for key in p.table().unwrap().keys() {
             assert!(
-                grpo.get(key).is_some(),
+                rl.get(key).is_some(),
                 "{}: {key} is no [grpo] key",
                 p.name()
             );
@@ -30,10 +30,10 @@ fn overrides_apply_and_coerce() {
     let cfg = TrainConfig::resolve(
         None,
         &[
-            "grpo.steps=7".into(),
-            "grpo.lr=1".into(),
+            "rl.steps=7".into(),
+            "rl.lr=1".into(),
             "name=abc".into(),
-            "grpo.advantage.norm_by_std=false".into(),
+            "rl.advantage.norm_by_std=false".into(),
         ],
     )
     .unwrap();
@@ -51,31 +51,59 @@ fn bad_overrides_name_the_key_and_the_expectation() {
             TrainConfig::resolve(None, &[o.to_string()]).unwrap_err()
         )
     };
+    assert!(err("rl.stepz=3").contains("rl.stepz=3") || err("rl.stepz=3").contains("unknown key"));
+    assert!(err("rl.stepz=3").contains("steps"), "lists the known keys");
     assert!(
-        err("grpo.stepz=3").contains("grpo.stepz=3") || err("grpo.stepz=3").contains("unknown key")
-    );
-    assert!(
-        err("grpo.stepz=3").contains("steps"),
-        "lists the known keys"
-    );
-    assert!(
-        err("grpo.steps=fast").contains("`grpo.steps` is of type integer"),
+        err("rl.steps=fast").contains("`rl.steps` is of type integer"),
         "{}",
-        err("grpo.steps=fast")
+        err("rl.steps=fast")
     );
     assert!(err("grpo").contains("KEY=VALUE"));
-    assert!(err("grpo.num_generations=0").contains("grpo.num_generations must be at least 1"));
+    assert!(err("rl.num_generations=0").contains("rl.num_generations must be at least 1"));
     assert!(err("task.direct_share=1.5").contains("task.direct_share"));
+}
+
+/// `[rl]` is the section's name: a file's `[grpo]` (its old name) and `--set grpo.KEY` are
+/// read as it, presets included; a file with both is refused by name; the written config says
+/// `[rl]`.
+#[test]
+fn the_old_grpo_section_name_is_read_as_rl() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, "[grpo]\nsteps = 5\nalgorithm = \"dapo\"\n").unwrap();
+    let cfg = TrainConfig::resolve(Some(&path), &["grpo.beta=0.25".into()]).unwrap();
+    let rl = TrainConfig::resolve(
+        None,
+        &[
+            "rl.steps=5".into(),
+            "rl.algorithm=dapo".into(),
+            "rl.beta=0.25".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(cfg, rl);
+    assert_eq!((cfg.grpo.steps, cfg.grpo.beta), (5, 0.25));
+    let written = cfg.to_toml();
+    assert!(
+        written.contains("[rl]") && !written.contains("[grpo]"),
+        "{written}"
+    );
+    std::fs::write(&path, "[grpo]\nsteps = 5\n[rl]\nsteps = 6\n").unwrap();
+    let e = format!("{:#}", TrainConfig::resolve(Some(&path), &[]).unwrap_err());
+    assert!(
+        e.contains("both [rl] and [grpo]") && e.contains("c.toml"),
+        "{e}"
+    );
 }
 
 #[test]
 fn config_file_errors_name_file_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.toml");
-    std::fs::write(&path, "[grpo]\nsteps = 5\nbogus = 1\n").unwrap();
+    std::fs::write(&path, "[rl]\nsteps = 5\nbogus = 1\n").unwrap();
     let msg = format!("{:#}", TrainConfig::resolve(Some(&path), &[]).unwrap_err());
     assert!(msg.contains("bogus") && msg.contains("c.toml"), "{msg}");
-    std::fs::write(&path, "[grpo]\nsteps = 5\n").unwrap();
+    std::fs::write(&path, "[rl]\nsteps = 5\n").unwrap();
     assert_eq!(
         TrainConfig::resolve(Some(&path), &[]).unwrap().grpo.steps,
         5
@@ -96,7 +124,7 @@ fn default_resolution_is_the_grpo_preset_and_the_old_defaults() {
 }
 
 fn with(algorithm: &str, more: &[&str]) -> RlConfig {
-    let mut o = vec![format!("grpo.algorithm={algorithm}")];
+    let mut o = vec![format!("rl.algorithm={algorithm}")];
     o.extend(more.iter().map(|s| s.to_string()));
     TrainConfig::resolve(None, &o).unwrap().grpo
 }
@@ -131,18 +159,18 @@ fn each_preset_resolves_to_its_documented_values() {
     );
     assert_eq!((ppo.epsilon_low, ppo.epsilon_high), (0.2, 0.2));
     assert!(!ppo.dynamic_sampling && ppo.beta == 0.0);
-    let err = TrainConfig::resolve(None, &["grpo.algorithm=trpo".into()]).unwrap_err();
-    assert!(format!("{err:#}").contains("grpo.algorithm"), "{err:#}");
+    let err = TrainConfig::resolve(None, &["rl.algorithm=trpo".into()]).unwrap_err();
+    assert!(format!("{err:#}").contains("rl.algorithm"), "{err:#}");
 }
 
 #[test]
 fn overrides_beat_the_preset_and_config_toml_repeats_the_run() {
-    let d = with("dapo", &["grpo.epsilon_high=0.3", "grpo.max_draws=7"]);
+    let d = with("dapo", &["rl.epsilon_high=0.3", "rl.max_draws=7"]);
     assert_eq!((d.epsilon_high, d.max_draws), (0.3, 7));
     assert!(d.dynamic_sampling, "the rest of the preset still applies");
     let cfg = TrainConfig::resolve(
         None,
-        &["grpo.algorithm=dapo".into(), "grpo.epsilon_high=0.3".into()],
+        &["rl.algorithm=dapo".into(), "rl.epsilon_high=0.3".into()],
     )
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -151,7 +179,7 @@ fn overrides_beat_the_preset_and_config_toml_repeats_the_run() {
     assert!(cfg.to_toml().contains("epsilon_high = 0.3"));
     assert_eq!(TrainConfig::resolve(Some(&path), &[]).unwrap(), cfg);
     // A file naming only the preset gets the preset's values for the keys it leaves out.
-    std::fs::write(&path, "[grpo]\nalgorithm = \"gspo\"\nepsilon_high = 0.01\n").unwrap();
+    std::fs::write(&path, "[rl]\nalgorithm = \"gspo\"\nepsilon_high = 0.01\n").unwrap();
     let g = TrainConfig::resolve(Some(&path), &[]).unwrap().grpo;
     assert_eq!(
         (g.policy_loss, g.epsilon_high),
@@ -165,44 +193,44 @@ fn bad_algorithm_options_are_named() {
         let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
         format!("{:#}", TrainConfig::resolve(None, &o).unwrap_err())
     };
-    assert!(err(&["grpo.loss_agg_mode=mean"]).contains("grpo.loss_agg_mode"));
-    assert!(err(&["grpo.tis=token"]).contains("recompute_old_logprobs"));
-    assert!(err(&["grpo.clip_ratio_c=0.5"]).contains("clip_ratio_c"));
-    assert!(err(&["grpo.kl_estimator=full"]).contains("kl_estimator"));
-    let e = err(&["grpo.policy_loss=gmpo"]);
+    assert!(err(&["rl.loss_agg_mode=mean"]).contains("rl.loss_agg_mode"));
+    assert!(err(&["rl.tis=token"]).contains("recompute_old_logprobs"));
+    assert!(err(&["rl.clip_ratio_c=0.5"]).contains("clip_ratio_c"));
+    assert!(err(&["rl.kl_estimator=full"]).contains("kl_estimator"));
+    let e = err(&["rl.policy_loss=gmpo"]);
     assert!(
-        e.contains("grpo.policy_loss") && e.contains("geo_mean") && e.contains("reinforce"),
+        e.contains("rl.policy_loss") && e.contains("geo_mean") && e.contains("reinforce"),
         "names the key and lists the valid names: {e}"
     );
-    let e = err(&["grpo.loss_agg_mode=mean"]);
+    let e = err(&["rl.loss_agg_mode=mean"]);
     assert!(e.contains("seq-mean-token-sum-norm"), "{e}");
-    assert!(err(&["grpo.tis=tokens"]).contains("sequence_mask"));
-    assert!(err(&["grpo.kl_estimator=k4"]).contains("low_var_kl+"));
-    assert!(err(&["grpo.tau_neg=0"]).contains("grpo.tau_neg"));
-    assert!(err(&["grpo.kl_cov_ratio=0"]).contains("grpo.kl_cov_ratio"));
-    assert!(err(&["grpo.clip_cov_ratio=nan"]).contains("grpo.clip_cov_ratio"));
-    assert!(err(&["grpo.clip_cov_lb=6"]).contains("grpo.clip_cov_ub"));
-    assert!(err(&["grpo.dro_beta=-1"]).contains("grpo.dro_beta"));
+    assert!(err(&["rl.tis=tokens"]).contains("sequence_mask"));
+    assert!(err(&["rl.kl_estimator=k4"]).contains("low_var_kl+"));
+    assert!(err(&["rl.tau_neg=0"]).contains("rl.tau_neg"));
+    assert!(err(&["rl.kl_cov_ratio=0"]).contains("rl.kl_cov_ratio"));
+    assert!(err(&["rl.clip_cov_ratio=nan"]).contains("rl.clip_cov_ratio"));
+    assert!(err(&["rl.clip_cov_lb=6"]).contains("rl.clip_cov_ub"));
+    assert!(err(&["rl.dro_beta=-1"]).contains("rl.dro_beta"));
     // TRL's scale_rewards = "batch" is the `trl_grpo` estimator's; verl's `grpo` has none.
-    let batch = err(&["grpo.advantage.batch_std=true"]);
+    let batch = err(&["rl.advantage.batch_std=true"]);
     assert!(
-        batch.contains("grpo.advantage.batch_std") && batch.contains("trl_grpo"),
+        batch.contains("rl.advantage.batch_std") && batch.contains("trl_grpo"),
         "{batch}"
     );
     assert!(TrainConfig::resolve(
         None,
         &[
-            "grpo.advantage.batch_std=true".to_string(),
-            "grpo.advantage_estimator=trl_grpo".to_string(),
+            "rl.advantage.batch_std=true".to_string(),
+            "rl.advantage_estimator=trl_grpo".to_string(),
         ],
     )
     .is_ok());
-    let unknown = err(&["grpo.advantage_estimator=ppo"]);
+    let unknown = err(&["rl.advantage_estimator=ppo"]);
     assert!(
-        unknown.contains("grpo.advantage_estimator") && unknown.contains("grpo_passk, gdpo"),
+        unknown.contains("rl.advantage_estimator") && unknown.contains("grpo_passk, gdpo"),
         "{unknown}"
     );
-    let remax = err(&["grpo.advantage_estimator=remax"]);
+    let remax = err(&["rl.advantage_estimator=remax"]);
     assert!(
         remax.contains("reward_baselines") && remax.contains("rloo_vectorized"),
         "{remax}"
@@ -212,7 +240,7 @@ fn bad_algorithm_options_are_named() {
 #[test]
 fn every_registered_name_is_accepted_and_written_back_unchanged() {
     for name in PolicyLossKind::NAMES {
-        let cfg = TrainConfig::resolve(None, &[format!("grpo.policy_loss={name}")]).unwrap();
+        let cfg = TrainConfig::resolve(None, &[format!("rl.policy_loss={name}")]).unwrap();
         assert_eq!(cfg.grpo.policy_loss.name(), *name);
         assert!(cfg.to_toml().contains(&format!("policy_loss = \"{name}\"")));
     }
@@ -220,8 +248,8 @@ fn every_registered_name_is_accepted_and_written_back_unchanged() {
         let cfg = TrainConfig::resolve(
             None,
             &[
-                format!("grpo.kl_estimator={name}"),
-                "grpo.algorithm=ppo".into(),
+                format!("rl.kl_estimator={name}"),
+                "rl.algorithm=ppo".into(),
                 format!("ppo.kl_penalty={name}"),
             ],
         )
@@ -243,7 +271,7 @@ fn every_registered_name_is_accepted_and_written_back_unchanged() {
             None,
             &[
                 format!("grpo.{key}={name}"),
-                "grpo.recompute_old_logprobs=true".into(),
+                "rl.recompute_old_logprobs=true".into(),
             ],
         )
         .unwrap();
@@ -253,7 +281,7 @@ fn every_registered_name_is_accepted_and_written_back_unchanged() {
 
 #[test]
 fn ppo_table_defaults_overrides_and_checks() {
-    let cfg = TrainConfig::resolve(None, &["grpo.algorithm=ppo".into()]).unwrap();
+    let cfg = TrainConfig::resolve(None, &["rl.algorithm=ppo".into()]).unwrap();
     let p = &cfg.ppo;
     assert_eq!((p.gamma, p.lam, p.cliprange_value), (1.0, 1.0, 0.5));
     assert!(p.whiten_advantages && p.kl_coef == 0.0 && p.critic_warmup == 0);
@@ -262,7 +290,7 @@ fn ppo_table_defaults_overrides_and_checks() {
     let cfg = TrainConfig::resolve(
         None,
         &[
-            "grpo.algorithm=ppo".into(),
+            "rl.algorithm=ppo".into(),
             "ppo.lam=0.95".into(),
             "ppo.critic_lr=1e-4".into(),
             "ppo.critic_epochs=3".into(),
@@ -275,14 +303,14 @@ fn ppo_table_defaults_overrides_and_checks() {
         let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
         format!("{:#}", TrainConfig::resolve(None, &o).unwrap_err())
     };
-    assert!(err(&["grpo.algorithm=ppo", "ppo.lam=1.5"]).contains("ppo.lam"));
-    assert!(err(&["grpo.algorithm=ppo", "ppo.critic_lr=0"]).contains("ppo.critic_lr"));
-    assert!(err(&["grpo.algorithm=ppo", "ppo.kl_penalty=full"]).contains("ppo.kl_penalty"));
+    assert!(err(&["rl.algorithm=ppo", "ppo.lam=1.5"]).contains("ppo.lam"));
+    assert!(err(&["rl.algorithm=ppo", "ppo.critic_lr=0"]).contains("ppo.critic_lr"));
+    assert!(err(&["rl.algorithm=ppo", "ppo.kl_penalty=full"]).contains("ppo.kl_penalty"));
     assert!(err(&["ppo.lamda=1"]).contains("unknown key"));
     // A file without [ppo] (older runs) resolves to the defaults; an unknown key is named.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.toml");
-    std::fs::write(&path, "[grpo]\nsteps = 5\n").unwrap();
+    std::fs::write(&path, "[rl]\nsteps = 5\n").unwrap();
     assert_eq!(
         TrainConfig::resolve(Some(&path), &[]).unwrap().ppo,
         PpoConfig::default()
@@ -303,7 +331,7 @@ fn absent_keys_take_the_one_default() {
     (want.seed, want.grpo.steps, want.grpo.tau_neg) = (3, 7, 2.0);
     assert_eq!(cfg, want);
     assert!(
-        toml::from_str::<TrainConfig>("[grpo]\nstepz = 1\n").is_err(),
+        toml::from_str::<TrainConfig>("[rl]\nstepz = 1\n").is_err(),
         "unknown keys stay errors"
     );
 }

@@ -67,13 +67,13 @@ fn drawn() -> Drawn {
 /// One step of a one-layer model under `preset`: the calls it made into reinforge-torch's
 /// RL API, its metrics, and whether the weights moved.
 fn one_step(preset: Preset) -> (usize, StepMetrics, bool) {
-    let set = [format!("grpo.algorithm={}", preset.name())];
+    let set = [format!("rl.algorithm={}", preset.name())];
     let mut cfg = TrainConfig::resolve(None, &set).unwrap();
     cfg.model.num_hidden_layers = 1;
     (cfg.grpo.num_generations, cfg.grpo.prompts_per_step) = (2, 2);
     let policy = Policy::new(&cfg.model, Device::Cpu, 0).unwrap();
     let before: Vec<f64> = weights(&policy);
-    let opt = optimizer(&policy, 1e-2, 0.0);
+    let opt = optimizer(&policy, 0.0);
     let files = Box::new(|_: &Path| Ok(()));
     let mut t = Trainer::new(&policy, opt, TrainerState::start(Phase::Rl), files);
     if cfg.grpo.advantage_estimator == GAE {

@@ -44,7 +44,7 @@ fn run_with(
     }
     let mut t = Trainer::new(
         &policy,
-        optimizer(&policy, 1e-3, 0.0),
+        optimizer(&policy, 0.0),
         state,
         Box::new(|_: &Path| Ok(())),
     )
@@ -108,7 +108,7 @@ fn positions_fit_at_the_edge_and_not_one_past() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("grpo.max_completion_length") && err.contains("max_position_embeddings"),
+        err.contains("rl.max_completion_length") && err.contains("max_position_embeddings"),
         "{err}"
     );
     assert!(err.contains("at most 55"), "{err}");

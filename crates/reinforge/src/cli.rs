@@ -1,9 +1,10 @@
 //! Command-line interface.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use reinforge_torch::runtime::{resolve_device, set_threads};
 use reinforge_torch::Policy;
@@ -13,6 +14,7 @@ use reinforge_recipes::arith::evaluate::{evaluate_checkpoint, pattern_line};
 use reinforge_recipes::arith::{self, Outcome};
 use reinforge_recipes::data::env::ToolKind;
 use reinforge_train::config::{EvalConfig, TrainConfig};
+use reinforge_train::flag_config::{Flag, FlagKind};
 use reinforge_train::interrupt;
 use reinforge_train::run_dir::{read_json, RunDir};
 
@@ -116,7 +118,7 @@ struct TrainArgs {
     /// TOML config to start from (defaults fill every key it leaves out).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Override one key, e.g. `--set grpo.steps=20` (repeatable; applied after --config).
+    /// Override one key, e.g. `--set rl.steps=20` (repeatable; applied after --config).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Continue the run in DIR from its latest checkpoint (its config.toml is used as is).
@@ -125,8 +127,8 @@ struct TrainArgs {
     /// Train this Hugging Face checkpoint on --data instead of running the default
     /// experiment (every preset, PPO with its critic included: the `grpo.*` and `ppo.*` keys
     /// apply; `task`, `sft`, `eval` and `model` keys do not). Defaults for a pretrained model follow TRL's GRPOConfig:
-    /// grpo.lr=1e-6, one update per batch (grpo.ppo_epochs=1, grpo.mini_batches=1),
-    /// grpo.max_completion_length=256.
+    /// rl.lr=1e-6, one update per batch (rl.ppo_epochs=1, rl.mini_batches=1),
+    /// rl.max_completion_length=256.
     #[arg(long, value_name = "DIR", requires = "data")]
     model: Option<PathBuf>,
     /// Prompts with answers, .jsonl or .parquet (see --prompt-column, --answer-column).
@@ -173,7 +175,7 @@ struct TrainArgs {
     /// tool (unless --system gives one)
     #[arg(long, value_parser = ByName(&ToolKind::ALL), requires = "model")]
     tools: Option<ToolKind>,
-    /// Policy turns per episode with --tools (each up to grpo.max_completion_length tokens)
+    /// Policy turns per episode with --tools (each up to rl.max_completion_length tokens)
     #[arg(long, default_value_t = 3, value_parser = crate::tools::count)]
     max_turns: usize,
 }
@@ -276,7 +278,11 @@ pub fn main() -> Result<ExitCode> {
         );
         c.after_long_help(help)
     });
-    let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
+    let command = TRAINERS.iter().fold(command, |c, name| {
+        c.mut_subcommand(name, |s| s.args_override_self(true))
+    });
+    let argv = with_config_files(&command, std::env::args_os().collect())?;
+    let cli = Cli::from_arg_matches(&command.get_matches_from(argv)).unwrap_or_else(|e| e.exit());
     if !matches!(
         cli.command,
         Command::Train(_)
@@ -294,11 +300,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Eval(args) => eval(args),
         Command::Bench(args) => {
             let cfg = TrainConfig::resolve(None, &args.set)?;
-            cfg.validate_arith()?;
-            if cfg.grpo.advantage_estimator == reinforge_train::config::GAE {
-                anyhow::bail!("bench times critic-free iterations: grpo.algorithm = ppo (a critic) is not supported; pick another --set grpo.algorithm");
-            }
-            let report = crate::bench::run(
+            let report = reinforge_recipes::arith::bench::run(
                 &cfg,
                 args.iterations,
                 args.warmup,
@@ -336,9 +338,57 @@ pub fn main() -> Result<ExitCode> {
     }
 }
 
+/// The trainers whose settings are flags: each also reads `--config FILE` and `--set`.
+const TRAINERS: [&str; 7] = [
+    "train-sft",
+    "train-dpo",
+    "train-orpo",
+    "train-kto",
+    "train-rm",
+    "train-distill",
+    "train-p2l",
+];
+
+/// `argv` with a trainer's `--config` and `--set` read as its own flags
+/// (`reinforge_train::flag_config`); other commands' (and non-UTF-8) arguments as they are.
+fn with_config_files(command: &clap::Command, argv: Vec<OsString>) -> Result<Vec<OsString>> {
+    let name = argv.get(1).and_then(|a| a.to_str()).unwrap_or_default();
+    let (Some(sub), Some(rest)) = (
+        command
+            .find_subcommand(name)
+            .filter(|_| TRAINERS.contains(&name)),
+        argv.get(2..).and_then(|r| {
+            r.iter()
+                .map(|a| a.to_str().map(String::from))
+                .collect::<Option<Vec<String>>>()
+        }),
+    ) else {
+        return Ok(argv);
+    };
+    let flags: Vec<Flag> = sub
+        .get_arguments()
+        .filter_map(|a| {
+            let kind = match a.get_action() {
+                clap::ArgAction::SetTrue => FlagKind::Switch,
+                clap::ArgAction::Append => FlagKind::Many,
+                _ => FlagKind::One,
+            };
+            let id = a.get_id().to_string();
+            let long = a.get_long()?.to_string();
+            (id != "config" && id != "set").then_some(Flag { id, long, kind })
+        })
+        .collect::<Vec<Flag>>();
+    let expanded = reinforge_train::flag_config::expand(&rest, &flags)?;
+    Ok(argv[..2]
+        .iter()
+        .cloned()
+        .chain(expanded.into_iter().map(OsString::from))
+        .collect())
+}
+
 fn train(args: TrainArgs) -> Result<ExitCode> {
     if let Some(n) = args.nproc.filter(|&n| n > 1) {
-        return crate::launch::local_ranks(n);
+        return reinforge_train::launch::local_ranks(n);
     }
     if let (Some(model), Some(data)) = (&args.model, &args.data) {
         return train_on_data(&args, model, data);
@@ -468,23 +518,8 @@ fn data_outcome(outcome: reinforge_recipes::data::DataOutcome, run: &RunDir) -> 
     }
 }
 
-/// The resolved config of the run a checkpoint belongs to (`<run>/checkpoints/<tag>`).
-fn run_config_of(checkpoint: &Path) -> Result<TrainConfig> {
-    let root = checkpoint
-        .parent()
-        .and_then(Path::parent)
-        .filter(|r| r.join("config.toml").exists());
-    match root {
-        Some(root) => Ok(RunDir::open(root)?.1),
-        None => bail!(
-            "{}: not a checkpoint of a run directory (no config.toml two levels up); `eval` reads the run's config to know its task",
-            checkpoint.display()
-        ),
-    }
-}
-
 fn eval(args: EvalArgs) -> Result<ExitCode> {
-    let run_cfg = run_config_of(&args.checkpoint)?;
+    let run_cfg = reinforge_recipes::arith::evaluate::run_config_of(&args.checkpoint)?;
     let device = match &args.device {
         Some(d) => resolve_device(d, "--device")?,
         None => resolve_device(&run_cfg.device, "the run's config key `device`")?,

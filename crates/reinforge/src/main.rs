@@ -1,9 +1,7 @@
 //! `reinforge`: reinforcement-learning post-training of language models.
 
-mod bench;
 mod cli;
 mod commands;
-mod launch;
 mod tools;
 
 fn main() -> std::process::ExitCode {

@@ -21,33 +21,33 @@ fn train_rejects_bad_keys_values_and_files() {
             .collect::<Vec<_>>()
     };
     for (kv, needles) in [
-        ("grpo.temperature=nan", &["grpo.temperature"][..]),
+        ("rl.temperature=nan", &["rl.temperature"][..]),
         (
-            "grpo.temperature=0",
-            &["grpo.temperature = 0", "is the same"][..],
+            "rl.temperature=0",
+            &["rl.temperature = 0", "is the same"][..],
         ),
-        ("grpo.temperature=-1", &["grpo.temperature"][..]),
-        ("grpo.lr=0", &["grpo.lr"][..]),
-        ("grpo.lr=-1e-4", &["grpo.lr"][..]),
+        ("rl.temperature=-1", &["rl.temperature"][..]),
+        ("rl.lr=0", &["rl.lr"][..]),
+        ("rl.lr=-1e-4", &["rl.lr"][..]),
         ("sft.lr=inf", &["sft.lr"][..]),
-        ("grpo.top_p=0", &["grpo.top_p"][..]),
-        ("grpo.top_p=1.5", &["grpo.top_p"][..]),
-        ("grpo.top_k=-3", &["grpo.top_k"][..]),
-        ("grpo.epsilon_low=-0.1", &["grpo.epsilon_low"][..]),
-        ("grpo.beta=nan", &["grpo.beta"][..]),
-        ("grpo.weight_decay=-1", &["grpo.weight_decay"][..]),
-        ("grpo.advantage.epsilon=0", &["grpo.advantage.epsilon"][..]),
-        ("grpo.num_generations=0", &["grpo.num_generations"][..]),
-        ("grpo.prompts_per_step=0", &["grpo.prompts_per_step"][..]),
-        ("grpo.max_draws=0", &["grpo.max_draws"][..]),
-        ("grpo.steps=-1", &["grpo.steps"][..]),
-        ("grpo.steps=fast", &["grpo.steps", "integer"][..]),
-        ("grpo.lr=fast", &["grpo.lr", "float"][..]),
-        ("grpo.ignore_eos=1", &["grpo.ignore_eos", "boolean"][..]),
-        ("grpo.stepz=3", &["stepz", "unknown key"][..]),
-        ("grpo.algorithm=trpo", &["grpo.algorithm", "dr_grpo"][..]),
+        ("rl.top_p=0", &["rl.top_p"][..]),
+        ("rl.top_p=1.5", &["rl.top_p"][..]),
+        ("rl.top_k=-3", &["rl.top_k"][..]),
+        ("rl.epsilon_low=-0.1", &["rl.epsilon_low"][..]),
+        ("rl.beta=nan", &["rl.beta"][..]),
+        ("rl.weight_decay=-1", &["rl.weight_decay"][..]),
+        ("rl.advantage.epsilon=0", &["rl.advantage.epsilon"][..]),
+        ("rl.num_generations=0", &["rl.num_generations"][..]),
+        ("rl.prompts_per_step=0", &["rl.prompts_per_step"][..]),
+        ("rl.max_draws=0", &["rl.max_draws"][..]),
+        ("rl.steps=-1", &["rl.steps"][..]),
+        ("rl.steps=fast", &["rl.steps", "integer"][..]),
+        ("rl.lr=fast", &["rl.lr", "float"][..]),
+        ("rl.ignore_eos=1", &["rl.ignore_eos", "boolean"][..]),
+        ("rl.stepz=3", &["stepz", "unknown key"][..]),
+        ("rl.algorithm=trpo", &["rl.algorithm", "dr_grpo"][..]),
         (
-            "grpo.max_completion_length=100000",
+            "rl.max_completion_length=100000",
             &["max_position_embeddings"][..],
         ),
         ("ppo.gamma=2", &["ppo.gamma"][..]),
@@ -79,7 +79,7 @@ fn train_rejects_bad_keys_values_and_files() {
         let name = format!("name=case{}", case.get());
         let mut a = vec!["train", "--model", &model, "--data"];
         a.push(file);
-        a.extend(["--set", &runs, "--set", &name, "--set", "grpo.steps=1"]);
+        a.extend(["--set", &runs, "--set", &name, "--set", "rl.steps=1"]);
         a.extend(extra);
         a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
     };
@@ -141,12 +141,12 @@ fn bench_rejects_bad_flags_and_keys() {
     rejects(&["bench", "--iterations", "0"], &["--iterations"]);
     rejects(&["bench", "--iterations=-1"], &["--iterations"]);
     rejects(
-        &["bench", "--set", "grpo.algorithm=ppo"],
-        &["grpo.algorithm", "ppo"],
+        &["bench", "--set", "rl.algorithm=ppo"],
+        &["rl.algorithm", "ppo"],
     );
     rejects(
-        &["bench", "--set", "grpo.temperature=nan"],
-        &["grpo.temperature"],
+        &["bench", "--set", "rl.temperature=nan"],
+        &["rl.temperature"],
     );
     rejects(&["bench", "--set", "threads=x"], &["threads"]);
     rejects(

@@ -36,7 +36,7 @@ fn derl_args(out: &Path) -> Vec<String> {
     args.push(out.display().to_string());
     for kv in TINY
         .iter()
-        .chain(&["sft.steps=60", "grpo.checkpoint_every=1"])
+        .chain(&["sft.steps=60", "rl.checkpoint_every=1"])
     {
         args.push("--set".into());
         args.push(kv.to_string());

@@ -16,7 +16,7 @@ use common::{param_gap, root};
 /// data-parallel runs use, so one process draws what the ranks draw).
 const DP: &[&str] = &[
     "sft.steps=20",
-    "grpo.steps=10",
+    "rl.steps=10",
     "threads=1",
     "rollout.rng=\"per_row\"",
 ];
@@ -169,11 +169,11 @@ fn ranks_reproduce_one_process_on_a_lora_dataset_run() {
             format!("runs_dir={}", d.join("runs").display()),
             format!("name={name}"),
             "threads=1".into(),
-            "grpo.steps=10".into(),
-            "grpo.prompts_per_step=4".into(),
-            "grpo.num_generations=4".into(),
-            "grpo.max_completion_length=8".into(),
-            "grpo.lr=1e-2".into(),
+            "rl.steps=10".into(),
+            "rl.prompts_per_step=4".into(),
+            "rl.num_generations=4".into(),
+            "rl.max_completion_length=8".into(),
+            "rl.lr=1e-2".into(),
             "rollout.rng=\"per_row\"".into(),
         ] {
             a.extend(["--set".into(), kv]);
@@ -233,7 +233,7 @@ fn a_killed_rank_is_named_and_the_job_resumes() {
     // With the optimizer state sharded: the checkpoint gathers it, the resume shards it again.
     let long = [
         DP,
-        &["grpo.steps=400", "grpo.checkpoint_every=2", "zero_stage=1"],
+        &["rl.steps=400", "rl.checkpoint_every=2", "zero_stage=1"],
     ]
     .concat();
     let args = train_args(runs, "killed", &long);

@@ -12,7 +12,7 @@ use serde_json::Value;
 /// The brief's short default experiment.
 const SHORT: &[&str] = &[
     "sft.steps=30",
-    "grpo.steps=2",
+    "rl.steps=2",
     "eval.problems=8",
     "eval.samples=4",
 ];
@@ -24,7 +24,7 @@ fn train(runs: &Path, estimator: &str, extra: &[&str]) -> Result<(), String> {
     let sets = SHORT.iter().chain(extra).map(|s| s.to_string()).chain([
         format!("runs_dir={}", runs.display()),
         format!("name={estimator}"),
-        format!("grpo.advantage_estimator={estimator}"),
+        format!("rl.advantage_estimator={estimator}"),
     ]);
     for kv in sets {
         args.push("--set".into());
@@ -78,7 +78,7 @@ fn every_trainable_estimator_runs_the_default_experiment() {
         .map(|n| (n, vec![]))
         .collect();
     // GAE needs the critic the `ppo` preset brings.
-    runs.push((Estimator::Gae.name(), vec!["grpo.algorithm=ppo"]));
+    runs.push((Estimator::Gae.name(), vec!["rl.algorithm=ppo"]));
     // Two at a time: each run is single-threaded (the default `threads = 1`).
     let failures: Vec<String> = runs
         .chunks(2)

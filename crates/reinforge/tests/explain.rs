@@ -39,15 +39,15 @@ fn steps(rows: u64, mini_batches: u64, epochs: u64) -> u64 {
 fn rows_and_optimizer_steps_follow_the_config() {
     let v = explain_json(&[
         "--set",
-        "grpo.prompts_per_step=6",
+        "rl.prompts_per_step=6",
         "--set",
-        "grpo.num_generations=4",
+        "rl.num_generations=4",
         "--set",
-        "grpo.mini_batches=3",
+        "rl.mini_batches=3",
         "--set",
-        "grpo.ppo_epochs=2",
+        "rl.ppo_epochs=2",
         "--set",
-        "grpo.steps=5",
+        "rl.steps=5",
     ]);
     assert_eq!(num(&v, "rows_per_step"), 6 * 4);
     assert_eq!(num(&v, "rows_per_rank"), 6 * 4);
@@ -59,11 +59,11 @@ fn rows_and_optimizer_steps_follow_the_config() {
         "--nproc",
         "2",
         "--set",
-        "grpo.prompts_per_step=10",
+        "rl.prompts_per_step=10",
         "--set",
-        "grpo.num_generations=3",
+        "rl.num_generations=3",
         "--set",
-        "grpo.mini_batches=4",
+        "rl.mini_batches=4",
     ]);
     assert_eq!(num(&v, "world"), 2);
     assert_eq!(num(&v, "rows_per_rank"), 10 * 3 / 2);
@@ -78,7 +78,7 @@ fn the_default_experiment_matches_its_config() {
         .to_toml()
         .parse()
         .unwrap();
-    let g = |k: &str| cfg["grpo"][k].as_integer().unwrap() as u64;
+    let g = |k: &str| cfg["rl"][k].as_integer().unwrap() as u64;
     let v = explain_json(&[]);
     let rows = g("prompts_per_step") * g("num_generations");
     assert_eq!(num(&v, "rows_per_step"), rows);
@@ -109,18 +109,18 @@ fn ranks_that_do_not_divide_the_rows_fail_naming_the_keys() {
     let out = reinforge(&["explain", "--nproc", "3"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("grpo.prompts_per_step"), "{err}");
+    assert!(err.contains("rl.prompts_per_step"), "{err}");
 }
 
 #[test]
 fn an_unknown_key_fails_naming_it() {
-    let out = reinforge(&["explain", "--set", "grpo.no_such_key=1"]);
+    let out = reinforge(&["explain", "--set", "rl.no_such_key=1"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("grpo.no_such_key"), "{err}");
-    let out = reinforge(&["explain", "--set", "grpo.steps=many"]);
+    assert!(err.contains("rl.no_such_key"), "{err}");
+    let out = reinforge(&["explain", "--set", "rl.steps=many"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("grpo.steps"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rl.steps"));
 }
 
 /// Parameters stored in a safetensors file: the product of every tensor's shape in its
@@ -198,8 +198,8 @@ fn the_report_names_trl_and_verl_keys() {
         .iter()
         .map(|k| k.as_str().unwrap())
         .collect();
-    assert!(none.contains(&"grpo.skip_zero_advantage"), "{none:?}");
-    assert!(!none.contains(&"grpo.num_generations"));
+    assert!(none.contains(&"rl.skip_zero_advantage"), "{none:?}");
+    assert!(!none.contains(&"rl.num_generations"));
 }
 
 /// Runs `args` (a `train` command) and returns its metrics lines from `run`.
@@ -243,12 +243,12 @@ fn explain_predicts_what_the_runs_do() {
     let runs = dir.path().join("runs");
     let sets = [
         "sft.steps=5",
-        "grpo.steps=2",
-        "grpo.prompts_per_step=6",
-        "grpo.num_generations=4",
-        "grpo.mini_batches=4",
-        "grpo.ppo_epochs=2",
-        "grpo.skip_zero_advantage=false",
+        "rl.steps=2",
+        "rl.prompts_per_step=6",
+        "rl.num_generations=4",
+        "rl.mini_batches=4",
+        "rl.ppo_epochs=2",
+        "rl.skip_zero_advantage=false",
         "eval.problems=4",
         "eval.samples=2",
         "threads=1",
@@ -288,11 +288,11 @@ fn explain_predicts_what_the_runs_do() {
         .collect();
     std::fs::write(&data, rows).unwrap();
     let data_sets = [
-        "grpo.steps=2",
-        "grpo.prompts_per_step=3",
-        "grpo.num_generations=4",
-        "grpo.mini_batches=2",
-        "grpo.max_completion_length=4",
+        "rl.steps=2",
+        "rl.prompts_per_step=3",
+        "rl.num_generations=4",
+        "rl.mini_batches=2",
+        "rl.max_completion_length=4",
         "threads=1",
     ];
     let mut explain_args = vec!["--model", model.to_str().unwrap()];

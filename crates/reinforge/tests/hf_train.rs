@@ -68,11 +68,11 @@ fn train_args(dir: &Path, name: &str, extra: &[&str]) -> Vec<String> {
     let sets = [
         format!("runs_dir={}", runs.display()),
         format!("name={name}"),
-        "grpo.steps=24".into(),
-        "grpo.prompts_per_step=8".into(),
-        "grpo.num_generations=8".into(),
-        "grpo.max_completion_length=8".into(),
-        "grpo.lr=3e-3".into(),
+        "rl.steps=24".into(),
+        "rl.prompts_per_step=8".into(),
+        "rl.num_generations=8".into(),
+        "rl.max_completion_length=8".into(),
+        "rl.lr=3e-3".into(),
     ];
     let mut args: Vec<String> = ["train", "--model", model.to_str().unwrap(), "--data"]
         .map(String::from)
@@ -187,7 +187,7 @@ fn lora_training_learns_and_writes_a_peft_adapter() {
     let m = train(
         tmp.path(),
         "lora",
-        &["--lora-r", "8", "--set", "grpo.lr=1e-2"],
+        &["--lora-r", "8", "--set", "rl.lr=1e-2"],
     );
     let r = rewards(&m);
     let first: f64 = r[..4].iter().sum::<f64>() / 4.0;
@@ -220,15 +220,15 @@ fn interrupted_dataset_runs_resume_exactly() {
     for (name, extra) in [
         (
             "full",
-            &["--set", "grpo.steps=60", "--set", "grpo.checkpoint_every=5"][..],
+            &["--set", "rl.steps=60", "--set", "rl.checkpoint_every=5"][..],
         ),
         (
             "lora",
             &[
                 "--set",
-                "grpo.steps=60",
+                "rl.steps=60",
                 "--set",
-                "grpo.checkpoint_every=5",
+                "rl.checkpoint_every=5",
                 "--lora-r",
                 "4",
             ][..],
@@ -301,30 +301,30 @@ fn positions_are_checked_against_the_loaded_model() {
         "long",
         &[
             "--set",
-            "grpo.max_completion_length=80",
+            "rl.max_completion_length=80",
             "--set",
-            "grpo.steps=1",
+            "rl.steps=1",
             "--set",
-            "grpo.ignore_eos=true",
+            "rl.ignore_eos=true",
         ],
     );
     assert_eq!(m[0]["response_length/mean"].as_f64(), Some(80.0));
     let out = reinforge(&refs(&train_args(
         tmp.path(),
         "over",
-        &["--set", "grpo.max_completion_length=127"],
+        &["--set", "rl.max_completion_length=127"],
     )));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("arith.jsonl row 1")
-            && err.contains("grpo.max_completion_length")
+            && err.contains("rl.max_completion_length")
             && err.contains("max_position_embeddings = 128"),
         "{err}"
     );
 }
 
-/// `grpo.algorithm=ppo` on a dataset: the trainer creates the critic from the loaded model,
+/// `rl.algorithm=ppo` on a dataset: the trainer creates the critic from the loaded model,
 /// logs its metrics and saves it with the resumable checkpoint.
 #[test]
 fn ppo_trains_a_critic_on_a_dataset() {
@@ -332,7 +332,7 @@ fn ppo_trains_a_critic_on_a_dataset() {
     let m = train(
         tmp.path(),
         "ppo",
-        &["--set", "grpo.algorithm=ppo", "--set", "grpo.steps=3"],
+        &["--set", "rl.algorithm=ppo", "--set", "rl.steps=3"],
     );
     assert_eq!(m.len(), 3);
     for line in &m {

@@ -137,10 +137,10 @@ fn a_dataset_run_scores_its_canaries_and_reports_them() {
         for kv in [
             format!("runs_dir={}", runs.display()),
             format!("name={policy}"),
-            "grpo.steps=2".into(),
-            "grpo.prompts_per_step=3".into(),
-            "grpo.num_generations=2".into(),
-            "grpo.max_completion_length=6".into(),
+            "rl.steps=2".into(),
+            "rl.prompts_per_step=3".into(),
+            "rl.num_generations=2".into(),
+            "rl.max_completion_length=6".into(),
             "integrity.canary_every=1".into(),
             "integrity.canary_prompts=6".into(),
         ] {

@@ -309,6 +309,27 @@ fn the_training_core_is_small_and_imports_no_recipe() {
     assert!(naming.is_empty(), "{naming:?}");
 }
 
+/// The binary is flags and dispatch: at most 3,500 lines, no tensor type, and no model behind a
+/// server trait (those are reinforge-backend's).
+#[test]
+fn the_binary_is_flags_and_dispatch() {
+    const BINARY_LINES: usize = 3_500;
+    let src = root().join("crates/reinforge/src");
+    let files = rust_files(&src);
+    let lines: usize = files
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap().lines().count())
+        .sum();
+    assert!(lines > 500 && lines <= BINARY_LINES, "{lines} lines");
+    let forbidden = ["Tensor", "tch::", "impl Generator", "impl TinkerBackend"];
+    let naming: Vec<_> = files
+        .iter()
+        .flat_map(|p| code_lines(p).into_iter().map(move |l| (p.clone(), l)))
+        .filter(|(_, l)| forbidden.iter().any(|f| l.contains(f)))
+        .collect();
+    assert!(naming.is_empty(), "{naming:?}");
+}
+
 #[test]
 fn the_circle_check_finds_a_circle() {
     let dir = tempfile::tempdir().unwrap();

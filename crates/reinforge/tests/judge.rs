@@ -152,13 +152,13 @@ fn pointwise_ratings_reward_training_and_bad_templates() {
         "--set",
         "threads=1",
         "--set",
-        "grpo.steps=2",
+        "rl.steps=2",
         "--set",
-        "grpo.prompts_per_step=2",
+        "rl.prompts_per_step=2",
         "--set",
-        "grpo.num_generations=4",
+        "rl.num_generations=4",
         "--set",
-        "grpo.max_completion_length=4",
+        "rl.max_completion_length=4",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let m: Vec<Value> = std::fs::read_to_string(runs.join("j/metrics.jsonl"))

@@ -1,4 +1,4 @@
-//! Every registered policy loss (`grpo.policy_loss`, `reinforge_torch::train::loss::PolicyLossKind`)
+//! Every registered policy loss (`rl.policy_loss`, `reinforge_torch::train::loss::PolicyLossKind`)
 //! runs the default experiment end to end on tiny settings, with finite metrics.
 
 use std::process::Command;
@@ -17,11 +17,11 @@ const TINY: &[&str] = &[
     "sft.batch_size=16",
     "sft.lr=1e-2",
     "sft.checkpoint_every=0",
-    "grpo.steps=2",
-    "grpo.prompts_per_step=4",
-    "grpo.num_generations=4",
-    "grpo.max_completion_length=16",
-    "grpo.checkpoint_every=0",
+    "rl.steps=2",
+    "rl.prompts_per_step=4",
+    "rl.num_generations=4",
+    "rl.max_completion_length=16",
+    "rl.checkpoint_every=0",
     "eval.problems=8",
     "eval.samples=4",
 ];
@@ -48,7 +48,7 @@ fn every_registered_policy_loss_trains_end_to_end() {
         for kv in TINY.iter().map(|s| s.to_string()).chain([
             format!("runs_dir={}", dir.path().display()),
             format!("name=t-{loss}"),
-            format!("grpo.policy_loss={loss}"),
+            format!("rl.policy_loss={loss}"),
         ]) {
             args.push("--set".into());
             args.push(kv);

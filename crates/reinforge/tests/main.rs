@@ -6,6 +6,7 @@ mod common;
 
 mod arena_tools;
 mod bad_input;
+mod config_files;
 mod derl;
 mod device_check;
 mod distill;

@@ -1,6 +1,6 @@
 //! End-to-end runs of `reinforge train` on a tiny configuration: the reward rises, the same
 //! seed repeats the metrics, Ctrl-C plus `--resume` equals an uninterrupted run, and `eval`
-//! reads the checkpoints; the same for PPO with a critic (`grpo.algorithm=ppo`).
+//! reads the checkpoints; the same for PPO with a critic (`rl.algorithm=ppo`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -28,7 +28,7 @@ fn repeat_from_config(run: &Path, name: &str) {
         "--set".into(),
         format!("name={name}"),
         "--set".into(),
-        format!("grpo.steps={REPEAT_STEPS}"),
+        format!("rl.steps={REPEAT_STEPS}"),
     ]));
     assert_prefix(run, &run.parent().unwrap().join(name));
 }
@@ -197,7 +197,7 @@ fn column(metrics: &[Value], key: &str) -> Vec<f64> {
 fn ppo_run_raises_reward_and_its_critic_learns() {
     let dir = tempfile::tempdir().unwrap();
     let steps = learning_steps();
-    let extra = ["grpo.algorithm=ppo", &steps];
+    let extra = ["rl.algorithm=ppo", &steps];
     check(&reinforge(&train_args(dir.path(), "ppo", &extra)));
     let run = dir.path().join("ppo");
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
@@ -251,7 +251,7 @@ fn ppo_run_raises_reward_and_its_critic_learns() {
     check(&reinforge(&train_args(
         dir.path(),
         "grpo",
-        &["grpo.steps=2", "sft.steps=20"],
+        &["rl.steps=2", "sft.steps=20"],
     )));
     let g = deterministic_metrics(&dir.path().join("grpo"));
     assert!(g[0].get("critic/value_loss").is_none());
@@ -265,7 +265,7 @@ fn ppo_run_raises_reward_and_its_critic_learns() {
 fn ppo_with_critic_warmup_and_kl_in_reward_resumes_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let extra = [
-        "grpo.algorithm=ppo",
+        "rl.algorithm=ppo",
         "ppo.critic_warmup=2",
         "ppo.kl_coef=0.05",
         "ppo.lam=0.95",
@@ -288,11 +288,11 @@ fn ppo_with_critic_warmup_and_kl_in_reward_resumes_exactly() {
 #[test]
 fn bad_config_names_the_key() {
     let dir = tempfile::tempdir().unwrap();
-    let out = reinforge(&train_args(dir.path(), "x", &["grpo.num_generations=many"]));
+    let out = reinforge(&train_args(dir.path(), "x", &["rl.num_generations=many"]));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("grpo.num_generations") && err.contains("of type integer"),
+        err.contains("rl.num_generations") && err.contains("of type integer"),
         "{err}"
     );
     let bad_file: PathBuf = dir.path().join("bad.toml");
@@ -306,7 +306,7 @@ fn bad_config_names_the_key() {
     assert!(!out.status.success() && err.contains("steps"), "{err}");
 }
 
-/// Prompt (`<bos>` included) plus `grpo.max_completion_length` exactly at the model's positions
+/// Prompt (`<bos>` included) plus `rl.max_completion_length` exactly at the model's positions
 /// trains (every completion runs to the limit with `ignore_eos`); one more token is an error
 /// naming the keys, before any training.
 #[test]
@@ -314,10 +314,10 @@ fn completions_fill_the_positions_exactly_at_the_edge() {
     let dir = tempfile::tempdir().unwrap();
     // 1-digit prompts: <bos> d + d = is 5 tokens; the model has 64 positions.
     let edge = [
-        "grpo.max_completion_length=59",
-        "grpo.ignore_eos=true",
+        "rl.max_completion_length=59",
+        "rl.ignore_eos=true",
         "sft.steps=5",
-        "grpo.steps=2",
+        "rl.steps=2",
         "eval.problems=2",
         "eval.samples=2",
     ];
@@ -326,12 +326,12 @@ fn completions_fill_the_positions_exactly_at_the_edge() {
     let m = deterministic_metrics(&dir.path().join("edge"));
     assert_eq!(column(&m, "response_length/mean"), vec![59.0, 59.0]);
     let mut over = edge.to_vec();
-    over[0] = "grpo.max_completion_length=60";
+    over[0] = "rl.max_completion_length=60";
     let out = reinforge(&train_args(dir.path(), "over", &over));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("grpo.max_completion_length")
+        err.contains("rl.max_completion_length")
             && err.contains("max_position_embeddings = 64")
             && err.contains("at most 59"),
         "{err}"
@@ -347,7 +347,7 @@ fn completions_fill_the_positions_exactly_at_the_edge() {
 #[test]
 fn eval_uses_the_runs_own_config() {
     let dir = tempfile::tempdir().unwrap();
-    check(&reinforge(&train_args(dir.path(), "e", &["grpo.steps=2"])));
+    check(&reinforge(&train_args(dir.path(), "e", &["rl.steps=2"])));
     let run = dir.path().join("e");
     let eval = |extra: &[&str]| {
         let mut args = vec![

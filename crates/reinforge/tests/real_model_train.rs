@@ -56,10 +56,10 @@ fn train(model: &Path, dir: &Path, name: &str, extra: &[&str]) -> Vec<Value> {
         format!("name={name}"),
         // One thread each: the test harness runs both tests at once on two cores.
         "threads=1".into(),
-        "grpo.steps=8".into(),
-        "grpo.prompts_per_step=4".into(),
-        "grpo.num_generations=8".into(),
-        "grpo.max_completion_length=16".into(),
+        "rl.steps=8".into(),
+        "rl.prompts_per_step=4".into(),
+        "rl.num_generations=8".into(),
+        "rl.max_completion_length=16".into(),
         "eval.problems=4".into(),
         "eval.samples=4".into(),
     ];
@@ -121,7 +121,7 @@ fn real_model_full_finetune_reward_rises() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let m = train(&model, tmp.path(), "full", &["--set", "grpo.lr=2e-5"]);
+    let m = train(&model, tmp.path(), "full", &["--set", "rl.lr=2e-5"]);
     let (first, last) = first_and_last(&m);
     println!("full fine-tune: reward {first:.3} -> {last:.3}");
     assert!(
@@ -140,7 +140,7 @@ fn real_model_lora_reward_rises() {
         &model,
         tmp.path(),
         "lora",
-        &["--lora-r", "8", "--set", "grpo.lr=1e-3"],
+        &["--lora-r", "8", "--set", "rl.lr=1e-3"],
     );
     let (first, last) = first_and_last(&m);
     println!("LoRA r=8: reward {first:.3} -> {last:.3}");

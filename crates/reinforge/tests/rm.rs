@@ -229,11 +229,11 @@ fn reward_model_learns_the_rule_loads_in_transformers_and_rewards_rl() {
         format!("runs_dir={}", runs.display()),
         "name=grpo-rm".into(),
         "threads=1".into(),
-        "grpo.steps=100".into(),
-        "grpo.prompts_per_step=8".into(),
-        "grpo.num_generations=8".into(),
-        "grpo.max_completion_length=8".into(),
-        "grpo.lr=3e-3".into(),
+        "rl.steps=100".into(),
+        "rl.prompts_per_step=8".into(),
+        "rl.num_generations=8".into(),
+        "rl.max_completion_length=8".into(),
+        "rl.lr=3e-3".into(),
     ];
     let mut args = vec![
         "train".to_string(),

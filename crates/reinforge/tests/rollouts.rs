@@ -28,7 +28,7 @@ fn asynchronous_runs_repeat_exactly_and_train_on_weights_k_updates_old() {
     let extra = [steps.as_str(), "rollout.max_staleness=2"];
     check(&reinforge(&train_args(dir.path(), "a", &extra)));
     // The same seed repeats the run: generation overlapping training adds no nondeterminism.
-    let repeat = format!("grpo.steps={REPEAT_STEPS}");
+    let repeat = format!("rl.steps={REPEAT_STEPS}");
     let short = ["rollout.max_staleness=2", repeat.as_str()];
     check(&reinforge(&train_args(dir.path(), "b", &short)));
     assert_prefix(&dir.path().join("a"), &dir.path().join("b"));
@@ -114,13 +114,9 @@ const SHARED: &[&str] = &[
 #[test]
 fn remote_engines_draw_like_the_local_engine_and_a_killed_engine_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    check(&reinforge(&train_args(
-        dir.path(),
-        "base",
-        &["grpo.steps=0"],
-    )));
+    check(&reinforge(&train_args(dir.path(), "base", &["rl.steps=0"])));
     let base = dir.path().join("base");
-    let steps = ("grpo", "steps", "4".to_string());
+    let steps = ("rl", "steps", "4".to_string());
     let (local, out) = rl_from(&base, "local", std::slice::from_ref(&steps));
     check(&out);
 

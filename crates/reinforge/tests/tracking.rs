@@ -24,10 +24,10 @@ use serde_json::{json, Value};
 
 const SHORT: &[&str] = &[
     "sft.steps=3",
-    "grpo.steps=2",
-    "grpo.prompts_per_step=4",
-    "grpo.num_generations=4",
-    "grpo.checkpoint_every=0",
+    "rl.steps=2",
+    "rl.prompts_per_step=4",
+    "rl.num_generations=4",
+    "rl.checkpoint_every=0",
     "eval.problems=2",
     "eval.samples=2",
 ];
@@ -537,7 +537,7 @@ fn a_real_mlflow_server_gets_params_every_metric_and_the_report_files() {
         let r = &runs[name];
         assert_eq!(r["info"]["status"], "FINISHED", "{name}");
         let params = MlflowServer::params(r);
-        assert_eq!(params["grpo.steps"], "2");
+        assert_eq!(params["rl.steps"], "2");
         assert_eq!(params["sft.steps"], "3");
         assert_eq!(params["logging.mlflow_uri"], server.url);
         let expected = jsonl_scalars(&run_dir, file);
@@ -668,10 +668,10 @@ fn a_dataset_run_is_tracked_too() {
     for kv in [
         format!("runs_dir={}", dir.path().display()),
         "name=data".into(),
-        "grpo.steps=2".into(),
-        "grpo.prompts_per_step=4".into(),
-        "grpo.num_generations=2".into(),
-        "grpo.max_completion_length=4".into(),
+        "rl.steps=2".into(),
+        "rl.prompts_per_step=4".into(),
+        "rl.num_generations=2".into(),
+        "rl.max_completion_length=4".into(),
         format!("logging.mlflow_uri={url}"),
     ] {
         args.push("--set".into());

@@ -111,6 +111,29 @@ pub fn check_names(specs: &[CovariateSpec]) -> Result<()> {
     Ok(())
 }
 
+/// `specs` with the transforms `--covariate-transform` names: `(None, t)` applies `t` to all,
+/// then `(Some(name), t)` to the one named (an unknown name is an error). The names are checked
+/// first ([`check_names`]).
+pub fn with_transforms(
+    specs: &[CovariateSpec],
+    transforms: &[(Option<String>, Transform)],
+) -> Result<Vec<CovariateSpec>> {
+    let mut specs = specs.to_vec();
+    check_names(&specs)?;
+    for (_, t) in transforms.iter().filter(|(n, _)| n.is_none()) {
+        specs.iter_mut().for_each(|s| s.transform = *t);
+    }
+    for (name, t) in transforms {
+        if let Some(n) = name {
+            let s = specs.iter_mut().find(|s| s.name == *n).ok_or_else(|| {
+                anyhow::anyhow!("--covariate-transform names {n:?}, which is no --covariate")
+            })?;
+            s.transform = *t;
+        }
+    }
+    Ok(specs)
+}
+
 /// Features per battle (one row per battle, one column per covariate) from the raw `(a, b)` values
 /// that [`read`] returns; `lines` names each battle's `source:line` for errors.
 pub fn features(

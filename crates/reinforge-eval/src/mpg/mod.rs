@@ -15,6 +15,7 @@
 //! next to Pearson.
 
 pub mod compare;
+pub mod render;
 pub mod table;
 
 use anyhow::{bail, Result};

@@ -204,6 +204,13 @@ impl BattleOracle {
         &self.beta
     }
 
+    /// The model of median reference strength: the default anchor of anchor seeding.
+    pub fn median_model(&self) -> usize {
+        let mut order: Vec<usize> = (0..self.beta.len()).collect();
+        order.sort_by(|&x, &y| self.beta[y].total_cmp(&self.beta[x]));
+        order[order.len() / 2]
+    }
+
     /// Whether the plain full-data BT fit converged (otherwise [`BattleOracle::beta`] carries a prior).
     pub fn converged(&self) -> bool {
         self.converged

@@ -2,6 +2,9 @@
 //! completions and its success rate.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Result};
 
 use reinforge_eval::decompose::Sample;
 use reinforge_eval::passk_change::k_values;
@@ -12,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::env::{sample_and_score, sampling};
 use reinforge_train::config::{EvalConfig, TrainConfig};
 use reinforge_train::progress;
+use reinforge_train::run_dir::RunDir;
 use reinforge_train::seeds::{seed_torch, step_seed, PHASE_EVAL};
 
 /// Share and success rate of one pattern.
@@ -142,4 +146,19 @@ pub fn pattern_line(r: &EvalReport) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The resolved config of the run a checkpoint belongs to (`<run>/checkpoints/<tag>`).
+pub fn run_config_of(checkpoint: &Path) -> Result<TrainConfig> {
+    let root = checkpoint
+        .parent()
+        .and_then(Path::parent)
+        .filter(|r| r.join("config.toml").exists());
+    match root {
+        Some(root) => Ok(RunDir::open(root)?.1),
+        None => bail!(
+            "{}: not a checkpoint of a run directory (no config.toml two levels up); `eval` reads the run's config to know its task",
+            checkpoint.display()
+        ),
+    }
 }

@@ -4,6 +4,7 @@
 //! interrupted run continues with `--resume` exactly where it stopped. The task's particulars
 //! (patterns, the character tokenizer, pass@k by pattern) live in this module only.
 
+pub mod bench;
 pub mod env;
 pub mod evaluate;
 pub mod report;
@@ -102,7 +103,7 @@ pub fn run_with_env(cfg: &TrainConfig, run: &RunDir, env: ArithEnv) -> Result<Ou
             state.step
         );
     }
-    let opt = optimizer(&policy, cfg.sft.lr, cfg.sft.weight_decay);
+    let opt = optimizer(&policy, cfg.sft.weight_decay);
     let mut trainer = Trainer::new(
         &policy,
         opt,
@@ -143,7 +144,7 @@ pub fn run_with_env(cfg: &TrainConfig, run: &RunDir, env: ArithEnv) -> Result<Ou
             return Ok(Outcome::Interrupted);
         }
         trainer.save(run, "sft", false)?;
-        let opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
+        let opt = optimizer(&policy, cfg.grpo.weight_decay);
         trainer.start_phase(Phase::Rl, opt);
         trainer.save(run, "latest", true)?;
     }
@@ -194,7 +195,7 @@ pub fn run_with_env(cfg: &TrainConfig, run: &RunDir, env: ArithEnv) -> Result<Ou
     if rl::needs_reference(&cfg.grpo, &cfg.ppo) {
         trainer.reference = Some(Policy::load(&run.checkpoint("sft"), device)?);
     }
-    trainer.opt = optimizer(&policy, cfg.grpo.lr, cfg.grpo.weight_decay);
+    trainer.opt = optimizer(&policy, cfg.grpo.weight_decay);
     trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
     trainer.shard_optimizer();
     if dp.is_some() {
@@ -246,7 +247,7 @@ fn rl_rank(
     if rl::needs_reference(&cfg.grpo, &cfg.ppo) {
         trainer.reference = Some(Policy::load(&run.checkpoint("sft"), device)?);
     }
-    trainer.opt = optimizer(trainer.policy, cfg.grpo.lr, cfg.grpo.weight_decay);
+    trainer.opt = optimizer(trainer.policy, cfg.grpo.weight_decay);
     trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
     trainer.shard_optimizer();
     if rl::run_phase(trainer, run, env, cfg, latest)? == PhaseEnd::Interrupted {

@@ -41,7 +41,7 @@ pub struct DataRun {
     /// Tools the policy may call (`calculator`): episodes become multi-turn.
     #[serde(default)]
     pub tools: Option<ToolKind>,
-    /// Policy turns per episode with tools (each up to `grpo.max_completion_length` tokens).
+    /// Policy turns per episode with tools (each up to `rl.max_completion_length` tokens).
     #[serde(default = "three")]
     pub max_turns: usize,
 }

@@ -44,13 +44,13 @@ pub fn is_data_run(run: &RunDir) -> bool {
     run.path(DATA_RUN_FILE).exists()
 }
 
-/// Runs (or, when `checkpoints/latest` exists, continues) `grpo.steps` policy iterations of
+/// Runs (or, when `checkpoints/latest` exists, continues) `rl.steps` policy iterations of
 /// `cfg.grpo` on the data through the trainer, writing metrics and HF-layout checkpoints with
-/// the source's tokenizer files (`checkpoints/latest` every `grpo.checkpoint_every` steps, on
+/// the source's tokenizer files (`checkpoints/latest` every `rl.checkpoint_every` steps, on
 /// Ctrl-C and at the end, with the optimiser state; then `checkpoints/final`; with LoRA these
 /// hold the merged weights, `adapter/` inside them the PEFT adapter, and
 /// `checkpoints/final-adapter` the adapter alone). Every step seeds its own randomness, so a
-/// resumed run repeats an uninterrupted one. `grpo.algorithm = ppo` trains a critic created
+/// resumed run repeats an uninterrupted one. `rl.algorithm = ppo` trains a critic created
 /// from the loaded model, saved and resumed with it. Learned reward components (`type =
 /// "model"`, `"judge"`) are loaded by `scorers` (the binary's, which hold tensors).
 pub fn run(
@@ -107,7 +107,7 @@ pub fn run(
         }
         Ok(())
     };
-    let opt = optimizer(&model.policy, cfg.grpo.lr, cfg.grpo.weight_decay);
+    let opt = optimizer(&model.policy, cfg.grpo.weight_decay);
     let mut trainer = Trainer::new(&model.policy, opt, state, Box::new(files))
         .stop_after_nonfinite_steps(cfg.max_nonfinite_steps);
     trainer.reference = reference;

@@ -44,7 +44,7 @@ pub struct MemoryEstimate {
     pub gradient_bytes: u64,
     /// AdamW's two moments, divided over the ranks with `zero_stage = 1`.
     pub adamw_bytes: u64,
-    /// The frozen reference model (grpo.beta > 0).
+    /// The frozen reference model (rl.beta > 0).
     pub reference_bytes: u64,
     /// PPO's critic: backbone and value head with gradients and moments.
     pub critic_bytes: u64,
@@ -99,7 +99,7 @@ impl MemoryEstimate {
             "8 bytes per parameter (/ ranks with zero_stage = 1)",
         );
         if self.reference_bytes > 0 {
-            s += &row("reference model", self.reference_bytes, "grpo.beta > 0");
+            s += &row("reference model", self.reference_bytes, "rl.beta > 0");
         }
         if self.critic_bytes > 0 {
             s += &row(

@@ -53,10 +53,10 @@ pub struct Explanation {
     pub ppo_epochs: usize,
     /// Optimizer steps of the policy per RL step: ppo_epochs x mini_batches_per_epoch.
     pub optimizer_steps_per_step: usize,
-    /// Over the whole RL phase (grpo.steps).
+    /// Over the whole RL phase (rl.steps).
     pub optimizer_steps_total: usize,
     pub longest_prompt_tokens: usize,
-    /// Longest row: longest prompt + grpo.max_completion_length.
+    /// Longest row: longest prompt + rl.max_completion_length.
     pub longest_row_tokens: usize,
     /// memory.max_tokens_per_microbatch (0: one forward pass per rank's mini-batch).
     pub max_tokens_per_microbatch: usize,
@@ -81,10 +81,10 @@ pub fn explain(cfg: &TrainConfig, world: usize, model: &ModelShape) -> Result<Ex
     let g = &cfg.grpo;
     let rows = g.prompts_per_step * g.num_generations;
     if !rows.is_multiple_of(world) {
-        bail!("grpo.prompts_per_step x grpo.num_generations = {rows} must be a multiple of the {world} ranks (groups are never split across ranks)");
+        bail!("rl.prompts_per_step x rl.num_generations = {rows} must be a multiple of the {world} ranks (groups are never split across ranks)");
     }
     if world > 1 && g.dynamic_sampling {
-        bail!("grpo.dynamic_sampling is not supported with data-parallel ranks yet");
+        bail!("rl.dynamic_sampling is not supported with data-parallel ranks yet");
     }
     let rows_per_rank = rows / world;
     // As the policy update splits them (reinforge-torch `policy_update`): chunks of
@@ -126,7 +126,7 @@ pub fn explain(cfg: &TrainConfig, world: usize, model: &ModelShape) -> Result<Ex
     })
 }
 
-/// The keys explained: the top-level training keys, `[memory]` and `[grpo]` (the RL phase),
+/// The keys explained: the top-level training keys, `[memory]` and `[rl]` (the RL phase),
 /// each with its value and counterparts.
 fn key_lines(cfg: &TrainConfig) -> Result<(Vec<KeyLine>, Vec<String>)> {
     let value = toml::Value::try_from(cfg)?;
@@ -170,7 +170,7 @@ impl Explanation {
         line(String::new());
         line("BATCH (one RL step)".into());
         line(format!(
-            "  rows per step        {} = grpo.prompts_per_step {} x grpo.num_generations {}   (TRL generation_batch_size; verl data.train_batch_size x rollout.n)",
+            "  rows per step        {} = rl.prompts_per_step {} x rl.num_generations {}   (TRL generation_batch_size; verl data.train_batch_size x rollout.n)",
             self.rows_per_step, self.prompts_per_step, self.num_generations
         ));
         line(format!(
@@ -178,14 +178,14 @@ impl Explanation {
             self.rows_per_rank, self.rows_per_step, self.world
         ));
         line(format!(
-            "  mini-batches         {} of {} rows (grpo.mini_batches {}; verl actor.ppo_mini_batch_size = {} prompts)",
+            "  mini-batches         {} of {} rows (rl.mini_batches {}; verl actor.ppo_mini_batch_size = {} prompts)",
             self.mini_batches_per_epoch,
             self.rows_per_mini_batch,
             g.mini_batches,
             self.rows_per_mini_batch / self.num_generations.max(1)
         ));
         line(format!(
-            "  optimizer steps      {} per step = grpo.ppo_epochs {} x {} mini-batches; {} over grpo.steps {}",
+            "  optimizer steps      {} per step = rl.ppo_epochs {} x {} mini-batches; {} over rl.steps {}",
             self.optimizer_steps_per_step, self.ppo_epochs, self.mini_batches_per_epoch, self.optimizer_steps_total, g.steps
         ));
         if g.advantage_estimator == GAE {
@@ -194,7 +194,7 @@ impl Explanation {
         line(String::new());
         line("FORWARD PASSES (per rank)".into());
         line(format!(
-            "  longest row          {} tokens = prompt {} + grpo.max_completion_length {}",
+            "  longest row          {} tokens = prompt {} + rl.max_completion_length {}",
             self.longest_row_tokens, self.longest_prompt_tokens, g.max_completion_length
         ));
         let budget = if self.max_tokens_per_microbatch == 0 {

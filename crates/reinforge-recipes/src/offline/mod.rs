@@ -181,13 +181,8 @@ impl OfflineOptions {
             }
             Ok(())
         };
-        let mut trainer = Trainer::new(
-            &policy,
-            optimizer(&policy, self.lr, 0.0),
-            state,
-            Box::new(files),
-        )
-        .with_tracking(self.tracking.clone());
+        let mut trainer = Trainer::new(&policy, optimizer(&policy, 0.0), state, Box::new(files))
+            .with_tracking(self.tracking.clone());
         if resumed {
             trainer.opt.load(&latest.join(OPTIMIZER_FILE))?;
         }

@@ -226,7 +226,7 @@ pub fn train(o: &RmOptions) -> Result<()> {
     };
     let mut trainer = Trainer::new(
         &rm.policy,
-        optimizer(&rm.policy, o.common.lr, o.weight_decay),
+        optimizer(&rm.policy, o.weight_decay),
         state,
         Box::new(files),
     )

@@ -361,7 +361,7 @@ impl IntegrityLog {
             );
         }
         if !self.series.contains_key("integrity/kl_to_start") {
-            s.push_str("\n`integrity/kl_to_start` is measured only when the run keeps a reference model (`grpo.beta > 0`).\n");
+            s.push_str("\n`integrity/kl_to_start` is measured only when the run keeps a reference model (`rl.beta > 0`).\n");
         }
         let (scored, credited) = self
             .canary_checks

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// An advantage estimator, selected by its verl name (`grpo.advantage_estimator` in reinforge's
+/// An advantage estimator, selected by its verl name (`rl.advantage_estimator` in reinforge's
 /// config). Serialises as [`Estimator::name`]; parsing also accepts reinforge's older spellings
 /// ([`Estimator::aliases`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

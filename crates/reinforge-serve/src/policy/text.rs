@@ -12,6 +12,12 @@
 //! of the tokens before it, not the whole text, so the work per token does not grow with the
 //! length of the completion; stop strings are looked for in the new text and the few bytes before
 //! it.
+//!
+//! [`first_stop`] is the one stop-string matcher of the house: the choices here and
+//! [`StopWindow`] (engines that end a row on the token completing a stop string, as the Tinker
+//! sampler does) both use it.
+
+use std::collections::HashMap;
 
 use reinforge_hf::HfTokenizer;
 
@@ -197,20 +203,16 @@ impl Choice {
 
     /// Applies the stop strings to `text[from..]`; returns whether one matched.
     fn check_stop_strings(&mut self, opts: &OutputOptions, from: usize) -> bool {
-        let hit = opts
-            .stop
-            .iter()
-            .filter_map(|s| self.text[from..].find(s.as_str()).map(|at| (from + at, s)))
-            .min_by_key(|&(at, s)| (at, std::cmp::Reverse(s.len())));
-        let Some((at, s)) = hit else {
+        let Some((at, s)) = first_stop(&self.text[from..], &opts.stop) else {
             return false;
         };
+        let at = from + at;
         let end = if opts.include_stop_str_in_output {
             at + s.len()
         } else {
             at
         };
-        let stop = s.clone();
+        let stop = s.to_string();
         self.text.truncate(end);
         self.ending = Some(Ending {
             finish: Finish::Stop,
@@ -243,10 +245,7 @@ impl Choice {
             if !opts.stop.is_empty() && self.check_stop_strings(opts, 0) {
                 let text = std::mem::take(&mut self.text);
                 let keep = (1..=self.ids.len())
-                    .find(|&k| {
-                        let t = detok.text(&self.ids[..k]);
-                        opts.stop.iter().any(|s| t.contains(s.as_str()))
-                    })
+                    .find(|&k| first_stop(&detok.text(&self.ids[..k]), &opts.stop).is_some())
                     .unwrap_or(self.ids.len());
                 self.ids.truncate(keep);
                 self.logprobs.truncate(keep);
@@ -292,6 +291,53 @@ impl Choice {
         let tokens = self.sent_tokens..self.ids.len();
         self.sent_tokens = self.ids.len();
         (text, tokens)
+    }
+}
+
+/// The earliest stop string in `text` (the longest of those starting there): its byte offset
+/// and the string.
+pub fn first_stop<'a>(text: &str, stops: &'a [String]) -> Option<(usize, &'a str)> {
+    stops
+        .iter()
+        .filter_map(|s| text.find(s.as_str()).map(|at| (at, s.as_str())))
+        .min_by_key(|&(at, s)| (at, std::cmp::Reverse(s.len())))
+}
+
+/// Stop strings matched on each row's text as it grows, for engines that end a row on the
+/// token that completes one: a row's new token completes one when the decoded text of its last
+/// tokens contains it (which it did not a token earlier, or the row would have ended). The
+/// window, the longest stop string's bytes plus 16 tokens, holds any occurrence the new token
+/// completes (a token decodes to at least one byte but for special tokens) without decoding
+/// the whole row at every step.
+pub struct StopWindow<'a> {
+    tokenizer: Option<&'a HfTokenizer>,
+    stops: &'a [String],
+    window: usize,
+    rows: HashMap<usize, Vec<u32>>,
+}
+
+impl<'a> StopWindow<'a> {
+    pub fn new(tokenizer: Option<&'a HfTokenizer>, stops: &'a [String]) -> Self {
+        let longest = stops.iter().map(String::len).max().unwrap_or(0);
+        Self {
+            tokenizer,
+            stops,
+            window: longest + 16,
+            rows: HashMap::new(),
+        }
+    }
+
+    /// Appends `token` to `row`; whether the row's text now contains a stop string (a text
+    /// the tokenizer cannot decode contains none).
+    pub fn completes(&mut self, row: usize, token: i64) -> bool {
+        let Some(tok) = self.tokenizer.filter(|_| !self.stops.is_empty()) else {
+            return false;
+        };
+        let ids = self.rows.entry(row).or_default();
+        ids.push(token as u32);
+        let from = ids.len().saturating_sub(self.window);
+        tok.decode(&ids[from..], false)
+            .is_ok_and(|text| first_stop(&text, self.stops).is_some())
     }
 }
 
@@ -345,5 +391,38 @@ mod tests {
             stop_reason: None,
         });
         assert_eq!(c.delta(&o).0, "STx");
+    }
+
+    fn fixture() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hf/models/llama")
+    }
+
+    /// The first `k` such that the text of `ids[..k]` contains one of `stops`.
+    fn first_prefix(tok: &HfTokenizer, ids: &[i64], stops: &[String]) -> Option<usize> {
+        (1..=ids.len()).find(|&k| {
+            let v: Vec<u32> = ids[..k].iter().map(|&t| t as u32).collect();
+            first_stop(&tok.decode(&v, false).unwrap(), stops).is_some()
+        })
+    }
+
+    /// Token by token, the match falls on the token that completes the stop string, whatever
+    /// the tokenizer splits it into, as decoding the whole prefix finds it; no stop string,
+    /// no match.
+    #[test]
+    fn stop_strings_match_on_the_completing_token() {
+        let tok = HfTokenizer::from_dir(fixture()).unwrap();
+        let ids: Vec<i64> = tok
+            .encode("The answer is 9\n\nUser: what next", false)
+            .unwrap()
+            .into_iter()
+            .map(i64::from)
+            .collect();
+        for (stop, want) in [("\n\nUser:", true), ("Assistant:", false)] {
+            let stops = vec![stop.to_string()];
+            let mut m = StopWindow::new(Some(&tok), &stops);
+            let hit = ids.iter().position(|&t| m.completes(0, t)).map(|i| i + 1);
+            assert_eq!(hit, first_prefix(&tok, &ids, &stops), "{stop:?}");
+            assert_eq!(hit.is_some_and(|k| k < ids.len()), want, "{stop:?}");
+        }
     }
 }

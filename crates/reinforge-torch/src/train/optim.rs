@@ -16,11 +16,12 @@ use tch::{nn::VarStore, Tensor};
 /// Both moments of every parameter (exp_avg, exp_avg_sq), one tensor per parameter.
 pub type Moments = (Vec<Tensor>, Vec<Tensor>);
 
-/// AdamW hyper-parameters (PyTorch names and defaults, except the learning rate).
+/// AdamW hyper-parameters (PyTorch names and defaults). The learning rate is not one: each
+/// step is given it (`clip_and_step(max_norm, lr)`), so a run's schedule has one home, its
+/// trainer's config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdamWConfig {
-    pub lr: f64,
     pub beta1: f64,
     pub beta2: f64,
     pub eps: f64,
@@ -30,7 +31,6 @@ pub struct AdamWConfig {
 impl Default for AdamWConfig {
     fn default() -> Self {
         Self {
-            lr: 1e-3,
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,

@@ -247,7 +247,6 @@ impl GlobalFit {
         let mut opt = AdamW::new(
             &vs,
             AdamWConfig {
-                lr,
                 weight_decay: 0.0,
                 ..Default::default()
             },

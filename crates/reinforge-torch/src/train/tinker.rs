@@ -293,7 +293,6 @@ impl TinkerModel {
     /// gradient norm is not finite is skipped (and reported).
     pub fn optim_step(&mut self, p: &AdamStep) -> StepReport {
         let cfg = AdamWConfig {
-            lr: p.learning_rate,
             beta1: p.beta1,
             beta2: p.beta2,
             eps: p.eps,

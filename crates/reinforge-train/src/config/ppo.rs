@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use super::RlConfig;
 
-/// PPO's critic, GAE and KL-in-reward (`[ppo]`), used when `grpo.advantage_estimator = "gae"`.
+/// PPO's critic, GAE and KL-in-reward (`[ppo]`), used when `rl.advantage_estimator = "gae"`.
 /// Names follow verl's (`algorithm.*`, `critic.*`, `trainer.critic_warmup`); the policy side
-/// (clip, epochs, mini-batches, lr) stays in `[grpo]`.
+/// (clip, epochs, mini-batches, lr) stays in `[rl]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PpoConfig {
@@ -36,9 +36,9 @@ pub struct PpoConfig {
     /// Iterations that update only the critic before the policy starts learning (verl
     /// `trainer.critic_warmup`).
     pub critic_warmup: usize,
-    /// Critic passes per batch (0 = `grpo.ppo_epochs`; verl `critic.ppo_epochs`).
+    /// Critic passes per batch (0 = `rl.ppo_epochs`; verl `critic.ppo_epochs`).
     pub critic_epochs: usize,
-    /// Critic optimizer steps per pass (0 = `grpo.mini_batches`).
+    /// Critic optimizer steps per pass (0 = `rl.mini_batches`).
     pub critic_mini_batches: usize,
 }
 

@@ -109,12 +109,12 @@ pub fn local_step(
     let rows = match &t.dp {
         Some(dp) => Some(dp.rows(
             rl.prompts_per_step * rl.num_generations,
-            "grpo.prompts_per_step x grpo.num_generations",
+            "rl.prompts_per_step x rl.num_generations",
         )?),
         None => None,
     };
     if t.dp.is_some() && rl.dynamic_sampling {
-        bail!("grpo.dynamic_sampling is not supported with data-parallel ranks yet");
+        bail!("rl.dynamic_sampling is not supported with data-parallel ranks yet");
     }
     let engine = LocalEngine {
         policy: t.policy,

@@ -62,7 +62,7 @@ pub struct StepMetrics {
     /// The environment's metrics (the arithmetic task: `pattern/*_share`).
     #[serde(flatten)]
     pub env: EnvMetrics,
-    /// Prompt batches drawn this step (only with `grpo.dynamic_sampling`).
+    /// Prompt batches drawn this step (only with `rl.dynamic_sampling`).
     #[serde(
         rename = "dynamic/draws",
         default,
@@ -76,7 +76,7 @@ pub struct StepMetrics {
         skip_serializing_if = "Option::is_none"
     )]
     pub dynamic_kept_groups: Option<f64>,
-    /// PPO only (`grpo.advantage_estimator = "gae"`): the critic's metrics, as `critic/*` keys.
+    /// PPO only (`rl.advantage_estimator = "gae"`): the critic's metrics, as `critic/*` keys.
     #[serde(flatten, default)]
     pub critic: Option<CriticMetrics>,
     /// Remote or asynchronous rollouts: weight pushes, the engine-trainer log-prob gap,

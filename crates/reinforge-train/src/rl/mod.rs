@@ -24,14 +24,14 @@ use crate::trainer::{PhaseEnd, PhasePlan, Trainer};
 pub use drive::local_step;
 pub use settings::StepSettings;
 
-/// Whether a run keeps a frozen reference model: for the KL loss (`grpo.beta > 0`) or, with
+/// Whether a run keeps a frozen reference model: for the KL loss (`rl.beta > 0`) or, with
 /// PPO's critic, for the KL in the reward (`ppo.kl_coef > 0`).
 pub fn needs_reference(cfg: &RlConfig, ppo: &PpoConfig) -> bool {
     cfg.beta > 0.0 || (cfg.advantage_estimator == GAE && ppo.kl_coef > 0.0)
 }
 
 /// The RL phase of a run, whatever the environment: opens PPO's critic from `latest` when the
-/// preset uses one, runs `grpo.steps` steps through the trainer's loop (Ctrl-C, metrics,
+/// preset uses one, runs `rl.steps` steps through the trainer's loop (Ctrl-C, metrics,
 /// checkpoints) and saves `checkpoints/latest` when the phase finishes.
 pub fn run_phase(
     trainer: &mut Trainer,

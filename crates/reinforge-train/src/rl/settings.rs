@@ -13,7 +13,7 @@ use crate::seeds::rl_step_seed;
 pub struct StepSettings {
     /// The run's seed: step `i` draws with [`StepSettings::step_seed`].
     pub seed: u64,
-    /// `[grpo]`: sampling, reward shaping, advantages, the policy update.
+    /// `[rl]`: sampling, reward shaping, advantages, the policy update.
     pub rl: RlConfig,
     /// `[ppo]`: the critic, GAE and KL in the reward (with `advantage_estimator = "gae"`).
     pub ppo: PpoConfig,

@@ -18,7 +18,7 @@ use super::shard;
 use crate::env::{Environment, Rollout};
 use crate::trainer::Trainer;
 
-/// Trains policy iteration `t.state.step` on `drawn`. With a critic (`grpo.advantage_estimator
+/// Trains policy iteration `t.state.step` on `drawn`. With a critic (`rl.advantage_estimator
 /// = "gae"`, which requires `t.critic`): GAE advantages and returns, a critic update, and a
 /// policy update once `ppo.critic_warmup` iterations have passed (verl
 /// `trainer.critic_warmup`).
@@ -34,7 +34,7 @@ pub fn step(
     let step = t.state.step;
     let critic = s.uses_critic();
     if critic && (t.critic.is_none() || t.dp.is_some()) {
-        bail!("grpo.advantage_estimator = \"gae\" needs PPO's critic, in a single process (data-parallel ranks are not supported with it yet)");
+        bail!("rl.advantage_estimator = \"gae\" needs PPO's critic, in a single process (data-parallel ranks are not supported with it yet)");
     }
     let dp = t.dp.clone();
     // Data-parallel: keep this rank's rows; rewards and lengths of the whole batch are

@@ -1,4 +1,4 @@
-//! PPO's critic in a run (`grpo.advantage_estimator = "gae"`, the `ppo` preset): created from
+//! PPO's critic in a run (`rl.advantage_estimator = "gae"`, the `ppo` preset): created from
 //! the SFT policy, saved with and restored from the run's checkpoints. Its values come back
 //! from packing, GAE is the advantage stage's and its update part of the step's update call
 //! ([`crate::rl`]).
@@ -75,7 +75,6 @@ fn optimizer(critic: &Critic, cfg: &PpoConfig) -> AdamW {
     AdamW::new(
         &critic.vs,
         AdamWConfig {
-            lr: cfg.critic_lr,
             weight_decay: cfg.critic_weight_decay,
             ..Default::default()
         },

@@ -27,12 +27,11 @@ pub use start::{save_final_adapter, Start};
 pub use state::{Phase, TrainerState, STATE_VERSION};
 pub use tracking::Tracking;
 
-/// An AdamW over `policy`'s trainable parameters.
-pub fn optimizer(policy: &Policy, lr: f64, weight_decay: f64) -> AdamW {
+/// An AdamW over `policy`'s trainable parameters (each step is given its learning rate).
+pub fn optimizer(policy: &Policy, weight_decay: f64) -> AdamW {
     AdamW::new(
         &policy.vs,
         AdamWConfig {
-            lr,
             weight_decay,
             ..Default::default()
         },
@@ -78,7 +77,7 @@ pub struct Trainer<'a> {
     pub opt: AdamW,
     /// Frozen model of the KL terms (loss or reward), when a run uses one.
     pub reference: Option<Policy>,
-    /// PPO's critic (`grpo.advantage_estimator = "gae"`).
+    /// PPO's critic (`rl.advantage_estimator = "gae"`).
     pub critic: Option<CriticState>,
     /// This process's data-parallel job, when it is one rank of several: only rank 0 writes
     /// metrics and checkpoints.
@@ -218,6 +217,9 @@ impl<'a> Trainer<'a> {
         let phase = self.state.phase;
         if self.writes() {
             run.truncate_jsonl(plan.metrics_file, self.state.step)?;
+            if let Some(text) = self.tracking.as_ref().and_then(|t| t.config.as_ref()) {
+                crate::run_dir::write_atomic(&run.path("config.toml"), text.as_bytes())?;
+            }
         }
         let bar = if self.writes() {
             progress::bar(plan.steps as u64, phase.label())
@@ -326,7 +328,7 @@ pub fn check_positions(
 ) -> Result<()> {
     if longest_prompt + max_completion_length > max_position_embeddings {
         bail!(
-            "the model has max_position_embeddings = {max_position_embeddings}, but {prompt_source} has {longest_prompt} tokens (special tokens included) and grpo.max_completion_length is {max_completion_length}: lower grpo.max_completion_length to at most {}",
+            "the model has max_position_embeddings = {max_position_embeddings}, but {prompt_source} has {longest_prompt} tokens (special tokens included) and rl.max_completion_length is {max_completion_length}: lower rl.max_completion_length to at most {}",
             max_position_embeddings.saturating_sub(longest_prompt)
         );
     }

@@ -19,6 +19,9 @@ pub struct Tracking {
     pub logging: LoggingConfig,
     /// The run's settings as `(name, value)`, logged once per MLflow run.
     pub params: Vec<(String, String)>,
+    /// The run's resolved settings as TOML, written to `config.toml` when a phase starts (the
+    /// offline commands: `--config` reads the file back); `None` for runs that have one.
+    pub config: Option<String>,
 }
 
 impl Tracking {
@@ -36,7 +39,11 @@ fn from_config(run: &RunDir) -> Option<Tracking> {
     let logging: LoggingConfig = config.get("logging")?.clone().try_into().ok()?;
     let mut params = Vec::new();
     crate::overrides::flat_keys(&config, "", &mut params);
-    Some(Tracking { logging, params })
+    Some(Tracking {
+        logging,
+        params,
+        config: None,
+    })
 }
 
 /// The sinks `given` (else `run`'s config) asks for, named `<run>/<phase>` in MLflow; `None`

@@ -14,7 +14,7 @@ use super::offline::OfflineArgs;
 
 /// On-policy distillation of a student checkpoint (`--model`) towards a teacher (TRL's GKD /
 /// DistillationTrainer losses).
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize)]
 #[command(after_help = "\
 DATA (jsonl or parquet): {\"prompt\": TEXT or [messages], \"completion\": TEXT (optional)}
 Each step samples completions from the student (with probability --lmbda; otherwise the
@@ -37,6 +37,7 @@ EXAMPLES:
   (run it again with the same --output to continue after Ctrl-C)")]
 pub struct TrainDistillArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: OfflineArgs,
     /// The teacher: a Hugging Face checkpoint directory with the student's tokenizer (loaded
     /// on the student's device and dtype, frozen).
@@ -101,7 +102,7 @@ pub fn train(args: &TrainDistillArgs) -> Result<()> {
     if memory.gradient_checkpointing || memory.padding_free {
         anyhow::bail!("train-distill takes --max-tokens-per-microbatch only; --gradient-checkpointing and --padding-free apply to train-sft, train-dpo, train-orpo, train-kto and train-rm");
     }
-    let common = args.common.options()?;
+    let common = args.common.options_of(args)?;
     let teacher = match (&args.teacher, &args.teacher_url) {
         (Some(dir), _) => Teacher::Local(ModelSource {
             dir: dir.clone(),

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
+use reinforge_recipes::generate::{check_room, fit_positions, sampling_params, SamplingOverrides};
 use reinforge_tasks::{read_records, Prompt};
-use reinforge_torch::{generate, SamplingParams};
+use reinforge_torch::generate;
 use serde::Serialize;
 
 use super::args::{count, temperature, top_k, top_p, ModelArgs, PromptArgs};
@@ -97,7 +98,16 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         bail!("{}: no prompts (the file has no records)", path.display());
     }
     let m = args.model.load()?;
-    let params = sampling_params(args, &m)?;
+    let params = sampling_params(
+        &m,
+        &SamplingOverrides {
+            temperature: args.temperature,
+            top_p: args.top_p,
+            top_k: args.top_k,
+            max_new_tokens: args.max_new_tokens,
+            ignore_eos: args.ignore_eos,
+        },
+    )?;
     let style = args.prompts.style();
     let encoded = prompts
         .iter()
@@ -142,73 +152,4 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     }
     bar.finish_and_clear();
     out.finish()
-}
-
-/// Command-line values, else the checkpoint's generation_config.json (greedy unless it
-/// samples), as transformers' `generate` would use them.
-fn sampling_params(args: &GenerateArgs, m: &super::LoadedModel) -> Result<SamplingParams> {
-    let g = m.tokenizer.generation_config();
-    let temperature = args
-        .temperature
-        .unwrap_or(if g.do_sample { g.temperature } else { 0.0 });
-    if !(temperature.is_finite() && temperature >= 0.0) {
-        bail!("temperature {temperature} from generation_config.json must be finite and >= 0");
-    }
-    let params = SamplingParams {
-        temperature,
-        top_p: args.top_p.unwrap_or(g.top_p),
-        top_k: args
-            .top_k
-            .unwrap_or(if g.do_sample { g.top_k as i64 } else { 0 }),
-        max_new_tokens: args.max_new_tokens.or(g.max_new_tokens).unwrap_or(256),
-        stop_tokens: if args.ignore_eos {
-            vec![]
-        } else {
-            m.stop_ids()
-        },
-    };
-    Ok(params)
-}
-
-/// Checks that prompt `i` of `source` leaves room for a completion within the model's
-/// positions: the prompt alone must be shorter than `max_positions`, and an explicit
-/// `--max-new-tokens` must fit after it. The error names the row and the lengths.
-fn check_room(
-    source: &str,
-    i: usize,
-    prompt_len: usize,
-    params: &SamplingParams,
-    explicit_max_new: Option<usize>,
-    max_positions: usize,
-) -> Result<()> {
-    let row = i + 1;
-    if prompt_len >= max_positions {
-        bail!(
-            "{source}: prompt {row} has {prompt_len} tokens, which leaves no room for a completion in the model's max_position_embeddings = {max_positions}"
-        );
-    }
-    if explicit_max_new.is_some() && prompt_len + params.max_new_tokens > max_positions {
-        bail!(
-            "{source}: prompt {row} has {prompt_len} tokens; with --max-new-tokens {} that exceeds the model's max_position_embeddings = {max_positions} (at most {} new tokens fit)",
-            params.max_new_tokens,
-            max_positions - prompt_len
-        );
-    }
-    Ok(())
-}
-
-/// `params` with `max_new_tokens` capped so the longest prompt of `batch` stays within the
-/// model's positions (a default from generation_config may be larger than what fits).
-fn fit_positions(
-    params: &SamplingParams,
-    batch: &[Vec<i64>],
-    max_positions: usize,
-) -> SamplingParams {
-    let longest = batch.iter().map(Vec::len).max().unwrap_or(0);
-    SamplingParams {
-        max_new_tokens: params
-            .max_new_tokens
-            .min(max_positions.saturating_sub(longest)),
-        ..params.clone()
-    }
 }

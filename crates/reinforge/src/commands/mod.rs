@@ -2,7 +2,8 @@
 //! `Options` at the boundary (`generate`, `score`, `judge`, `serve --model`, the offline
 //! trainers `train-sft`, `train-dpo`, `train-orpo`, `train-kto`, `train-distill`, `train-rm`,
 //! `score-rm`, `train-p2l`, `p2l`).
-//! What they run is reinforge-train's (`offline`, `judge`, `score`, `loaded`, `data`).
+//! What they run is reinforge-recipes' (`offline`, `judge`, `score`, `generate`, `loaded`,
+//! `data`) and reinforge-backend's (the served models).
 
 pub mod args;
 pub mod derl;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use reinforge_recipes::offline::OfflineOptions;
 use reinforge_train::config::LoggingConfig;
@@ -73,15 +73,15 @@ impl OfflineArgs {
             seed: self.seed,
             raw: self.raw,
             memory: self.memory.memory(),
-            tracking: self.tracking.tracking(self),
+            tracking: self.tracking.tracking(self)?,
         })
     }
 
     /// [`Self::options`] with `command`'s arguments (these and the command's own) as the
-    /// MLflow parameters.
+    /// MLflow parameters and the run's `config.toml`.
     pub fn options_of(&self, command: &impl Serialize) -> Result<OfflineOptions> {
         let mut options = self.options()?;
-        options.tracking.params = params(command);
+        options.tracking = self.tracking.tracking(command)?;
         Ok(options)
     }
 }
@@ -122,10 +122,20 @@ impl MemoryArgs {
     }
 }
 
-/// `--tensorboard`, `--mlflow-uri`, `--mlflow-experiment`: `reinforge train`'s `[logging]`
-/// for the offline trainers, which have no config file.
+/// What every offline trainer takes besides its settings: its config file and `--set` (read
+/// as its flags before clap parses them: `reinforge_train::flag_config`), and `--tensorboard`,
+/// `--mlflow-uri`, `--mlflow-experiment` (`reinforge train`'s `[logging]`).
 #[derive(Args, Debug, Clone, Serialize)]
 pub struct TrackingArgs {
+    /// Settings from a TOML file of `key = value` (a key is a flag's name: `batch_size =
+    /// 8`), such as the `config.toml` every run writes; flags given beside it win.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// One setting, after the file and the flags (`--set batch_size=8`); repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    #[serde(skip)]
+    pub set: Vec<String>,
     /// Write <output>/tensorboard/events.out.tfevents.* with every scalar of metrics.jsonl.
     #[arg(long)]
     pub tensorboard: bool,
@@ -140,16 +150,18 @@ pub struct TrackingArgs {
 }
 
 impl TrackingArgs {
-    /// The library's tracking settings, `command`'s arguments as the parameters.
-    pub fn tracking(&self, command: &impl Serialize) -> Tracking {
-        Tracking {
+    /// The library's tracking settings, `command`'s arguments as the parameters and as the
+    /// run's `config.toml`.
+    pub fn tracking(&self, command: &impl Serialize) -> Result<Tracking> {
+        Ok(Tracking {
             logging: LoggingConfig {
                 tensorboard: self.tensorboard,
                 mlflow_uri: self.mlflow_uri.clone().unwrap_or_default(),
                 mlflow_experiment: self.mlflow_experiment.clone(),
             },
             params: params(command),
-        }
+            config: Some(toml::to_string(command).context("the settings as TOML")?),
+        })
     }
 }
 

@@ -83,7 +83,7 @@ pub fn train(args: &TrainP2lArgs) -> Result<()> {
         checkpoint_every: args.checkpoint_every,
         seed: args.seed,
         raw: args.raw,
-        tracking: args.tracking.tracking(args),
+        tracking: args.tracking.tracking(args)?,
     })
 }
 

@@ -95,7 +95,7 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
             seed: args.seed,
             raw: args.raw,
             memory: args.memory.memory(),
-            tracking: args.tracking.tracking(args),
+            tracking: args.tracking.tracking(args)?,
         },
         weight_decay: args.weight_decay,
         center_rewards_coefficient: args.center_rewards_coefficient,

@@ -1,19 +1,12 @@
-//! `reinforge serve --model DIR`: the policy behind the OpenAI-compatible routes of
-//! reinforge-serve. [`TorchGenerator`] implements its `Generator` over the KV-cache sampler;
-//! weight loads replace the whole policy (a new one is loaded, then swapped in), so a failed
-//! load leaves the old weights serving.
+//! `reinforge serve`: the reward server, and with `--model` the policy behind the
+//! OpenAI-compatible routes (and `--tinker` the Tinker API) of reinforge-serve, on
+//! reinforge-backend's libtorch models.
 
-use std::path::{Path, PathBuf};
-
-use anyhow::{ensure, Context, Result};
+use anyhow::Result;
 use clap::Args;
-use reinforge_hf::HfTokenizer;
-use reinforge_serve::policy::backend::{
-    Batch, Finish, Generator, PromptScore, Sequence, StepControl, StepToken, StepTokens,
-};
+use reinforge_backend::{TorchGenerator, TorchTinker};
+use reinforge_serve::policy::backend::Generator;
 use reinforge_torch::model::checkpoint::LoadOptions;
-use reinforge_torch::model::logprobs::scored_positions;
-use reinforge_torch::{generate_with, GenerateHooks, Policy, RowEnd, SamplingParams};
 
 use super::args::parse_dtype;
 
@@ -63,24 +56,14 @@ pub fn run(cmd: &ServeCommand) -> Result<()> {
     if let Some(d) = &cmd.dtype {
         opts.kind = parse_dtype(d)?;
     }
-    // Pad and EOS ids from the tokenizer files when the checkpoint has them; a checkpoint
-    // without (the toy model) serves token ids only, with the client's stop ids.
-    let (pad_id, eos) = if dir.join("tokenizer.json").is_file() {
-        let tok = HfTokenizer::from_dir(dir)
-            .with_context(|| format!("loading the tokenizer in {}", dir.display()))?;
-        let eos: Vec<i64> = tok.stop_token_ids().iter().map(|&t| t as i64).collect();
-        let pad = tok.pad_token_id().or(tok.eos_token_id()).unwrap_or(0) as i64;
-        (pad, eos)
-    } else {
-        (0, vec![])
-    };
+    let (pad_id, eos) = reinforge_backend::tokens::pad_and_stop_ids(dir)?;
     let tinker = if cmd.tinker.tinker {
         let name = cmd.serve.served_model_name.clone().unwrap_or_else(|| {
             dir.file_name().map_or("reinforge-policy".into(), |n| {
                 n.to_string_lossy().into_owned()
             })
         });
-        let mut backend = super::tinker::TorchTinker::load(dir, name.clone(), opts, eos.clone())?;
+        let mut backend = TorchTinker::load(dir, name.clone(), opts, eos.clone())?;
         backend.max_packed_tokens = cmd.tinker.tinker_max_packed_tokens;
         let sampler: Box<dyn Generator> = Box::new(backend.sampler()?);
         let backend: Box<dyn reinforge_serve::tinker::TinkerBackend> = Box::new(backend);
@@ -91,177 +74,4 @@ pub fn run(cmd: &ServeCommand) -> Result<()> {
     };
     let generator = TorchGenerator::load(dir, cmd.serve.lora.as_ref(), opts, pad_id, eos)?;
     reinforge_serve::run_with_backends(&cmd.serve, Some(Box::new(generator)), tinker, models)
-}
-
-/// A checkpoint served by the sampler.
-pub struct TorchGenerator {
-    policy: Policy,
-    opts: LoadOptions,
-    pad_id: i64,
-    eos: Vec<i64>,
-}
-
-impl TorchGenerator {
-    /// Loads `dir` with `opts`, folding in the LoRA adapter `lora` when given; `pad_id` and
-    /// `eos` come from the checkpoint's tokenizer files.
-    pub fn load(
-        dir: &Path,
-        lora: Option<&PathBuf>,
-        opts: LoadOptions,
-        pad_id: i64,
-        eos: Vec<i64>,
-    ) -> Result<Self> {
-        let mut policy = Policy::load_with(dir, &opts)
-            .with_context(|| format!("loading the model in {}", dir.display()))?;
-        if let Some(adapter) = lora {
-            policy
-                .load_adapter(adapter)
-                .with_context(|| format!("loading the LoRA adapter in {}", adapter.display()))?;
-            policy.merge_lora()?;
-        }
-        Ok(Self {
-            policy,
-            opts,
-            pad_id,
-            eos,
-        })
-    }
-}
-
-impl TorchGenerator {
-    /// With `prompt_logprobs`, every prompt token of the batch scored from the tokens before it
-    /// (at the request's temperature; 1 for greedy requests), else nothing.
-    fn prompt_scores(&self, batch: &Batch) -> Result<Vec<Vec<PromptScore>>> {
-        let s = &batch.sampling;
-        if s.prompt_logprobs == 0 {
-            return Ok(vec![]);
-        }
-        let temperature = if s.temperature > 0.0 {
-            s.temperature
-        } else {
-            1.0
-        };
-        batch
-            .prompts
-            .iter()
-            .map(|p| {
-                let scored = scored_positions(
-                    &self.policy.model,
-                    self.policy.device(),
-                    p,
-                    s.prompt_logprobs,
-                    temperature,
-                )?;
-                Ok(scored
-                    .into_iter()
-                    .map(|x| PromptScore {
-                        top: x.top,
-                        actual: x.actual,
-                    })
-                    .collect())
-            })
-            .collect()
-    }
-}
-
-impl Generator for TorchGenerator {
-    fn generate(
-        &mut self,
-        batch: &Batch,
-        on_step: &mut dyn FnMut(StepTokens) -> StepControl,
-    ) -> Result<Vec<Sequence>> {
-        let s = &batch.sampling;
-        let params = SamplingParams {
-            temperature: s.temperature,
-            top_p: s.top_p,
-            top_k: s.top_k.max(0),
-            max_new_tokens: s.max_tokens,
-            stop_tokens: s.stop_token_ids.clone(),
-        };
-        // The request's seed seeds torch as is (a trainer sends `seeds::torch_seed` of its
-        // step seed, so the draw equals its local sampler's).
-        if let Some(seed) = batch.seed {
-            reinforge_torch::runtime::manual_seed(seed as i64);
-        }
-        // The sampler's step hook, translated to the server's types.
-        let mut hook = |step: &[reinforge_torch::StepToken]| {
-            let tokens: Vec<StepToken> = step
-                .iter()
-                .map(|t| StepToken {
-                    row: t.row,
-                    token: t.token,
-                    logprob: t.logprob,
-                    end: t.end.map(|e| match e {
-                        RowEnd::Stop => Finish::Stop,
-                        RowEnd::Length => Finish::Length,
-                    }),
-                })
-                .collect();
-            let c = on_step(&tokens);
-            reinforge_torch::StepControl {
-                stop: c.stop,
-                admit: c.admit,
-                end: vec![],
-            }
-        };
-        let mut hooks = GenerateHooks {
-            top_logprobs: s.top_logprobs,
-            on_step: Some(&mut hook),
-            row_rng: None,
-        };
-        let completions = generate_with(
-            &self.policy.model,
-            &batch.prompts,
-            &params,
-            self.pad_id,
-            self.policy.device(),
-            &mut hooks,
-        );
-        let scores = self.prompt_scores(batch)?;
-        Ok(completions
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| Sequence {
-                prompt: scores.get(i).cloned().unwrap_or_default(),
-                finish: if c.aborted {
-                    Finish::Abort
-                } else if c.truncated {
-                    Finish::Length
-                } else {
-                    Finish::Stop
-                },
-                tokens: c.tokens,
-                logprobs: c.logprobs,
-                top: c.top,
-            })
-            .collect())
-    }
-
-    fn load_weights(&mut self, dir: &Path) -> Result<()> {
-        let new = Policy::load_with(dir, &self.opts)
-            .with_context(|| format!("loading the weights in {}", dir.display()))?;
-        ensure!(
-            new.model.config() == self.policy.model.config(),
-            "{}: config.json describes another model than the one served (weights can be replaced, not the architecture)",
-            dir.display()
-        );
-        self.policy = new;
-        Ok(())
-    }
-
-    fn checksum(&self) -> String {
-        self.policy.weights_checksum()
-    }
-
-    fn max_model_len(&self) -> usize {
-        self.policy.model.config().max_position_embeddings
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.policy.model.config().vocab_size
-    }
-
-    fn eos_token_ids(&self) -> Vec<i64> {
-        self.eos.clone()
-    }
 }

@@ -14,7 +14,7 @@ use super::offline::OfflineArgs;
 use crate::tools::ByName;
 
 /// Supervised fine-tuning of a checkpoint on your rows (TRL SFTTrainer's formats and loss).
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize)]
 #[command(
     mut_arg("lr", |a| a.default_value("2e-5").help("AdamW learning rate (TRL's SFTConfig default 2e-5)")),
     after_help = "\
@@ -37,6 +37,7 @@ EXAMPLES:
 )]
 pub struct TrainSftArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: OfflineArgs,
     #[arg(long, value_parser = ByName(SftFormat::ALL), default_value = "auto")]
     pub format: SftFormat,
@@ -69,7 +70,7 @@ pub fn train(args: &TrainSftArgs) -> Result<()> {
     if args.common.raw {
         bail!("--raw does not apply to train-sft: text rows are used as they are, conversations are rendered by the chat template");
     }
-    let common = args.common.options()?;
+    let common = args.common.options_of(args)?;
     reinforge_recipes::offline::sft::train(&SftOptions {
         common,
         tokenization: Tokenization {

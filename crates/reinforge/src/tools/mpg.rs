@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use reinforge_eval::mpg::compare::{compare, ArenaComparison};
+use reinforge_eval::mpg::compare::compare;
 use reinforge_eval::mpg::table::{read_arena, read_categories, read_results};
-use reinforge_eval::mpg::{score, Estimate, FastnessSource, MpgOptions, MpgReport, Weighting};
+use reinforge_eval::mpg::{render, score, FastnessSource, MpgOptions, Weighting};
 
 use super::{count, emit, level, positive, ByName, Format};
 
@@ -74,119 +74,6 @@ pub struct MpgArgs {
     pub output: Option<PathBuf>,
 }
 
-fn cell(e: &Estimate, digits: usize) -> String {
-    format!(
-        "{:.d$} ({:.d$} – {:.d$})",
-        e.value,
-        e.lower,
-        e.upper,
-        d = digits
-    )
-}
-
-fn markdown(r: &MpgReport, cmp: Option<&ArenaComparison>) -> String {
-    let pct = (r.level * 100.0).round();
-    let mut s = format!("| Model | Goodness ({pct}% interval) |");
-    let mut sep = String::from("|---|---|");
-    for c in &r.categories {
-        s += &format!(" {} |", c.replace('|', "\\|"));
-        sep += "---|";
-    }
-    if let Some(f) = r.fastness_source {
-        let name = match f {
-            FastnessSource::Qps => "Fastness (QPS)",
-            FastnessSource::Cost => "Fastness (cost, lower is cheaper)",
-        };
-        s += &format!(" {name} |");
-        sep += "---|";
-    }
-    s += &format!("\n{sep}\n");
-    for m in &r.models {
-        s += &format!(
-            "| {} | {} |",
-            m.model.replace('|', "\\|"),
-            cell(&m.goodness, 3)
-        );
-        for c in &m.category_goodness {
-            s += &format!(" {} |", cell(c, 3));
-        }
-        if let Some(f) = &m.fastness {
-            s += &format!(" {} |", cell(f, 3));
-        }
-        s.push('\n');
-    }
-    s += "\nCategories: ";
-    s += &r
-        .categories
-        .iter()
-        .zip(&r.benchmarks)
-        .map(|(c, b)| format!("{c} ({})", b.join(", ")))
-        .collect::<Vec<_>>()
-        .join("; ");
-    s.push('\n');
-    if let Some(c) = cmp {
-        s += &format!(
-            "\nAgreement with the arena leaderboard ({} models in both):\n\n| Goodness | Pearson ({pct}% interval) | Spearman ({pct}% interval) |\n|---|---|---|\n",
-            c.models.len()
-        );
-        for k in &c.correlations {
-            s += &format!(
-                "| {} | {} | {} |\n",
-                k.scope,
-                cell(&k.pearson, 3),
-                cell(&k.spearman, 3)
-            );
-        }
-        if !c.missing_from_arena.is_empty() {
-            s += &format!(
-                "\nNot in the arena leaderboard: {}\n",
-                c.missing_from_arena.join(", ")
-            );
-        }
-    }
-    s
-}
-
-fn csv(r: &MpgReport) -> String {
-    let mut s = String::from("model,scope,goodness,goodness_lower,goodness_upper,fastness,fastness_lower,fastness_upper\n");
-    let q = |x: &str| {
-        if x.contains([',', '"', '\n']) {
-            format!("\"{}\"", x.replace('"', "\"\""))
-        } else {
-            x.to_string()
-        }
-    };
-    let f = |e: Option<&Estimate>| {
-        e.map_or(",,".to_string(), |e| {
-            format!("{},{},{}", e.value, e.lower, e.upper)
-        })
-    };
-    for m in &r.models {
-        s += &format!(
-            "{},overall,{},{},{},{}\n",
-            q(&m.model),
-            m.goodness.value,
-            m.goodness.lower,
-            m.goodness.upper,
-            f(m.fastness.as_ref())
-        );
-        for (i, c) in r.categories.iter().enumerate() {
-            let g = &m.category_goodness[i];
-            let fc = m.category_fastness.as_ref().map(|v| &v[i]);
-            s += &format!(
-                "{},{},{},{},{},{}\n",
-                q(&m.model),
-                q(c),
-                g.value,
-                g.lower,
-                g.upper,
-                f(fc)
-            );
-        }
-    }
-    s
-}
-
 /// Runs `mpg`.
 pub fn run(args: &MpgArgs) -> Result<()> {
     let rows = read_results(&args.input)?;
@@ -221,8 +108,8 @@ pub fn run(args: &MpgArgs) -> Result<()> {
         None => None,
     };
     let text = match args.format {
-        Format::Markdown => markdown(&report, cmp.as_ref()),
-        Format::Csv => csv(&report),
+        Format::Markdown => render::markdown(&report, cmp.as_ref()),
+        Format::Csv => render::csv(&report),
         Format::Json => {
             serde_json::to_string_pretty(&serde_json::json!({"mpg": report, "arena": cmp}))? + "\n"
         }

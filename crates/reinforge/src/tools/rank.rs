@@ -4,17 +4,14 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use reinforge_eval::bootstrap::interval_ranks;
 use reinforge_eval::bt::{FitOptions, Scale};
 use reinforge_eval::covariates::read::read_covariate_battles;
-use reinforge_eval::covariates::{check_names, check_varies, features, CovariateSpec, Transform};
-use reinforge_eval::elo::EloParams;
-use reinforge_eval::io::Battles;
-use reinforge_eval::leaderboard::{rank, Leaderboard, Method, RankConfig};
-use reinforge_eval::sandwich::{
-    arena_style_features, coefficient_table, sandwich_bt, sandwich_contextual, ArenaOptions,
+use reinforge_eval::covariates::{
+    check_varies, features, with_transforms, CovariateSpec, Transform,
 };
-use reinforge_eval::style::STYLE_NAMES;
+use reinforge_eval::elo::EloParams;
+use reinforge_eval::leaderboard::{rank, Method, RankConfig};
+use reinforge_eval::sandwich_board::{sandwich_leaderboard, SandwichConfig};
 
 use super::{count, emit, finite, level, non_negative, positive, with_threads, ByName, Format};
 
@@ -160,138 +157,6 @@ pub enum CiMethod {
     Sandwich,
 }
 
-/// The leaderboard with arena-rank's fit and sandwich intervals in place of the bootstrap's
-/// (the battle counts and online Elo columns from the usual table).
-fn sandwich_board(
-    args: &RankArgs,
-    b: &Battles,
-    cfg: RankConfig,
-    covariates: Option<&[Vec<f64>]>,
-) -> Result<Leaderboard> {
-    if args.method != Method::Bt {
-        bail!(
-            "--ci sandwich needs --method bt (arena-rank's model), got {:?}",
-            args.method
-        );
-    }
-    if args.anchor.is_some() || args.prior > 0.0 {
-        bail!("--ci sandwich fits arena-rank's model: --anchor and --prior do not apply");
-    }
-    let contextual = args.style_control || covariates.is_some();
-    let mut coefficients = None;
-    let mut unpenalised_failed = false;
-    let opts = ArenaOptions {
-        scale: cfg.scale,
-        hessian_reg: args.hessian_reg,
-        significance: 1.0 - args.level,
-        reweighted: args.reweighted.unwrap_or(contextual),
-        reg: args.reg,
-        ..ArenaOptions::default()
-    };
-    let mut names: Vec<String> = vec![];
-    let board = if contextual {
-        let mut features = vec![vec![]; b.len()];
-        if args.style_control {
-            names.extend(STYLE_NAMES.iter().map(|s| s.to_string()));
-            for (row, f) in features.iter_mut().zip(arena_style_features(b)?) {
-                row.extend(f);
-            }
-        }
-        if let Some(cov) = covariates {
-            names.extend(args.covariates.iter().map(|c| c.name.clone()));
-            for (row, f) in features.iter_mut().zip(cov) {
-                row.extend(f);
-            }
-        }
-        let board = sandwich_contextual(b, &features, &opts)?;
-        let mut table = coefficient_table(&board, &names, &opts)?;
-        if opts.reg > 0.0 {
-            // The unpenalised fit next to the penalised one shows how much the penalty moved each
-            // coefficient (docs/arena.md).
-            let free = sandwich_contextual(b, &features, &ArenaOptions { reg: 0.0, ..opts })?;
-            if free.converged {
-                for (row, (c, sd)) in table
-                    .iter_mut()
-                    .zip(free.coefficients.iter().zip(&free.feature_scales))
-                {
-                    row.unpenalised_per_unit = Some(c / sd);
-                }
-            } else {
-                unpenalised_failed = true;
-            }
-        }
-        coefficients = Some(table);
-        board
-    } else {
-        sandwich_bt(b, &opts)?
-    };
-    let mut lb = rank(
-        b,
-        &RankConfig {
-            rounds: 0,
-            style_control: false,
-            ..cfg
-        },
-    )?;
-    let ranks = interval_ranks(&board.lower, &board.upper);
-    for row in &mut lb.rows {
-        let i = board
-            .models
-            .iter()
-            .position(|m| *m == row.model)
-            .ok_or_else(|| anyhow::anyhow!("model {} missing from the sandwich fit", row.model))?;
-        row.rating = board.ratings[i];
-        row.lower = board.lower[i];
-        row.upper = board.upper[i];
-        row.variance = board.variances[i];
-        row.rank = ranks[i];
-    }
-    lb.rows.sort_by(|a, b| b.rating.total_cmp(&a.rating));
-    lb.theta = None;
-    lb.style_coefficients = args.style_control.then(|| {
-        STYLE_NAMES
-            .iter()
-            .map(|s| s.to_string())
-            .zip(board.coefficients.iter().copied())
-            .collect()
-    });
-    lb.coefficients = coefficients;
-    if unpenalised_failed {
-        lb.warnings.push(
-            "the unpenalised (reg = 0) refit did not converge, so its column is empty: a feature may separate the outcomes".into(),
-        );
-    }
-    if !board.converged {
-        lb.warnings.push(format!(
-            "the arena-rank fit did not converge in {} iterations",
-            board.iterations
-        ));
-    }
-    Ok(lb)
-}
-
-/// The covariates with their transforms (a named transform overrides the one for all).
-fn covariate_specs(args: &RankArgs) -> Result<Vec<CovariateSpec>> {
-    let mut specs = args.covariates.clone();
-    check_names(&specs)?;
-    for (_, t) in args
-        .covariate_transforms
-        .iter()
-        .filter(|(n, _)| n.is_none())
-    {
-        specs.iter_mut().for_each(|s| s.transform = *t);
-    }
-    for (name, t) in &args.covariate_transforms {
-        if let Some(n) = name {
-            let s = specs.iter_mut().find(|s| s.name == *n).ok_or_else(|| {
-                anyhow::anyhow!("--covariate-transform names {n:?}, which is no --covariate")
-            })?;
-            s.transform = *t;
-        }
-    }
-    Ok(specs)
-}
-
 /// Runs `rank`: reads battles, computes the leaderboard, writes the table (and plot).
 pub fn run(args: &RankArgs) -> Result<()> {
     if args.base <= 1.0 {
@@ -307,7 +172,7 @@ pub fn run(args: &RankArgs) -> Result<()> {
         if args.ci != CiMethod::Sandwich {
             bail!("--covariate fits the contextual model of --ci sandwich; add --ci sandwich");
         }
-        let specs = covariate_specs(args)?;
+        let specs = with_transforms(&args.covariates, &args.covariate_transforms)?;
         let c = read_covariate_battles(&args.input, args.style_control, &specs)?;
         let f = features(&specs, &c.raw, &c.lines)?;
         check_varies(&specs, &f)?;
@@ -341,7 +206,15 @@ pub fn run(args: &RankArgs) -> Result<()> {
     };
     let lb = match args.ci {
         CiMethod::Bootstrap => with_threads(args.threads, || rank(&b, &cfg))??,
-        CiMethod::Sandwich => sandwich_board(args, &b, cfg, covariates.as_deref())?,
+        CiMethod::Sandwich => {
+            let s = SandwichConfig {
+                hessian_reg: args.hessian_reg,
+                reweighted: args.reweighted,
+                reg: args.reg,
+                covariate_names: args.covariates.iter().map(|c| c.name.clone()).collect(),
+            };
+            sandwich_leaderboard(&b, &cfg, &s, covariates.as_deref())?
+        }
     };
     for w in &lb.warnings {
         eprintln!("warning: {w}");

@@ -189,13 +189,7 @@ pub fn run(args: &TournamentArgs) -> Result<()> {
                 Some(name) => b.models.iter().position(|m| m == name).with_context(|| {
                     format!("anchor model {name:?} does not appear in the battles")
                 })?,
-                None => {
-                    let oracle = reinforge_eval::tournament::BattleOracle::new(&b, args.seed);
-                    let beta = oracle.beta();
-                    let mut order: Vec<usize> = (0..n).collect();
-                    order.sort_by(|&x, &y| beta[y].total_cmp(&beta[x]));
-                    order[n / 2]
-                }
+                None => reinforge_eval::tournament::BattleOracle::new(&b, args.seed).median_model(),
             }),
         };
     let cfg = oracle::OracleConfig {

@@ -16,12 +16,12 @@ pub const TINY: &[&str] = &[
     "sft.lr=1e-2",
     "sft.batch_size=32",
     "sft.warmup_steps=10",
-    "grpo.steps=20",
-    "grpo.prompts_per_step=16",
-    "grpo.num_generations=8",
-    "grpo.lr=5e-4",
-    "grpo.max_completion_length=16",
-    "grpo.checkpoint_every=2",
+    "rl.steps=20",
+    "rl.prompts_per_step=16",
+    "rl.num_generations=8",
+    "rl.lr=5e-4",
+    "rl.max_completion_length=16",
+    "rl.checkpoint_every=2",
     "eval.problems=8",
     "eval.samples=8",
 ];
@@ -79,9 +79,9 @@ pub fn column(m: &[Value], key: &str) -> Vec<f64> {
 /// `tests/data/learning_null.tsv`).
 pub const LEARNING_STEPS: usize = 80;
 
-/// `grpo.steps=LEARNING_STEPS`, for [`train_args`].
+/// `rl.steps=LEARNING_STEPS`, for [`train_args`].
 pub fn learning_steps() -> String {
-    format!("grpo.steps={LEARNING_STEPS}")
+    format!("rl.steps={LEARNING_STEPS}")
 }
 
 /// GRPO steps of a run that repeats a longer one with the same seed. The RL learning rate is
@@ -180,7 +180,7 @@ pub fn measured(metric: &str, configuration: &str) -> Null {
     Null { mean, sd }
 }
 
-/// `reward/mean` with the policy frozen (`grpo.lr=1e-12`).
+/// `reward/mean` with the policy frozen (`rl.lr=1e-12`).
 pub fn reward_null() -> Null {
     measured("reward/mean", "null")
 }

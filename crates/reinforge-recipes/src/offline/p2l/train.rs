@@ -234,7 +234,7 @@ fn trainer<'a>(
     let files = |dir: &Path| -> Result<()> { copy_aux_files(&opts.model.dir, dir).map(drop) };
     let mut trainer = Trainer::new(
         &p2l.policy,
-        optimizer(&p2l.policy, opts.lr, 0.0),
+        optimizer(&p2l.policy, 0.0),
         start.state.clone(),
         Box::new(files),
     )

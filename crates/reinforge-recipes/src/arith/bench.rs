@@ -1,4 +1,4 @@
-//! `reinforge bench`: times full GRPO iterations (sampling, scoring, update) of the default
+//! `reinforge bench`'s measurement: times full GRPO iterations (sampling, scoring, update) of the default
 //! model on fixed shapes, for comparison with `scripts/bench_grpo.py`, which does the same math
 //! in PyTorch. `scripts/bench_grpo.sh` runs both in one go and prints the ratio.
 
@@ -9,7 +9,7 @@ use reinforge_torch::runtime::{resolve_device, set_threads, threads};
 use reinforge_torch::Policy;
 use serde::Serialize;
 
-use reinforge_recipes::arith::env::ArithEnv;
+use super::env::ArithEnv;
 use reinforge_train::config::TrainConfig;
 use reinforge_train::env::Environment;
 use reinforge_train::rl::{self, StepSettings};
@@ -64,6 +64,10 @@ pub fn run(
     if iterations == 0 {
         bail!("--iterations must be at least 1");
     }
+    cfg.validate_arith()?;
+    if cfg.grpo.advantage_estimator == reinforge_train::config::GAE {
+        bail!("bench times critic-free iterations: rl.algorithm = ppo (a critic) is not supported; pick another --set rl.algorithm");
+    }
     let device = resolve_device(&cfg.device, "config key `device`")?;
     reinforge_torch::precision::set_bf16(cfg.bf16)?;
     set_threads(cfg.threads);
@@ -83,7 +87,7 @@ pub fn run(
         policy.model.config().max_position_embeddings,
         &env.describe_longest_prompt(),
     )?;
-    let opt = optimizer(&policy, grpo_cfg.lr, grpo_cfg.weight_decay);
+    let opt = optimizer(&policy, grpo_cfg.weight_decay);
     let mut trainer = Trainer::new(
         &policy,
         opt,

@@ -9,6 +9,8 @@
 //! `{prompt}`, `{response_a}`, `{response_b}` and `{response}` placeholders, as MT-Bench's judge
 //! prompts do (plain substitution: the template is data, not code).
 
+pub mod rows;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
