@@ -21,6 +21,7 @@ mod kv_cache;
 mod lora;
 mod memory;
 mod model;
+mod moe;
 mod oracles;
 mod oracles_distill;
 mod oracles_dpo;

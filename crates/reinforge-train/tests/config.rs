@@ -10,7 +10,7 @@ fn every_preset_sets_every_key_of_the_grpo_table() {
     for p in Preset::ALL {
         for key in p.table().unwrap().keys() {
             assert!(
-                rl.get(key).is_some(),
+                grpo.get(key).is_some(),
                 "{}: {key} is no [grpo] key",
                 p.name()
             );

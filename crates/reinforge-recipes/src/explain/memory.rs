@@ -2,14 +2,16 @@
 //! moments (sharded by ZeRO-1), a frozen reference model when a KL term needs one, PPO's
 //! critic, and the activations one micro-batch keeps for its backward pass.
 
+use reinforge_torch::model::config::QkNorm;
 use reinforge_torch::ModelConfig;
 use serde::Serialize;
 
 use reinforge_train::config::{TrainConfig, GAE};
 
-/// Parameters of a decoder of the Llama/Qwen2/Qwen3/Mistral family, as its safetensors hold
-/// them: embeddings, per layer q/k/v/o (biases where the family has them), Qwen3's q/k norms,
-/// the SwiGLU MLP and two RMSNorms, the final norm and an untied head.
+/// Parameters of a decoder of the supported families, as its safetensors hold them:
+/// embeddings, per layer q/k/v/o (biases where the family has them), q/k norms, the SwiGLU
+/// MLP (or a sparse layer's experts and router) and two RMSNorms, the final norm and an
+/// untied head.
 pub fn parameter_count(m: &ModelConfig) -> u64 {
     let (h, i, v) = (
         m.hidden_size as u64,
@@ -22,18 +24,28 @@ pub fn parameter_count(m: &ModelConfig) -> u64 {
         m.head_dim() as u64,
     );
     let (q, k) = (heads * d, kv * d);
-    let mut layer = h * q + 2 * h * k + q * h + 3 * h * i + 2 * h;
+    let mut layer = h * q + 2 * h * k + q * h + 2 * h;
     if m.qkv_bias() {
         layer += q + 2 * k;
     }
     if m.o_bias() {
         layer += h;
     }
-    if m.qk_norm() {
-        layer += 2 * d;
-    }
+    layer += match m.qk_norm() {
+        QkNorm::None => 0,
+        QkNorm::PerHead => 2 * d,
+        QkNorm::Whole => q + k,
+    };
+    // A dense layer's SwiGLU, or a sparse layer's experts and router.
+    let experts = m.num_experts.unwrap_or(0) as u64;
+    let ffn: u64 = (0..m.num_hidden_layers)
+        .map(|l| match m.layer_is_sparse(l) {
+            true => experts * 3 * h * m.expert_size() as u64 + experts * h,
+            false => 3 * h * i,
+        })
+        .sum();
     let head = if m.tie_word_embeddings { 0 } else { v * h };
-    v * h + m.num_hidden_layers as u64 * layer + h + head
+    v * h + m.num_hidden_layers as u64 * layer + ffn + h + head
 }
 
 /// Bytes per rank (float32 training state; the estimate, not a measurement).

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The decoder families this crate implements. They share one transformer; the differences
-/// (biases, q/k norms, sliding windows) are switches of [`ModelConfig`].
+/// (biases, q/k norms, sliding windows, a dense or a sparse MLP) are switches of
+/// [`ModelConfig`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     /// `LlamaForCausalLM` (Llama 2/3.x, and reinforge's own tiny models).
@@ -22,11 +23,26 @@ pub enum Family {
     Qwen3,
     /// `MistralForCausalLM`: optional sliding-window attention on every layer.
     Mistral,
+    /// `Qwen3MoeForCausalLM`: Qwen3 with sparse MLPs (`mlp_only_layers`, `decoder_sparse_step`
+    /// choose the dense layers; `norm_topk_prob`).
+    Qwen3Moe,
+    /// `OlmoeForCausalLM`: sparse MLPs, q/k RMSNorm over the whole projection, `clip_qkv`.
+    Olmoe,
+    /// `MixtralForCausalLM`: Mistral with sparse MLPs (`block_sparse_moe`, `w1`/`w3`/`w2`).
+    Mixtral,
 }
 
 impl Family {
     /// Every supported family, for error messages.
-    pub const ALL: [Family; 4] = [Family::Llama, Family::Qwen2, Family::Qwen3, Family::Mistral];
+    pub const ALL: [Family; 7] = [
+        Family::Llama,
+        Family::Qwen2,
+        Family::Qwen3,
+        Family::Mistral,
+        Family::Qwen3Moe,
+        Family::Olmoe,
+        Family::Mixtral,
+    ];
 
     /// The family of an HF `model_type`, or an error naming it and the supported ones.
     pub fn from_model_type(model_type: &str) -> Result<Self> {
@@ -61,7 +77,15 @@ impl Family {
             Family::Qwen2 => "qwen2",
             Family::Qwen3 => "qwen3",
             Family::Mistral => "mistral",
+            Family::Qwen3Moe => "qwen3_moe",
+            Family::Olmoe => "olmoe",
+            Family::Mixtral => "mixtral",
         }
+    }
+
+    /// Whether the family's MLPs are sparse (a router over experts).
+    pub fn is_moe(self) -> bool {
+        matches!(self, Family::Qwen3Moe | Family::Olmoe | Family::Mixtral)
     }
 
     /// HF causal-LM class name, written into `architectures`.
@@ -71,6 +95,9 @@ impl Family {
             Family::Qwen2 => "Qwen2ForCausalLM",
             Family::Qwen3 => "Qwen3ForCausalLM",
             Family::Mistral => "MistralForCausalLM",
+            Family::Qwen3Moe => "Qwen3MoeForCausalLM",
+            Family::Olmoe => "OlmoeForCausalLM",
+            Family::Mixtral => "MixtralForCausalLM",
         }
     }
 
@@ -79,6 +106,16 @@ impl Family {
             .map(|f| format!("{} ({})", f.architecture(), f.model_type()))
             .join(", ")
     }
+}
+
+/// Where queries and keys are RMS-normalised before RoPE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNorm {
+    None,
+    /// Each head's `head_dim` values (Qwen3's `q_norm`/`k_norm`).
+    PerHead,
+    /// The whole projection, all heads at once (OLMoE).
+    Whole,
 }
 
 /// RoPE frequency scaling (`rope_scaling` in transformers 4.x configs, the non-default part of
@@ -155,6 +192,35 @@ pub struct ModelConfig {
     /// Qwen2/Qwen3 (transformers 5): `full_attention` or `sliding_attention` per layer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer_types: Option<Vec<String>>,
+    /// Experts of each sparse MLP (MoE families; Mixtral's `num_local_experts`).
+    #[serde(
+        default,
+        alias = "num_local_experts",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub num_experts: Option<usize>,
+    /// Experts each token is routed to (top-k).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_experts_per_tok: Option<usize>,
+    /// Width of one expert (Qwen3-MoE; OLMoE and Mixtral experts are `intermediate_size`
+    /// wide, and Qwen3-MoE's dense layers are too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_intermediate_size: Option<usize>,
+    /// Renormalise the top-k routing weights to sum to 1 (Mixtral always does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm_topk_prob: Option<bool>,
+    /// Qwen3-MoE: layers with a dense MLP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp_only_layers: Option<Vec<usize>>,
+    /// Qwen3-MoE: layer `i` is sparse when `(i + 1) % decoder_sparse_step == 0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoder_sparse_step: Option<usize>,
+    /// Weight of the load-balancing loss in training (`router_aux_loss_coef`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_aux_loss_coef: Option<f64>,
+    /// OLMoE: queries, keys and values clamped to `[-clip_qkv, clip_qkv]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip_qkv: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bos_token_id: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -208,6 +274,14 @@ impl Default for ModelConfig {
             use_sliding_window: false,
             max_window_layers: None,
             layer_types: None,
+            num_experts: None,
+            num_experts_per_tok: None,
+            moe_intermediate_size: None,
+            norm_topk_prob: None,
+            mlp_only_layers: None,
+            decoder_sparse_step: None,
+            router_aux_loss_coef: None,
+            clip_qkv: None,
             bos_token_id: None,
             eos_token_id: None,
             pad_token_id: None,
@@ -242,30 +316,60 @@ impl ModelConfig {
     pub fn qkv_bias(&self) -> bool {
         match self.family_checked() {
             Family::Qwen2 => true,
-            Family::Mistral => false,
-            Family::Llama | Family::Qwen3 => self.attention_bias,
+            Family::Mistral | Family::Mixtral => false,
+            Family::Llama | Family::Qwen3 | Family::Qwen3Moe | Family::Olmoe => self.attention_bias,
         }
     }
 
     /// Whether the output projection carries a bias.
     pub fn o_bias(&self) -> bool {
         match self.family_checked() {
-            Family::Qwen2 | Family::Mistral => false,
-            Family::Llama | Family::Qwen3 => self.attention_bias,
+            Family::Qwen2 | Family::Mistral | Family::Mixtral => false,
+            Family::Llama | Family::Qwen3 | Family::Qwen3Moe | Family::Olmoe => self.attention_bias,
         }
     }
 
-    /// Whether queries and keys get a per-head RMSNorm (`q_norm`/`k_norm`, Qwen3).
-    pub fn qk_norm(&self) -> bool {
-        self.family_checked() == Family::Qwen3
+    /// The RMSNorm of queries and keys before RoPE: per head (Qwen3, Qwen3-MoE), over the
+    /// whole projection (OLMoE), or none.
+    pub fn qk_norm(&self) -> QkNorm {
+        match self.family_checked() {
+            Family::Qwen3 | Family::Qwen3Moe => QkNorm::PerHead,
+            Family::Olmoe => QkNorm::Whole,
+            _ => QkNorm::None,
+        }
+    }
+
+    /// Whether layer `i`'s MLP is sparse (`Qwen3MoeDecoderLayer`: not in `mlp_only_layers` and
+    /// `(i + 1) % decoder_sparse_step == 0`; every layer of OLMoE and Mixtral).
+    pub fn layer_is_sparse(&self, i: usize) -> bool {
+        match self.family_checked() {
+            Family::Qwen3Moe => {
+                let dense = self.mlp_only_layers.as_deref().unwrap_or(&[]);
+                let step = self.decoder_sparse_step.unwrap_or(1);
+                !dense.contains(&i) && (i + 1).is_multiple_of(step)
+            }
+            Family::Olmoe | Family::Mixtral => true,
+            _ => false,
+        }
+    }
+
+    /// Width of one expert.
+    pub fn expert_size(&self) -> usize {
+        self.moe_intermediate_size.unwrap_or(self.intermediate_size)
+    }
+
+    /// Whether the top-k routing weights are renormalised (Mixtral: always; the others:
+    /// `norm_topk_prob`, false by default as in their transformers configs).
+    pub fn renormalise_topk(&self) -> bool {
+        self.family_checked() == Family::Mixtral || self.norm_topk_prob.unwrap_or(false)
     }
 
     /// The sliding window of layer `i`, `None` for full attention (HF semantics per family:
     /// `MistralAttention`, and `Qwen2Config.__post_init__`'s `layer_types`, transformers 5.23).
     pub fn layer_window(&self, i: usize) -> Option<usize> {
         match self.family_checked() {
-            Family::Mistral => self.sliding_window,
-            Family::Qwen2 | Family::Qwen3 => {
+            Family::Mistral | Family::Mixtral => self.sliding_window,
+            Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe => {
                 let window = self.sliding_window.filter(|_| self.use_sliding_window)?;
                 let sliding = match &self.layer_types {
                     Some(types) => types[i] == "sliding_attention",
@@ -273,7 +377,7 @@ impl ModelConfig {
                 };
                 sliding.then_some(window)
             }
-            Family::Llama => None,
+            Family::Llama | Family::Olmoe => None,
         }
     }
 
@@ -320,14 +424,20 @@ impl ModelConfig {
                 self.model_type
             );
         }
-        if self.attention_bias && family == Family::Mistral {
-            bail!("config field `attention_bias` = true is not supported for mistral");
+        if self.attention_bias && matches!(family, Family::Mistral | Family::Mixtral) {
+            bail!(
+                "config field `attention_bias` = true is not supported for {}",
+                self.model_type
+            );
         }
         if self.sliding_window == Some(0) {
             bail!("config field `sliding_window` must be positive, got 0");
         }
-        if family == Family::Llama && self.sliding_window.is_some() {
-            bail!("config field `sliding_window` is not supported for llama");
+        if matches!(family, Family::Llama | Family::Olmoe) && self.sliding_window.is_some() {
+            bail!(
+                "config field `sliding_window` is not supported for {}",
+                self.model_type
+            );
         }
         if let Some(types) = &self.layer_types {
             if types.len() != self.num_hidden_layers {
@@ -346,6 +456,47 @@ impl ModelConfig {
         }
         if let Some(rs) = &self.rope_scaling {
             rs.validate("rope_scaling")?;
+        }
+        self.validate_moe(family)
+    }
+
+    /// The sparse-MLP fields: required and consistent for the MoE families, absent otherwise.
+    fn validate_moe(&self, family: Family) -> Result<()> {
+        if !family.is_moe() {
+            let set = [
+                ("num_experts", self.num_experts.is_some()),
+                ("num_experts_per_tok", self.num_experts_per_tok.is_some()),
+                ("clip_qkv", self.clip_qkv.is_some()),
+            ];
+            if let Some((name, _)) = set.iter().find(|(_, on)| *on) {
+                bail!(
+                    "config field `{name}` is only read by the MoE families, not {}",
+                    self.model_type
+                );
+            }
+            return Ok(());
+        }
+        let (Some(e), Some(k)) = (self.num_experts, self.num_experts_per_tok) else {
+            bail!(
+                "config fields `num_experts` and `num_experts_per_tok` are required for {}",
+                self.model_type
+            );
+        };
+        if e == 0 || k == 0 || k > e {
+            bail!("config fields `num_experts_per_tok` ({k}) must be between 1 and `num_experts` ({e})");
+        }
+        if self.expert_size() == 0 || self.decoder_sparse_step == Some(0) {
+            bail!(
+                "config fields `moe_intermediate_size` and `decoder_sparse_step` must be positive"
+            );
+        }
+        if let Some(c) = self.clip_qkv {
+            if family != Family::Olmoe || !(c.is_finite() && c > 0.0) {
+                bail!(
+                    "config field `clip_qkv` must be positive and is OLMoE's only, got {c} for {}",
+                    self.model_type
+                );
+            }
         }
         Ok(())
     }

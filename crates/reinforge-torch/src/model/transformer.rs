@@ -1,118 +1,22 @@
-//! The decoder-only transformer of the Llama/Qwen2/Qwen3/Mistral family: RMSNorm, rotary
-//! position embeddings (optionally llama3- or linearly scaled), grouped-query attention with an
-//! optional sliding window, per-head q/k RMSNorm (Qwen3) and a SwiGLU MLP, with a tied or
-//! untied output head.
+//! The decoder-only transformer of the Llama/Qwen2/Qwen3/Mistral families and their MoE
+//! kin (Qwen3-MoE, OLMoE, Mixtral): RMSNorm, rotary position embeddings (optionally llama3- or
+//! linearly scaled), grouped-query attention with an optional sliding window, q/k RMSNorm
+//! (per head: Qwen3; whole width with `clip_qkv`: OLMoE) and a dense or sparse SwiGLU MLP
+//! ([`crate::model::moe`]), with a tied or untied output head.
 //!
 //! Parameter names follow Hugging Face (`model.layers.0.self_attn.q_proj.weight`, ...) so one
 //! implementation serves the tiny models of tests and real checkpoints. The layout follows
 //! candle-transformers' `llama.rs` and HF `modeling_llama.py` / `modeling_qwen3.py` /
 //! `modeling_mistral.py` (transformers 5.23; rotate-half RoPE convention).
 
-use tch::nn::{self, Init, Path};
+use tch::nn::{self, Path};
 use tch::{Kind, Tensor};
 
 use crate::model::cache::KvCache;
-use crate::model::config::{ModelConfig, RopeScaling};
-use crate::model::lora::{Adapter, LoraConfig};
-
-const INIT_STD: f64 = 0.02;
-
-/// How new parameters are filled: HF's normal(0, 0.02) for a fresh model, or zeros (cheap)
-/// when a checkpoint overwrites them right after.
-#[derive(Clone, Copy)]
-enum Fill {
-    Random,
-    Zeros,
-}
-
-impl Fill {
-    fn matrix(self) -> Init {
-        match self {
-            Fill::Random => Init::Randn {
-                mean: 0.0,
-                stdev: INIT_STD,
-            },
-            Fill::Zeros => Init::Const(0.0),
-        }
-    }
-}
-
-fn weight(p: &Path, name: &str, out: usize, inp: usize, fill: Fill) -> Tensor {
-    (p / name).var("weight", &[out as i64, inp as i64], fill.matrix())
-}
-
-/// A linear map `x W^T (+ b)` with HF parameter names, plus an optional LoRA adapter
-/// (see [`crate::model::lora`]).
-#[derive(Debug)]
-struct Linear {
-    w: Tensor,
-    b: Option<Tensor>,
-    lora: Option<Adapter>,
-}
-
-impl Linear {
-    fn new(p: &Path, name: &str, inp: usize, out: usize, bias: bool, fill: Fill) -> Self {
-        let w = weight(p, name, out, inp, fill);
-        let b = bias.then(|| (p / name).var("bias", &[out as i64], Init::Const(0.0)));
-        Self { w, b, lora: None }
-    }
-
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let y = crate::kernels::linear::linear(x, &self.w, self.b.as_ref());
-        match &self.lora {
-            Some(adapter) => y + adapter.forward(x),
-            None => y,
-        }
-    }
-
-    /// Adds an adapter whose parameters live under `p` (this projection's path).
-    fn add_lora(&mut self, p: &Path, cfg: &LoraConfig) {
-        let size = self.w.size();
-        self.lora = Some(Adapter::new(p, size[1] as usize, size[0] as usize, cfg));
-    }
-
-    /// `w` with the adapter folded in, leaving the model unchanged.
-    fn merged_weight(&self) -> Tensor {
-        tch::no_grad(|| match &self.lora {
-            Some(adapter) => &self.w + adapter.delta().to_kind(self.w.kind()),
-            None => self.w.copy(),
-        })
-    }
-}
-
-/// Root-mean-square layer norm (no centring, no bias).
-#[derive(Debug)]
-struct RmsNorm {
-    w: Tensor,
-    eps: f64,
-}
-
-impl RmsNorm {
-    fn new(p: &Path, size: usize, eps: f64) -> Self {
-        Self {
-            // Ones even when loading: a checkpoint overwrites them, and they cost nothing.
-            w: p.var("weight", &[size as i64], Init::Const(1.0)),
-            eps,
-        }
-    }
-
-    fn forward(&self, x: &Tensor) -> Tensor {
-        if let Some(y) = crate::kernels::sampling_ops::rms_norm(x, &self.w, self.eps) {
-            return y;
-        }
-        let size = self.w.size();
-        if x.kind() == self.w.kind() {
-            return x.rms_norm(size.as_slice(), Some(&self.w), self.eps);
-        }
-        // A low-precision input with float32 weights (bf16 autocast: Qwen3's q/k norms read
-        // bf16 projections): transformers' `LlamaRMSNorm` normalises in float32, rounds back
-        // to the input's dtype, then scales by the float32 weight (a float32 result).
-        x.to_kind(Kind::Float)
-            .rms_norm(size.as_slice(), None::<Tensor>, self.eps)
-            .to_kind(x.kind())
-            * &self.w
-    }
-}
+use crate::model::config::{ModelConfig, QkNorm, RopeScaling};
+use crate::model::layers::{weight, Fill, Linear, RmsNorm};
+use crate::model::lora::LoraConfig;
+use crate::model::moe::{Ffn, Routing};
 
 /// Rotary embedding tables, indexed by absolute position.
 #[derive(Debug)]
@@ -199,8 +103,12 @@ struct Attention {
     k: Linear,
     v: Linear,
     o: Linear,
-    /// Qwen3's per-head RMSNorm of queries and keys, applied before RoPE.
+    /// The RMSNorm of queries and keys before RoPE (Qwen3: per head; OLMoE: whole width).
     qk_norm: Option<(RmsNorm, RmsNorm)>,
+    /// Whether `qk_norm` normalises whole projections (OLMoE) rather than each head.
+    qk_norm_whole: bool,
+    /// OLMoE's clamp of queries, keys and values (after the norms, before RoPE).
+    clip_qkv: Option<f64>,
     heads: i64,
     kv_heads: i64,
     head_dim: i64,
@@ -210,10 +118,15 @@ impl Attention {
     fn new(p: &Path, cfg: &ModelConfig, fill: Fill) -> Self {
         let (h, kv, d) = (cfg.num_attention_heads, cfg.kv_heads(), cfg.head_dim());
         let (bias, o_bias) = (cfg.qkv_bias(), cfg.o_bias());
-        let qk_norm = cfg.qk_norm().then(|| {
+        let widths = match cfg.qk_norm() {
+            QkNorm::None => None,
+            QkNorm::PerHead => Some((d, d)),
+            QkNorm::Whole => Some((h * d, kv * d)),
+        };
+        let qk_norm = widths.map(|(q, k)| {
             (
-                RmsNorm::new(&(p / "q_norm"), d, cfg.rms_norm_eps),
-                RmsNorm::new(&(p / "k_norm"), d, cfg.rms_norm_eps),
+                RmsNorm::new(&(p / "q_norm"), q, cfg.rms_norm_eps),
+                RmsNorm::new(&(p / "k_norm"), k, cfg.rms_norm_eps),
             )
         });
         Self {
@@ -222,6 +135,8 @@ impl Attention {
             v: Linear::new(p, "v_proj", cfg.hidden_size, kv * d, bias, fill),
             o: Linear::new(p, "o_proj", h * d, cfg.hidden_size, o_bias, fill),
             qk_norm,
+            qk_norm_whole: cfg.qk_norm() == QkNorm::Whole,
+            clip_qkv: cfg.clip_qkv,
             heads: h as i64,
             kv_heads: kv as i64,
             head_dim: d as i64,
@@ -237,11 +152,16 @@ impl Attention {
     ) -> Tensor {
         let (b, t, _) = x.size3().expect("hidden states are [B, T, H]");
         let heads = |y: Tensor, n: i64| y.view([b, t, n, self.head_dim]);
-        let (mut q, mut k) = (
-            heads(self.q.forward(x), self.heads),
-            heads(self.k.forward(x), self.kv_heads),
-        );
-        if let Some((qn, kn)) = &self.qk_norm {
+        let (mut q, mut k, mut v) = (self.q.forward(x), self.k.forward(x), self.v.forward(x));
+        if let (Some((qn, kn)), true) = (&self.qk_norm, self.qk_norm_whole) {
+            q = qn.forward(&q);
+            k = kn.forward(&k);
+        }
+        if let Some(c) = self.clip_qkv {
+            (q, k, v) = (q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c));
+        }
+        let (mut q, mut k) = (heads(q, self.heads), heads(k, self.kv_heads));
+        if let (Some((qn, kn)), false) = (&self.qk_norm, self.qk_norm_whole) {
             q = qn.forward(&q);
             k = kn.forward(&k);
         }
@@ -254,7 +174,7 @@ impl Attention {
                 apply_rope(&k.transpose(1, 2), &rope.0, &rope.1),
             )
         };
-        let v = heads(self.v.forward(x), self.kv_heads).transpose(1, 2);
+        let v = heads(v, self.kv_heads).transpose(1, 2);
         // With a cache: written in place after the cached positions; attention reads the
         // filled prefix (a view of the preallocated buffers).
         let (k, v) = match cache {
@@ -270,36 +190,11 @@ impl Attention {
 }
 
 #[derive(Debug)]
-struct Mlp {
-    gate: Linear,
-    up: Linear,
-    down: Linear,
-}
-
-impl Mlp {
-    fn new(p: &Path, cfg: &ModelConfig, fill: Fill) -> Self {
-        let (h, i, bias) = (cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias);
-        Self {
-            gate: Linear::new(p, "gate_proj", h, i, bias, fill),
-            up: Linear::new(p, "up_proj", h, i, bias, fill),
-            down: Linear::new(p, "down_proj", i, h, bias, fill),
-        }
-    }
-
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let (gate, up) = (self.gate.forward(x), self.up.forward(x));
-        let act =
-            crate::kernels::sampling_ops::silu_mul(&gate, &up).unwrap_or_else(|| gate.silu() * up);
-        self.down.forward(&act)
-    }
-}
-
-#[derive(Debug)]
 struct Block {
     norm1: RmsNorm,
     attn: Attention,
     norm2: RmsNorm,
-    mlp: Mlp,
+    mlp: Ffn,
     /// Sliding attention window of this layer (`None`: full causal attention).
     window: Option<i64>,
 }
@@ -391,7 +286,7 @@ impl Transformer {
                         cfg.hidden_size,
                         cfg.rms_norm_eps,
                     ),
-                    mlp: Mlp::new(&(&l / "mlp"), cfg, fill),
+                    mlp: Ffn::new(&l, cfg, i, fill),
                     window: cfg.layer_window(i).map(|w| w as i64),
                 }
             })
@@ -418,7 +313,6 @@ impl Transformer {
             let attn = format!("model.layers.{i}.self_attn");
             let mlp = format!("model.layers.{i}.mlp");
             let a = &mut block.attn;
-            let m = &mut block.mlp;
             for (name, lin) in [
                 ("q_proj", &mut a.q),
                 ("k_proj", &mut a.k),
@@ -427,6 +321,10 @@ impl Transformer {
             ] {
                 out.push((format!("{attn}.{name}"), name, lin));
             }
+            // Experts are not adapted (LoRA on a sparse layer adapts its attention only).
+            let Some(m) = block.mlp.dense_mut() else {
+                continue;
+            };
             for (name, lin) in [
                 ("gate_proj", &mut m.gate),
                 ("up_proj", &mut m.up),
@@ -456,16 +354,21 @@ impl Transformer {
     pub(crate) fn merged_weights(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::new();
         for (i, block) in self.blocks.iter().enumerate() {
-            let (a, m) = (&block.attn, &block.mlp);
-            for (module, lin) in [
+            let a = &block.attn;
+            let mut adapted = vec![
                 ("self_attn.q_proj", &a.q),
                 ("self_attn.k_proj", &a.k),
                 ("self_attn.v_proj", &a.v),
                 ("self_attn.o_proj", &a.o),
-                ("mlp.gate_proj", &m.gate),
-                ("mlp.up_proj", &m.up),
-                ("mlp.down_proj", &m.down),
-            ] {
+            ];
+            if let Some(m) = block.mlp.dense() {
+                adapted.extend([
+                    ("mlp.gate_proj", &m.gate),
+                    ("mlp.up_proj", &m.up),
+                    ("mlp.down_proj", &m.down),
+                ]);
+            }
+            for (module, lin) in adapted {
                 if lin.lora.is_some() {
                     let name = format!("model.layers.{i}.{module}.weight");
                     out.push((name, lin.merged_weight()));
@@ -513,10 +416,27 @@ impl Transformer {
     /// Under bf16 mixed precision ([`crate::precision`]) the forward runs in an autocast
     /// region; the residual stream and the result stay float32.
     pub fn hidden(&self, input: &ForwardInput, cache: Option<&mut KvCache>) -> Tensor {
-        crate::precision::autocast(self.embed.device(), || self.hidden_inner(input, cache))
+        crate::precision::autocast(self.embed.device(), || {
+            self.hidden_inner(input, cache, &mut None)
+        })
     }
 
-    fn hidden_inner(&self, input: &ForwardInput, mut cache: Option<&mut KvCache>) -> Tensor {
+    /// Logits `[B, T, V]` of an uncached forward pass and the routing of every sparse layer,
+    /// in layer order (`(layer index, routing)`; none for a dense model).
+    pub fn forward_routed(&self, input: &ForwardInput) -> (Tensor, Vec<(usize, Routing)>) {
+        let mut routes = Some(Vec::new());
+        let h = crate::precision::autocast(self.embed.device(), || {
+            self.hidden_inner(input, None, &mut routes)
+        });
+        (self.logits(&h), routes.unwrap_or_default())
+    }
+
+    fn hidden_inner(
+        &self,
+        input: &ForwardInput,
+        mut cache: Option<&mut KvCache>,
+        routes: &mut Option<Vec<(usize, Routing)>>,
+    ) -> Tensor {
         assert!(
             input.segments.is_empty() || cache.is_none(),
             "packed rows are never cached"
@@ -536,7 +456,11 @@ impl Transformer {
                 + block
                     .attn
                     .forward(&block.norm1.forward(&x), &rope, how, layer_cache);
-            x = &x + block.mlp.forward(&block.norm2.forward(&x));
+            let (y, routing) = block.mlp.forward(&block.norm2.forward(&x));
+            x = &x + y;
+            if let (Some(out), Some(r)) = (routes.as_mut(), routing) {
+                out.push((i, r));
+            }
         }
         if let Some(c) = cache {
             c.advance(input.ids.size()[0], input.ids.size()[1]);
@@ -581,7 +505,7 @@ impl Transformer {
         let x = x + block
             .attn
             .forward(&block.norm1.forward(x), &ctx.rope, &ctx.masks[i], None);
-        &x + block.mlp.forward(&block.norm2.forward(&x))
+        &x + block.mlp.forward(&block.norm2.forward(&x)).0
     }
 
     /// The final RMSNorm of the residual stream.

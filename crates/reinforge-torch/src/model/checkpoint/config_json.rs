@@ -58,6 +58,15 @@ const FIELDS: &[&str] = &[
     "use_sliding_window",
     "max_window_layers",
     "layer_types",
+    "num_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "norm_topk_prob",
+    "mlp_only_layers",
+    "decoder_sparse_step",
+    "router_aux_loss_coef",
+    "clip_qkv",
     "bos_token_id",
     "eos_token_id",
     "pad_token_id",
@@ -139,6 +148,9 @@ pub const HARMLESS: &[&str] = &[
     "suppress_tokens",
     "begin_suppress_tokens",
     "original_max_position_embeddings",
+    // MoE: what a forward returns, and Mixtral's training-time router noise (checked: 0).
+    "output_router_logits",
+    "router_jitter_noise",
 ];
 
 /// Keys consumed here and regenerated on save.
@@ -193,6 +205,10 @@ pub fn parse(value: &Value, allow_unknown: bool) -> Result<ModelConfig> {
     }
     check_harmless(obj)?;
     fields.insert("model_type".into(), json!(family.model_type()));
+    // Mixtral's name for it (transformers' Qwen3-MoE config writes it too).
+    if let Some(n) = fields.remove("num_local_experts") {
+        fields.entry("num_experts").or_insert(n);
+    }
     family_defaults(family, obj, &mut fields);
     let rope = rope_from(obj, &fields)?;
     fields.remove("rope_scaling");
@@ -254,6 +270,11 @@ fn check_harmless(obj: &Map<String, Value>) -> Result<()> {
             );
         }
     }
+    if let Some(j) = obj.get("router_jitter_noise").and_then(Value::as_f64) {
+        if j != 0.0 {
+            bail!("config key `router_jitter_noise` = {j} is not supported (routing is deterministic)");
+        }
+    }
     if let Some(p) = obj.get("attention_dropout").and_then(Value::as_f64) {
         if p != 0.0 {
             bail!(
@@ -283,12 +304,28 @@ fn family_defaults(family: Family, obj: &Map<String, Value>, fields: &mut Map<St
         Family::Llama => {
             default("max_position_embeddings", json!(2048));
         }
-        Family::Qwen2 | Family::Qwen3 => {
+        Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe => {
             default("max_position_embeddings", json!(32768));
             default("max_window_layers", json!(28));
             if family == Family::Qwen3 {
                 default("head_dim", json!(128));
             }
+            if family == Family::Qwen3Moe {
+                // Qwen3MoeConfig: no head_dim of its own (hidden / heads), 128 experts, top 8.
+                default("num_experts", json!(128));
+                default("num_experts_per_tok", json!(8));
+                default("moe_intermediate_size", json!(768));
+            }
+        }
+        Family::Olmoe => {
+            default("max_position_embeddings", json!(4096));
+            default("num_experts", json!(64));
+            default("num_experts_per_tok", json!(8));
+        }
+        Family::Mixtral => {
+            default("max_position_embeddings", json!(4096 * 32));
+            default("num_experts_per_tok", json!(2));
+            default("num_experts", json!(8));
         }
         Family::Mistral => {
             default("max_position_embeddings", json!(4096 * 32));
@@ -393,12 +430,34 @@ pub fn write(cfg: &ModelConfig, path: &Path, dtype: &str) -> Result<()> {
             put("attention_bias", json!(cfg.attention_bias));
             put("mlp_bias", json!(cfg.mlp_bias));
         }
-        Family::Qwen3 => put("attention_bias", json!(cfg.attention_bias)),
-        Family::Qwen2 | Family::Mistral => {}
+        Family::Qwen3 | Family::Qwen3Moe | Family::Olmoe => {
+            put("attention_bias", json!(cfg.attention_bias))
+        }
+        Family::Qwen2 | Family::Mistral | Family::Mixtral => {}
+    }
+    if family.is_moe() {
+        let experts = if family == Family::Mixtral {
+            "num_local_experts"
+        } else {
+            "num_experts"
+        };
+        put(experts, json!(cfg.num_experts));
+        put("num_experts_per_tok", json!(cfg.num_experts_per_tok));
+        let optional = [
+            ("moe_intermediate_size", json!(cfg.moe_intermediate_size)),
+            ("norm_topk_prob", json!(cfg.norm_topk_prob)),
+            ("mlp_only_layers", json!(cfg.mlp_only_layers)),
+            ("decoder_sparse_step", json!(cfg.decoder_sparse_step)),
+            ("router_aux_loss_coef", json!(cfg.router_aux_loss_coef)),
+            ("clip_qkv", json!(cfg.clip_qkv)),
+        ];
+        for (k, v) in optional.into_iter().filter(|(_, v)| !v.is_null()) {
+            put(k, v);
+        }
     }
     match family {
-        Family::Mistral => put("sliding_window", json!(cfg.sliding_window)),
-        Family::Qwen2 | Family::Qwen3 => {
+        Family::Mistral | Family::Mixtral => put("sliding_window", json!(cfg.sliding_window)),
+        Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe => {
             put("sliding_window", json!(cfg.sliding_window));
             put("use_sliding_window", json!(cfg.use_sliding_window));
             put(
@@ -409,7 +468,7 @@ pub fn write(cfg: &ModelConfig, path: &Path, dtype: &str) -> Result<()> {
                 put("layer_types", json!(types));
             }
         }
-        Family::Llama => {}
+        Family::Llama | Family::Olmoe => {}
     }
     for (k, v) in [
         ("bos_token_id", cfg.bos_token_id),
