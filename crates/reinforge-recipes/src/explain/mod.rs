@@ -133,7 +133,7 @@ fn key_lines(cfg: &TrainConfig) -> Result<(Vec<KeyLine>, Vec<String>)> {
     let mut leaves = Vec::new();
     reinforge_train::overrides::flat_keys(&value, "", &mut leaves);
     let shown = |k: &str| {
-        k.starts_with("grpo.")
+        k.starts_with("rl.")
             || k.starts_with("memory.")
             || ["seed", "bf16", "zero_stage", "device"].contains(&k)
     };
