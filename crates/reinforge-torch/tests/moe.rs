@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use reinforge_torch::model::logprobs::token_logprobs;
 use reinforge_torch::model::transformer::ForwardInput;
 use reinforge_torch::tch::{Device, Kind, Tensor};
+use reinforge_torch::train::loss::router::load_balancing_loss;
 use reinforge_torch::{generate, Policy, SamplingParams, SequenceBatch};
 
 use crate::hf_support::{max_diff, root};
@@ -170,6 +171,80 @@ fn moe_checkpoints_round_trip() {
             max_diff(&run(&p), &run(&back), &e["attention_mask"]),
             0.0,
             "{name}"
+        );
+    }
+}
+
+/// transformers' `load_balancing_loss_func` with the attention mask, the causal-LM loss plus
+/// `router_aux_loss_coef` times it, and that loss's gradient with respect to every router
+/// (torch autograd in the fixture script; here libtorch's, through reinforge's forward).
+#[test]
+fn aux_loss_and_router_gradients_match_transformers() {
+    for name in FIXTURES {
+        let p = Policy::load(&fixture(name), Device::Cpu).unwrap();
+        let e = expected(name);
+        let cfg = p.model.config().clone();
+        let mask = &e["attention_mask"];
+        let (logits, routes) = p.model.forward_routed(&ForwardInput {
+            ids: &e["input_ids"],
+            positions: &e["position_ids"],
+            key_mask: &mask.to_kind(Kind::Bool),
+            segments: &[],
+        });
+        let layers: Vec<usize> = routes.iter().map(|(l, _)| *l).collect();
+        let routes: Vec<_> = routes.into_iter().map(|(_, r)| r).collect();
+        let k = cfg.num_experts_per_tok.unwrap() as i64;
+        let aux = load_balancing_loss(&routes, k, Some(mask)).unwrap();
+        let rel = |got: f64, want: f64| (got - want).abs() / want.abs().max(1e-12);
+        let want_aux = e["aux_loss"].double_value(&[]);
+        assert!(
+            rel(aux.double_value(&[]), want_aux) < 1e-5,
+            "{name}: aux {aux:?} vs {want_aux}"
+        );
+        // Next-token cross-entropy over the labelled tokens (the fixture's `labels` leave out
+        // tokens predicted from padding), plus the weighted aux loss.
+        let t = logits.size()[1];
+        let labels = e["labels"].narrow(1, 1, t - 1);
+        let ce = logits
+            .narrow(1, 0, t - 1)
+            .reshape([-1, cfg.vocab_size as i64])
+            .cross_entropy_loss::<Tensor>(
+                &labels.reshape([-1]),
+                None,
+                reinforge_torch::tch::Reduction::Mean,
+                -100,
+                0.0,
+            );
+        let coef = cfg.router_aux_loss_coef.unwrap();
+        let loss = &ce + &aux * coef;
+        assert!(
+            rel(ce.double_value(&[]), e["ce_loss"].double_value(&[])) < 1e-5,
+            "{name}: CE"
+        );
+        assert!(
+            rel(loss.double_value(&[]), e["loss"].double_value(&[])) < 1e-5,
+            "{name}: loss"
+        );
+        loss.backward();
+        let vars = p.vs.variables();
+        let module = if name == "mixtral_window" {
+            "block_sparse_moe"
+        } else {
+            "mlp"
+        };
+        for l in layers {
+            let grad = vars[&format!("model.layers.{l}.{module}.gate.weight")].grad();
+            let want = &e[&format!("grad.router.{l}")];
+            let scale = want.abs().max().double_value(&[]);
+            let d = (&grad - want).abs().max().double_value(&[]) / scale;
+            assert!(
+                scale > 0.0 && d < 1e-5,
+                "{name} layer {l}: router gradient off by {d} (relative)"
+            );
+        }
+        println!(
+            "{name}: aux {:.6} (transformers {want_aux:.6}), router gradients within 1e-5",
+            aux.double_value(&[])
         );
     }
 }

@@ -17,6 +17,8 @@
 //! - [`orpo`]: TRL's ORPO (odds-ratio term plus the chosen NLL, reference-free);
 //! - [`kto`]: TRL's KTO on unpaired rows (`kto`, `apo_zero_unpaired`, [`kto::KtoLoss`]);
 //! - [`reward_model`]: TRL's Bradley-Terry reward-model loss (margins, reward centering);
+//! - [`router`]: the mixture-of-experts load-balancing loss (transformers'
+//!   `load_balancing_loss_func`);
 //! - [`p2l`]: Prompt-to-Leaderboard's losses (lmarena/p2l `p2l/model.py`: bt, bt-tie, rk,
 //!   rk-reparam, ba, grk/bag, [`p2l::P2lLoss`]).
 //!
@@ -36,6 +38,7 @@ pub mod pg_family;
 pub mod policy;
 pub mod registry;
 pub mod reward_model;
+pub mod router;
 pub mod tis;
 
 pub use agg::{AggMode, GlobalBatchInfo};
