@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::config::TrainConfig;
-use crate::presets::{apply_preset, explicit_grpo_keys, preset_names};
+use crate::presets::{apply_preset, explicit_rl_keys, preset_names};
 
 /// Overlays `top` onto `base`, table by table.
 pub(crate) fn merge(base: &mut toml::Value, top: toml::Value) {
@@ -266,7 +266,7 @@ impl TrainConfig {
         for o in overrides {
             apply_override(&mut value, &schema, o)?;
         }
-        apply_preset(&mut value, &explicit_grpo_keys(file.as_ref(), overrides))?;
+        apply_preset(&mut value, &explicit_rl_keys(file.as_ref(), overrides))?;
         let source = path.map_or_else(|| "the defaults".to_string(), |p| p.display().to_string());
         // serde_path_to_error names the key at fault (`sft.steps`), which toml's value
         // deserialiser does not.

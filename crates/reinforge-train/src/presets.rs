@@ -154,7 +154,7 @@ pub fn preset_names() -> String {
 
 /// `[rl]` keys set by the config file or by `--set rl.KEY=...` (both after the alias is
 /// resolved): presets leave them alone.
-pub(crate) fn explicit_grpo_keys(file: Option<&toml::Value>, overrides: &[String]) -> Vec<String> {
+pub(crate) fn explicit_rl_keys(file: Option<&toml::Value>, overrides: &[String]) -> Vec<String> {
     let mut keys: Vec<String> = file
         .and_then(|f| f.get("rl"))
         .and_then(toml::Value::as_table)

@@ -3,14 +3,12 @@
 //! metric for metric; `--set` and the flags given beside the file win over it; a bad key names
 //! the file, its line and the key, and leaves nothing behind.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::common::{preference_rows, root};
 
 fn reinforge(args: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reinforge"))
@@ -44,30 +42,13 @@ fn metrics(run: &Path) -> Vec<Value> {
 
 /// The training files of each trainer in `d`.
 fn write_data(d: &Path) {
+    preference_rows(d, 6);
     let row = |i: usize, tail: &str| {
         format!(
             "{{\"prompt\": \"Question {i}: help with task {}?\", {tail}}}\n",
             i * 7 % 13
         )
     };
-    let pairs: String = (0..6)
-        .map(|i| {
-            row(
-                i,
-                "\"chosen\": \"Sure, I can help.\", \"rejected\": \"No.\"",
-            )
-        })
-        .collect();
-    let rows: String = (0..6)
-        .map(|i| {
-            let (text, good) = if i % 3 == 1 {
-                ("No.", false)
-            } else {
-                ("Sure.", true)
-            };
-            row(i, &format!("\"completion\": \"{text}\", \"label\": {good}"))
-        })
-        .collect();
     let prompts: String = (0..6).map(|i| row(i, "\"x\": 0")).collect();
     let models = ["m0", "m1", "m2"];
     let battles: String = (0..6)
@@ -80,12 +61,7 @@ fn write_data(d: &Path) {
             )
         })
         .collect();
-    for (name, text) in [
-        ("pairs.jsonl", pairs),
-        ("rows.jsonl", rows),
-        ("prompts.jsonl", prompts),
-        ("battles.jsonl", battles),
-    ] {
+    for (name, text) in [("prompts.jsonl", prompts), ("battles.jsonl", battles)] {
         std::fs::write(d.join(name), text).unwrap();
     }
 }

@@ -303,32 +303,7 @@ fn run_ranks(args: &[String], world: usize) {
 fn ranks_reproduce_one_process_on_offline_preference_runs() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let row = |i: usize, tail: &str| {
-        format!(
-            "{{\"prompt\": \"Question {i}: help with task {}?\", {tail}}}\n",
-            i * 7 % 13
-        )
-    };
-    let pairs: String = (0..20)
-        .map(|i| {
-            row(
-                i,
-                "\"chosen\": \"Sure, I can help.\", \"rejected\": \"No.\"",
-            )
-        })
-        .collect();
-    let unpaired: String = (0..20)
-        .map(|i| {
-            let (text, good) = if i % 3 == 1 {
-                ("No.", false)
-            } else {
-                ("Sure.", true)
-            };
-            row(i, &format!("\"completion\": \"{text}\", \"label\": {good}"))
-        })
-        .collect();
-    std::fs::write(d.join("pairs.jsonl"), pairs).unwrap();
-    std::fs::write(d.join("rows.jsonl"), unpaired).unwrap();
+    common::preference_rows(d, 20);
     let model = root().join("fixtures/hf/models/llama");
     // (command, data, batch size, more flags); a batch of 1 leaves rank 1 without rows.
     for (cmd, data, batch, extra) in [

@@ -25,6 +25,7 @@ mod p2l;
 mod pipeline;
 mod preference_memory;
 mod real_model_train;
+mod recipes;
 mod rm;
 mod rollouts;
 mod serve_hostile;

@@ -28,6 +28,38 @@ pub fn rank_dir() -> PathBuf {
     }
 }
 
+/// Writes `n` preference rows to `dir`: `pairs.jsonl` (a helpful chosen, a curt rejected
+/// answer) and `rows.jsonl` (KTO's unpaired rows, every third one undesirable), with prompts
+/// of different lengths.
+pub fn preference_rows(dir: &Path, n: usize) {
+    let row = |i: usize, tail: &str| {
+        format!(
+            "{{\"prompt\": \"Question {i}: help with task {}?\", {tail}}}\n",
+            i * 7 % 13
+        )
+    };
+    let pairs: String = (0..n)
+        .map(|i| {
+            row(
+                i,
+                "\"chosen\": \"Sure, I can help.\", \"rejected\": \"No.\"",
+            )
+        })
+        .collect();
+    let unpaired: String = (0..n)
+        .map(|i| {
+            let (text, good) = if i % 3 == 1 {
+                ("No.", false)
+            } else {
+                ("Sure.", true)
+            };
+            row(i, &format!("\"completion\": \"{text}\", \"label\": {good}"))
+        })
+        .collect();
+    std::fs::write(dir.join("pairs.jsonl"), pairs).unwrap();
+    std::fs::write(dir.join("rows.jsonl"), unpaired).unwrap();
+}
+
 /// Runs the `reinforge` binary with `args`.
 pub fn reinforge(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reinforge"))

@@ -5,7 +5,7 @@
 //! verifier it does not, because the repeated numbers are never credited. The canaries tell
 //! the two verifiers apart before any training.
 
-use crate::common;
+use super::common;
 
 use common::{data_run, fixture};
 use std::collections::HashMap;
