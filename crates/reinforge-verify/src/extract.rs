@@ -9,6 +9,7 @@
 //! Extraction never falls back: if the anchored answer cannot be parsed, the verdict is
 //! "unparsable", not an earlier number.
 
+use crate::scan::{segment_at, segments};
 use crate::Target;
 
 /// Where the extracted answer came from.
@@ -142,54 +143,6 @@ pub(crate) fn last_anchor(lower: &str) -> Option<(usize, usize)> {
         }
     }
     best
-}
-
-/// The math segment starting at `i` (after optional spaces), if any: (content, end).
-pub(crate) fn segment_at(s: &str, i: usize) -> Option<(String, usize)> {
-    let t = &s[i..];
-    let off = t.len() - t.trim_start().len();
-    let t = t.trim_start();
-    let base = i + off;
-    for (open, close) in [("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$")] {
-        if let Some(r) = t.strip_prefix(open) {
-            // an escaped dollar `\$` inside math is a currency sign, not the closer
-            let mut from = 0;
-            let end = loop {
-                let e = from + r[from..].find(close)?;
-                if close == "$" && e > 0 && r.as_bytes()[e - 1] == b'\\' {
-                    from = e + 1;
-                    continue;
-                }
-                break e;
-            };
-            return Some((r[..end].to_string(), base + open.len() + end + close.len()));
-        }
-    }
-    None
-}
-
-/// All math segments `(start, end, content)`.
-pub(crate) fn segments(s: &str) -> Vec<(usize, usize, String)> {
-    let mut out = vec![];
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'$'
-            || (b[i] == b'\\' && i + 1 < b.len() && (b[i + 1] == b'(' || b[i + 1] == b'['))
-        {
-            if i > 0 && b[i - 1] == b'\\' {
-                i += 1;
-                continue;
-            }
-            if let Some((c, e)) = segment_at(s, i) {
-                out.push((i, e, c));
-                i = e;
-                continue;
-            }
-        }
-        i += 1;
-    }
-    out
 }
 
 /// The last plain number or simple arithmetic expression, as Math-Verify's expr extraction.
@@ -380,7 +333,7 @@ pub fn extract(
 
 /// The answer marked as final: the last `\boxed{}` group (boxes joined by connectors) or the
 /// text after the last "answer is" / "answer:" anchor, whichever comes later. `stated` selects
-/// the conservative reading of plain text after an anchor ([`crate::stated::value_after`]).
+/// the conservative reading of plain text after an anchor ([`crate::value::value_after`]).
 pub(crate) fn marked(s: &str, latex: bool, stated: bool) -> Option<Extracted> {
     let lower = s.to_ascii_lowercase();
     let boxes = if latex { box_contents(s) } else { vec![] };
@@ -402,13 +355,13 @@ pub(crate) fn marked(s: &str, latex: bool, stated: bool) -> Option<Extracted> {
     match (anchor, box_start) {
         (Some((_, ae)), bs) if bs.is_none_or(|b| ae > b) => {
             let stated_value = if stated {
-                crate::stated::value_after(s, ae, latex)
+                crate::value::value_after(s, ae, latex)
             } else {
                 None
             };
             // under the stated policy, the lenient reading must hold no prose ("3 because ...")
             let lenient = after_anchor(s, ae, latex)
-                .filter(|t| !stated || (crate::stated::no_prose(t) && !operand_in_words(s, ae, t)));
+                .filter(|t| !stated || (crate::value::no_prose(t) && !operand_in_words(s, ae, t)));
             if let Some(t) = stated_value.or(lenient) {
                 return Some(Extracted {
                     text: t,

@@ -19,7 +19,8 @@
 //! ([`Verdict::cannot_decide`]), never "equal".
 //!
 //! Modules: [`extract`] (boxes, anchors, the lenient reading used for gold answers), [`stated`]
-//! (the stated-answer policy for predictions), [`choice`] (multiple-choice letters),
+//! (the stated-answer policy for predictions) and [`restated`] above [`value`] (written values)
+//! and [`scan`] (text positions), [`choice`] (multiple-choice letters),
 //! [`numeral`] (mixed numbers, repeating decimals, digit grouping), [`normalize`] + [`lexer`] +
 //! [`parser`] (text to [`expr::Expr`]), [`number`] (bounded rationals), [`eval`], [`series`]
 //! (ellipsis sums and products), [`realset`], [`equiv`] (equivalence policies), [`verdict`],
@@ -42,8 +43,10 @@ pub mod probe;
 pub mod realset;
 pub mod restated;
 pub mod sample;
+pub mod scan;
 pub mod series;
 pub mod stated;
+pub mod value;
 pub mod verdict;
 
 pub use verdict::{Status, Verdict};

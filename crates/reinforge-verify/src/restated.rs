@@ -30,9 +30,10 @@
 //! value (`= 7 - 3`), and a left side that is not arithmetic states nothing ("the inverse of 4
 //! is 1", "8 = 24").
 
-use crate::stated::{
-    first_line_equation, first_line_value, hypothetical, is_value_text, negated_before,
-    number_word, numbered_item, skip_adverb, unevaluated, value_and_end, STATEMENT_WORDS,
+use crate::scan::{closed_rhs, first_word, top_level_equals, words};
+use crate::value::{
+    hypothetical, is_value_text, lone_number_subject, negated_before, number_word, numbered_item,
+    skip_adverb, unevaluated, value_and_end, STATEMENT_WORDS,
 };
 
 /// Words between an arithmetic expression and its statement word ("8 - 3 which equals 5",
@@ -184,6 +185,36 @@ pub(crate) fn earlier_answer(s: &str) -> Option<String> {
         .any(|(_, n)| n.as_deref().is_none_or(|n| !same_number(n, &value)));
     let retracted = RETRACTIONS.iter().any(|r| lower[at..].contains(r));
     (!cancelled && !retracted).then_some(value)
+}
+
+/// A first line that is only a variable-free equation with a value on the right (`1 + 4 = 5`
+/// before an explanation): its right-hand side. Used only when the last sentence states nothing.
+fn first_line_equation(s: &str) -> Option<String> {
+    let line = s.trim_start().lines().next()?.trim();
+    let rhs = closed_rhs(line);
+    let lhs = &line[..top_level_equals(line).first().copied().unwrap_or(0)];
+    // "1 = 1" restates a number; only a computation on the left states a result
+    let is_equation = rhs.len() < line.len() && words(line).is_empty() && !lone_number_subject(lhs);
+    (is_equation && is_value_text(rhs)).then(|| rhs.to_string())
+}
+
+/// A first line that is only a value, a unit word at most after it (`8in.`, `12 apples`, `7`),
+/// before more text: that value. Not a list number ("1." above "2.", "1. Absendance"), not `3x`
+/// (a term).
+fn first_line_value(s: &str) -> Option<String> {
+    let line = s.trim_start().lines().next()?.trim();
+    if numbered_item(s, line.trim_end_matches('.'), line.ends_with('.')) {
+        return None;
+    }
+    let body = line.strip_suffix('.').unwrap_or(line).trim_end();
+    let split = first_word(body).unwrap_or(body.len());
+    let (value, unit) = (body[..split].trim(), &body[split..]);
+    let unit_ok =
+        unit.is_empty() || (unit.len() >= 2 && unit.chars().all(|c| c.is_ascii_alphabetic()));
+    // "1. Absendance": a list label before a word, not a value with a unit
+    let label = value.ends_with('.') && !unit.is_empty();
+    (unit_ok && !label && !value.contains(['(', ')']) && is_value_text(value))
+        .then(|| value.to_string())
 }
 
 /// The value of a computed result whose statement word ends at `en`: it must close its clause
@@ -475,10 +506,22 @@ fn count_value(s: &str, en: usize) -> Option<String> {
     let sentence_end = s[en..sentence_end]
         .find('\n')
         .map_or(sentence_end, |p| en + p);
-    if crate::stated::hedged_count(&s[en..sentence_end]) {
+    if hedged_count(&s[en..sentence_end]) {
         return None;
     }
     value_and_end(&s[..own_clause_end(s, en)], en, false, usize::MAX).map(|(v, _)| v)
+}
+
+/// Whether the text after a count verb ("appears", "occurs"), up to a quote, hedges (a negation
+/// or hedge word) or names more than one number ("twice or three times", "twice, 3 times").
+pub(crate) fn hedged_count(t: &str) -> bool {
+    // quoted text is what is counted in, not what is said
+    let t = &t[..t.find(['"', '“']).unwrap_or(t.len())];
+    let numbers = t
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()) || number_word(w).is_some())
+        .count();
+    numbers > 1 || negated(t)
 }
 
 /// Results named with "of": "the surprising answer of 17, which ...", "results in a result of
@@ -592,7 +635,7 @@ fn own_clause_end(s: &str, at: usize) -> usize {
 }
 
 /// Whether `t` holds a negation or hedge word.
-pub(crate) fn negated(t: &str) -> bool {
+fn negated(t: &str) -> bool {
     t.to_ascii_lowercase()
         .split(|c: char| !(c.is_ascii_alphabetic() || c == '\'' || c == '’'))
         .any(|w| NEGATIONS.contains(&w))
