@@ -31,3 +31,4 @@ mod oracles_p2l;
 mod oracles_rm;
 mod real_model;
 mod update;
+mod vision;

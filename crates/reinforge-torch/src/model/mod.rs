@@ -22,3 +22,4 @@ pub mod policy;
 pub mod reward_model;
 pub mod transformer;
 pub mod value;
+pub mod vision;
