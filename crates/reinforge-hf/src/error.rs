@@ -1,9 +1,9 @@
-//! Errors of the checkpoint-text loaders, each naming the file (and line, column or template line) at fault,
-//! and the small file readers that produce them.
+//! Errors of the checkpoint-text and image loaders, each naming the file (and line, column or template line)
+//! at fault, or the batch row for the multimodal layout, and the small file readers that produce them.
 
 use std::path::{Path, PathBuf};
 
-/// Everything that can go wrong while loading or using a checkpoint's text files.
+/// Everything that can go wrong while loading or using a checkpoint's text files or images.
 #[derive(Debug, thiserror::Error)]
 pub enum HfError {
     /// A file the loader needs does not exist.
@@ -51,6 +51,25 @@ pub enum HfError {
         line: Option<usize>,
         message: String,
     },
+    /// An image file is corrupt, truncated, in an unsupported format or pixel mode, or of a size the
+    /// processor cannot use.
+    #[error("image {}: {message}", path.display())]
+    Image { path: PathBuf, message: String },
+    /// An image's header declares more pixels than the decode cap; refused before decoding.
+    #[error("image {}: {width}x{height} is {} pixels, above the decode cap of {max_pixels}", path.display(), *width as u64 * *height as u64)]
+    ImageTooLarge {
+        path: PathBuf,
+        width: u32,
+        height: u32,
+        max_pixels: u64,
+    },
+    /// A batch row's image-placeholder tokens do not match the grids of the images assigned to it.
+    #[error("row {row}: {message}")]
+    ImageTokens { row: usize, message: String },
+    /// Inputs of a layout or resize function that cannot describe a valid multimodal batch
+    /// (grid sides not divisible by the merge size, mismatched lengths, unused grids, extreme aspect).
+    #[error("multimodal layout: {message}")]
+    Layout { message: String },
 }
 
 /// Result alias of this crate.
