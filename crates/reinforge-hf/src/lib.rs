@@ -40,7 +40,7 @@ pub use minijinja::Value;
 pub use template::{json_value, to_value, ChatOptions, ChatTemplate, ChatTemplates};
 pub use tokenizer::HfTokenizer;
 pub use vision::{
-    convert_to_rgb, cu_seqlens, decode_rgb, resize_bicubic, rope_index, smart_resize, vision_position_ids,
-    window_index, ImageProcessor, ImageProcessorConfig, ProcessedBatch, ProcessedImage, RgbImage, RopeIndex,
-    TokenRow, DEFAULT_MAX_DECODE_PIXELS,
+    convert_to_rgb, cu_seqlens, decode_rgb, resize_bicubic, rope_index, smart_resize,
+    vision_position_ids, window_index, ImageProcessor, ImageProcessorConfig, ProcessedBatch,
+    ProcessedImage, RgbImage, RopeIndex, TokenRow, DEFAULT_MAX_DECODE_PIXELS,
 };

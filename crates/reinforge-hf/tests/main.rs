@@ -4,3 +4,4 @@
 
 mod errors;
 mod transformers_parity;
+mod vision;

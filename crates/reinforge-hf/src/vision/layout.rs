@@ -89,7 +89,9 @@ pub fn rope_index(
                 ),
             });
         }
-        let slots: Vec<usize> = (0..seq_len).filter(|&i| row.attention_mask[i] != 0).collect();
+        let slots: Vec<usize> = (0..seq_len)
+            .filter(|&i| row.attention_mask[i] != 0)
+            .collect();
         if slots.is_empty() {
             return Err(HfError::ImageTokens {
                 row: r,

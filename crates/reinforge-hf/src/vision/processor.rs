@@ -129,7 +129,9 @@ impl ImageProcessorConfig {
             message,
         };
         if let Some(t) = &json.image_processor_type {
-            if !(t.starts_with("Qwen2VLImageProcessor") || t.starts_with("Qwen2_5_VLImageProcessor")) {
+            if !(t.starts_with("Qwen2VLImageProcessor")
+                || t.starts_with("Qwen2_5_VLImageProcessor"))
+            {
                 return Err(field(
                     "image_processor_type",
                     format!("`{t}` is not a Qwen2-VL image processor (Qwen2VLImageProcessor*)"),
@@ -152,7 +154,10 @@ impl ImageProcessorConfig {
                 ));
             }
         }
-        for (name, on) in [("do_pad", json.do_pad), ("do_center_crop", json.do_center_crop)] {
+        for (name, on) in [
+            ("do_pad", json.do_pad),
+            ("do_center_crop", json.do_center_crop),
+        ] {
             if on == Some(true) {
                 return Err(field(name, "true is not implemented".into()));
             }
@@ -163,10 +168,9 @@ impl ImageProcessorConfig {
             None => Ok(default),
             Some(PerChannel::One(x)) => Ok([x; 3]),
             Some(PerChannel::Many(v)) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
-            Some(PerChannel::Many(v)) => Err(field(
-                name,
-                format!("{} values; RGB needs 1 or 3", v.len()),
-            )),
+            Some(PerChannel::Many(v)) => {
+                Err(field(name, format!("{} values; RGB needs 1 or 3", v.len())))
+            }
         };
         let cfg = ImageProcessorConfig {
             patch_size: json.patch_size.unwrap_or(d.patch_size),
@@ -338,7 +342,11 @@ impl ImageProcessor {
     /// Processes an RGB image: resize (if `do_resize`), rescale, normalise, patchify.
     pub fn process_rgb(&self, img: &RgbImage) -> Result<ProcessedImage> {
         let c = &self.config;
-        assert_eq!(img.data.len(), img.height * img.width * 3, "RgbImage buffer size");
+        assert_eq!(
+            img.data.len(),
+            img.height * img.width * 3,
+            "RgbImage buffer size"
+        );
         let factor = c.patch_size * c.merge_size;
         let (h, w, data) = if c.do_resize {
             let (h, w) = smart_resize(img.height, img.width, factor, c.min_pixels, c.max_pixels)?;

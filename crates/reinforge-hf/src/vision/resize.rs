@@ -116,7 +116,11 @@ pub fn resize_bicubic(
     out_h: usize,
     out_w: usize,
 ) -> Vec<u8> {
-    assert_eq!(rgb.len(), height * width * 3, "rgb buffer of {height}x{width}x3");
+    assert_eq!(
+        rgb.len(),
+        height * width * 3,
+        "rgb buffer of {height}x{width}x3"
+    );
     assert!(
         out_h > 0 && out_w > 0 && height > 0 && width > 0,
         "empty image"
@@ -125,14 +129,30 @@ pub fn resize_bicubic(
     let mut cur_w = width;
     if out_w != width {
         let mut out = vec![0u8; height * out_w * 3];
-        pass(&cur, height, (width * 3, 3), width, &mut out, (out_w * 3, 3), out_w);
+        pass(
+            &cur,
+            height,
+            (width * 3, 3),
+            width,
+            &mut out,
+            (out_w * 3, 3),
+            out_w,
+        );
         cur = out;
         cur_w = out_w;
     }
     if out_h != height {
         let mut out = vec![0u8; out_h * cur_w * 3];
         // Lines are columns: along a column, consecutive positions are one row apart.
-        pass(&cur, cur_w, (3, cur_w * 3), height, &mut out, (3, cur_w * 3), out_h);
+        pass(
+            &cur,
+            cur_w,
+            (3, cur_w * 3),
+            height,
+            &mut out,
+            (3, cur_w * 3),
+            out_h,
+        );
         cur = out;
     }
     cur
