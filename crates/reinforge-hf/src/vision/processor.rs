@@ -352,7 +352,7 @@ impl ImageProcessor {
             let (h, w) = smart_resize(img.height, img.width, factor, c.min_pixels, c.max_pixels)?;
             (h, w, resize_bicubic(&img.data, img.height, img.width, h, w))
         } else {
-            if img.height % factor != 0 || img.width % factor != 0 {
+            if !img.height.is_multiple_of(factor) || !img.width.is_multiple_of(factor) {
                 return Err(HfError::Layout {
                     message: format!(
                         "{}x{} is not a multiple of patch_size * merge_size = {factor} and do_resize is false",
