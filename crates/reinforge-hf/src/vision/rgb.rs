@@ -79,10 +79,12 @@ pub fn convert_to_rgb(img: &DynamicImage) -> std::result::Result<RgbImage, Strin
             let l = (p[0] >> 8) as u8;
             rgb.extend(over_white([l, l, l], (p[1] >> 8) as u8));
         }),
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "unsupported pixel format {:?} (16-bit greyscale and float images are not converted)",
             other.color()
-        )),
+        ))
+        }
     }
     Ok(RgbImage {
         height,
