@@ -30,8 +30,8 @@ pub use model::reward_model::RewardModel;
 pub use model::transformer::Transformer;
 pub use model::value::Critic;
 pub use sample::{
-    generate, generate_with, Completion, GenerateHooks, RowEnd, SamplingParams, StepControl,
-    StepToken,
+    generate, generate_with, generate_with_images, Completion, GenerateHooks, RowEnd,
+    SamplingParams, StepControl, StepToken,
 };
 pub use train::optim::{AdamW, AdamWConfig, GradStep};
 

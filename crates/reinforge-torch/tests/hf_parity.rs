@@ -104,6 +104,7 @@ fn kv_cache_decoding_matches_full_forward_with_window() {
                     positions: &positions.narrow(1, i, 1),
                     key_mask: &mask.narrow(1, 0, i + 1),
                     segments: &[],
+                    images: None,
                 },
                 Some(&mut cache),
                 false,

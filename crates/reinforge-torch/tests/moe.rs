@@ -51,6 +51,7 @@ fn moe_forward_matches_transformers_in_every_layer() {
             positions: &e["position_ids"],
             key_mask: &mask.to_kind(Kind::Bool),
             segments: &[],
+            images: None,
         });
         let d = max_diff(&logits, &e["logits"], mask);
         assert!(d < 1e-4, "{name}: logits differ by {d}");
@@ -190,6 +191,7 @@ fn aux_loss_and_router_gradients_match_transformers() {
             positions: &e["position_ids"],
             key_mask: &mask.to_kind(Kind::Bool),
             segments: &[],
+            images: None,
         });
         let layers: Vec<usize> = routes.iter().map(|(l, _)| *l).collect();
         let routes: Vec<_> = routes.into_iter().map(|(_, r)| r).collect();

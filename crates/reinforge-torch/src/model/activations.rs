@@ -49,7 +49,7 @@ impl Checkpointed {
         let device = input.ids.device();
         let (inputs, last, ctx) = tch::no_grad(|| {
             autocast(device, || {
-                let mut x = model.embed_tokens(input.ids);
+                let mut x = model.embed_inputs(input);
                 let ctx = model.layer_context(input, x.kind());
                 let mut inputs = Vec::with_capacity(model.num_layers());
                 for i in 0..model.num_layers() {
@@ -79,7 +79,7 @@ impl Checkpointed {
             backpropagate(&out, &grad);
             grad = x.grad();
         }
-        let embedded = autocast(device, || model.embed_tokens(input.ids));
+        let embedded = autocast(device, || model.embed_inputs(input));
         if grad.defined() && embedded.requires_grad() {
             backpropagate(&embedded, &grad);
         }

@@ -4,8 +4,10 @@ use tch::{Device, Kind, Tensor};
 
 use std::collections::HashMap;
 
+use crate::model::config::ModelConfig;
 use crate::model::memory::Memory;
 use crate::model::transformer::{ForwardInput, Segment, Transformer};
+use crate::model::vision::{Image, ImageInput, VisionBatch};
 
 /// Rows of `prompt ++ completion`, right-padded to a common length `L`.
 ///
@@ -28,6 +30,16 @@ pub struct SequenceBatch {
     /// Real tokens (prompt + completion) per row.
     lens: Vec<usize>,
     width: usize,
+    /// A vision-language batch's images ([`Self::with_images`]).
+    vision: Option<RowImages>,
+}
+
+/// The images of a [`SequenceBatch`]'s rows, kept per row so a selection of rows keeps its own.
+#[derive(Debug)]
+struct RowImages {
+    cfg: ModelConfig,
+    rows: Vec<Vec<Image>>,
+    input: ImageInput,
 }
 
 impl SequenceBatch {
@@ -77,7 +89,32 @@ impl SequenceBatch {
                 .map(|(p, c)| p.len() + c.len())
                 .collect(),
             width,
+            vision: None,
         }
+    }
+
+    /// These rows with images: row `i`'s image placeholders hold `images[i]`, in order, and
+    /// positions become M-RoPE's three streams. Errors name a row whose placeholders do not
+    /// match its images.
+    pub fn with_images(
+        mut self,
+        cfg: &ModelConfig,
+        images: Vec<Vec<Image>>,
+    ) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            images.len() == self.len(),
+            "{} rows but images for {}",
+            self.len(),
+            images.len()
+        );
+        let batch = VisionBatch::of_rows(cfg, &self.ids, &self.attn, &images)?;
+        self.positions = batch.positions;
+        self.vision = Some(RowImages {
+            cfg: cfg.clone(),
+            rows: images,
+            input: batch.images,
+        });
+        Ok(self)
     }
 
     /// The model's input for a forward pass over these rows.
@@ -87,6 +124,7 @@ impl SequenceBatch {
             positions: &self.positions,
             key_mask: &self.attn,
             segments: &[],
+            images: self.vision.as_ref().map(|v| &v.input),
         }
     }
 
@@ -172,6 +210,10 @@ impl SequenceBatch {
     }
 
     fn packed_with(&self, share_prompts: bool) -> Option<PackedRows> {
+        if self.vision.is_some() {
+            // Packing rows with images is not built yet; padded rows give the same results.
+            return None;
+        }
         let width = self.width as i64;
         // `pick`: the padded flat index of each packed token; `src`/`dst`: for every real
         // padded position, the packed token that fills it.
@@ -288,10 +330,30 @@ impl SequenceBatch {
         let lens: Vec<usize> = idx.iter().map(|&i| self.lens[i as usize]).collect();
         let width = lens.iter().copied().max().unwrap_or(2).max(2);
         let w = width as i64;
+        let ids = self.ids.narrow(1, 0, w).index_select(0, &t);
+        let attn = self.attn.narrow(1, 0, w).index_select(0, &t);
+        let vision = self.vision.as_ref().map(|v| {
+            let rows: Vec<Vec<Image>> = idx.iter().map(|&i| v.rows[i as usize].clone()).collect();
+            let batch = VisionBatch::of_rows(&v.cfg, &ids, &attn, &rows)
+                .expect("a selection of rows that matched their images still matches them");
+            (
+                batch.positions,
+                RowImages {
+                    cfg: v.cfg.clone(),
+                    rows,
+                    input: batch.images,
+                },
+            )
+        });
+        let positions = match &vision {
+            Some((p, _)) => p.shallow_clone(),
+            None => self.positions.narrow(1, 0, w).index_select(0, &t),
+        };
         Self {
-            ids: self.ids.narrow(1, 0, w).index_select(0, &t),
-            attn: self.attn.narrow(1, 0, w).index_select(0, &t),
-            positions: self.positions.narrow(1, 0, w).index_select(0, &t),
+            vision: vision.map(|(_, v)| v),
+            ids,
+            attn,
+            positions,
             loss_mask: self.loss_mask.narrow(1, 0, w - 1).index_select(0, &t),
             prompt_lens: idx.iter().map(|&i| self.prompt_lens[i as usize]).collect(),
             prompt_groups: idx
@@ -332,6 +394,7 @@ impl PackedRows {
             positions: &self.positions,
             key_mask: &self.key_mask,
             segments: &self.segments,
+            images: None,
         }
     }
 

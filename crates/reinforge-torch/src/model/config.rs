@@ -10,6 +10,8 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::model::vision::config::{VisionConfig, VisionVariant};
+
 /// The decoder families this crate implements. They share one transformer; the differences
 /// (biases, q/k norms, sliding windows, a dense or a sparse MLP) are switches of
 /// [`ModelConfig`].
@@ -30,11 +32,18 @@ pub enum Family {
     Olmoe,
     /// `MixtralForCausalLM`: Mistral with sparse MLPs (`block_sparse_moe`, `w1`/`w3`/`w2`).
     Mixtral,
+    /// `Qwen2VLForConditionalGeneration`: a Qwen2 language model (q/k/v bias, no o bias) with
+    /// M-RoPE over three position streams, reading the image features of a vision tower
+    /// ([`crate::model::vision`]) at its image-placeholder tokens.
+    Qwen2Vl,
+    /// `Qwen2_5_VLForConditionalGeneration`: the same language model beside the Qwen2.5-VL
+    /// tower (RMSNorm, SwiGLU, window attention).
+    Qwen25Vl,
 }
 
 impl Family {
     /// Every supported family, for error messages.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 9] = [
         Family::Llama,
         Family::Qwen2,
         Family::Qwen3,
@@ -42,6 +51,8 @@ impl Family {
         Family::Qwen3Moe,
         Family::Olmoe,
         Family::Mixtral,
+        Family::Qwen2Vl,
+        Family::Qwen25Vl,
     ];
 
     /// The family of an HF `model_type`, or an error naming it and the supported ones.
@@ -80,12 +91,23 @@ impl Family {
             Family::Qwen3Moe => "qwen3_moe",
             Family::Olmoe => "olmoe",
             Family::Mixtral => "mixtral",
+            Family::Qwen2Vl => "qwen2_vl",
+            Family::Qwen25Vl => "qwen2_5_vl",
         }
     }
 
     /// Whether the family's MLPs are sparse (a router over experts).
     pub fn is_moe(self) -> bool {
         matches!(self, Family::Qwen3Moe | Family::Olmoe | Family::Mixtral)
+    }
+
+    /// The vision tower of a vision-language family (`None`: a text-only decoder).
+    pub fn vision_variant(self) -> Option<VisionVariant> {
+        match self {
+            Family::Qwen2Vl => Some(VisionVariant::Qwen2Vl),
+            Family::Qwen25Vl => Some(VisionVariant::Qwen25Vl),
+            _ => None,
+        }
     }
 
     /// HF causal-LM class name, written into `architectures`.
@@ -98,6 +120,8 @@ impl Family {
             Family::Qwen3Moe => "Qwen3MoeForCausalLM",
             Family::Olmoe => "OlmoeForCausalLM",
             Family::Mixtral => "MixtralForCausalLM",
+            Family::Qwen2Vl => "Qwen2VLForConditionalGeneration",
+            Family::Qwen25Vl => "Qwen2_5_VLForConditionalGeneration",
         }
     }
 
@@ -221,6 +245,18 @@ pub struct ModelConfig {
     /// OLMoE: queries, keys and values clamped to `[-clip_qkv, clip_qkv]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip_qkv: Option<f64>,
+    /// Vision-language families: how the head dimension's frequency pairs split over the
+    /// temporal, height and width position streams (M-RoPE; `mrope_section`, summing to
+    /// `head_dim / 2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mrope_section: Option<Vec<usize>>,
+    /// Vision-language families: the placeholder token whose embeddings the image features
+    /// replace, one token per merged patch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_token_id: Option<i64>,
+    /// Vision-language families: the vision tower (`vision_config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<VisionConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bos_token_id: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,6 +318,9 @@ impl Default for ModelConfig {
             decoder_sparse_step: None,
             router_aux_loss_coef: None,
             clip_qkv: None,
+            mrope_section: None,
+            image_token_id: None,
+            vision: None,
             bos_token_id: None,
             eos_token_id: None,
             pad_token_id: None,
@@ -315,7 +354,7 @@ impl ModelConfig {
     /// Whether q/k/v projections carry a bias.
     pub fn qkv_bias(&self) -> bool {
         match self.family_checked() {
-            Family::Qwen2 => true,
+            Family::Qwen2 | Family::Qwen2Vl | Family::Qwen25Vl => true,
             Family::Mistral | Family::Mixtral => false,
             Family::Llama | Family::Qwen3 | Family::Qwen3Moe | Family::Olmoe => self.attention_bias,
         }
@@ -324,7 +363,8 @@ impl ModelConfig {
     /// Whether the output projection carries a bias.
     pub fn o_bias(&self) -> bool {
         match self.family_checked() {
-            Family::Qwen2 | Family::Mistral | Family::Mixtral => false,
+            Family::Qwen2 | Family::Qwen2Vl | Family::Qwen25Vl => false,
+            Family::Mistral | Family::Mixtral => false,
             Family::Llama | Family::Qwen3 | Family::Qwen3Moe | Family::Olmoe => self.attention_bias,
         }
     }
@@ -377,7 +417,8 @@ impl ModelConfig {
                 };
                 sliding.then_some(window)
             }
-            Family::Llama | Family::Olmoe => None,
+            // Sliding windows on a vision-language model are refused by `validate`.
+            Family::Llama | Family::Olmoe | Family::Qwen2Vl | Family::Qwen25Vl => None,
         }
     }
 
@@ -457,7 +498,85 @@ impl ModelConfig {
         if let Some(rs) = &self.rope_scaling {
             rs.validate("rope_scaling")?;
         }
+        self.validate_vision(family)?;
         self.validate_moe(family)
+    }
+
+    /// The vision-language fields: required and consistent for the VL families (M-RoPE
+    /// sections that cover the head, an image token inside the vocabulary, a tower whose
+    /// output width is the hidden size), absent otherwise.
+    fn validate_vision(&self, family: Family) -> Result<()> {
+        let Some(variant) = family.vision_variant() else {
+            let set = [
+                ("mrope_section", self.mrope_section.is_some()),
+                ("image_token_id", self.image_token_id.is_some()),
+                ("vision_config", self.vision.is_some()),
+            ];
+            if let Some((name, _)) = set.iter().find(|(_, on)| *on) {
+                bail!(
+                    "config field `{name}` is only read by the vision-language families, not {}",
+                    self.model_type
+                );
+            }
+            return Ok(());
+        };
+        if self.use_sliding_window {
+            bail!(
+                "config field `use_sliding_window` = true is not supported for {}",
+                self.model_type
+            );
+        }
+        if self.rope_scaling.is_some() {
+            bail!(
+                "config field `rope_scaling`: only the default M-RoPE is supported for {}",
+                self.model_type
+            );
+        }
+        let Some(sections) = &self.mrope_section else {
+            bail!(
+                "config field `mrope_section` is required for {}",
+                self.model_type
+            );
+        };
+        if sections.len() != 3 || sections.iter().sum::<usize>() != self.head_dim() / 2 {
+            bail!(
+                "config field `mrope_section` = {sections:?} must be three sizes summing to head_dim / 2 = {}",
+                self.head_dim() / 2
+            );
+        }
+        match self.image_token_id {
+            Some(id) if (0..self.vocab_size as i64).contains(&id) => {}
+            Some(id) => bail!(
+                "config field `image_token_id` = {id} is outside the vocabulary (0..{})",
+                self.vocab_size
+            ),
+            None => bail!(
+                "config field `image_token_id` is required for {}",
+                self.model_type
+            ),
+        }
+        let Some(vision) = &self.vision else {
+            bail!(
+                "config field `vision_config` is required for {}",
+                self.model_type
+            );
+        };
+        vision.validate()?;
+        if vision.variant != variant {
+            bail!(
+                "config field `vision_config` describes the {:?} tower, not {}'s",
+                vision.variant,
+                self.model_type
+            );
+        }
+        if vision.out_size != self.hidden_size {
+            bail!(
+                "config field `vision_config` merges to width {} but `hidden_size` is {}",
+                vision.out_size,
+                self.hidden_size
+            );
+        }
+        Ok(())
     }
 
     /// The sparse-MLP fields: required and consistent for the MoE families, absent otherwise.

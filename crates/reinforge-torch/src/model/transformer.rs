@@ -2,7 +2,10 @@
 //! kin (Qwen3-MoE, OLMoE, Mixtral): RMSNorm, rotary position embeddings (optionally llama3- or
 //! linearly scaled), grouped-query attention with an optional sliding window, q/k RMSNorm
 //! (per head: Qwen3; whole width with `clip_qkv`: OLMoE) and a dense or sparse SwiGLU MLP
-//! ([`crate::model::moe`]), with a tied or untied output head.
+//! ([`crate::model::moe`]), with a tied or untied output head. The vision-language families
+//! (Qwen2-VL, Qwen2.5-VL) add a vision tower whose image features replace the embeddings of
+//! the image-placeholder tokens, and M-RoPE: three position streams (temporal, height,
+//! width), each rotating its `mrope_section` of the frequencies.
 //!
 //! Parameter names follow Hugging Face (`model.layers.0.self_attn.q_proj.weight`, ...) so one
 //! implementation serves the tiny models of tests and real checkpoints. The layout follows
@@ -17,12 +20,17 @@ use crate::model::config::{ModelConfig, QkNorm, RopeScaling};
 use crate::model::layers::{weight, Fill, Linear, RmsNorm};
 use crate::model::lora::LoraConfig;
 use crate::model::moe::{Ffn, Routing};
+use crate::model::vision::tower::VisionTower;
+use crate::model::vision::ImageInput;
 
 /// Rotary embedding tables, indexed by absolute position.
 #[derive(Debug)]
 struct Rope {
     cos: Tensor,
     sin: Tensor,
+    /// M-RoPE: the position stream (0 temporal, 1 height, 2 width) each table column reads,
+    /// `[D]` (int64); `None` for one stream.
+    streams: Option<Tensor>,
 }
 
 impl Rope {
@@ -34,20 +42,56 @@ impl Rope {
         let t = Tensor::arange(cfg.max_position_embeddings as i64, (Kind::Float, device));
         let freqs = t.outer(&inv_freq);
         let emb = Tensor::cat(&[&freqs, &freqs], -1);
+        // Frequency pair j rotates by stream s where j falls in section s; the second half of
+        // the columns repeats the first (`recomposition_frequencies`, transformers 5.23).
+        let streams = cfg.mrope_section.as_ref().map(|sections| {
+            let half: Vec<i64> = (0i64..)
+                .zip(sections)
+                .flat_map(|(s, &n)| std::iter::repeat_n(s, n))
+                .collect();
+            Tensor::from_slice(&[half.as_slice(), half.as_slice()].concat()).to_device(device)
+        });
         Self {
             cos: emb.cos(),
             sin: emb.sin(),
+            streams,
         }
     }
 
-    /// `(cos, sin)` of shape `[B, 1, T, D]` for `positions` of shape `[B, T]`.
+    /// `(cos, sin)` of shape `[B, 1, T, D]` for `positions` of shape `[B, T]` (every stream
+    /// the same, as transformers expands them) or, with M-RoPE, `[3, B, T]`.
     fn tables(&self, positions: &Tensor, kind: Kind) -> (Tensor, Tensor) {
+        if positions.dim() == 3 {
+            return self.mrope_tables(positions, kind);
+        }
         let (b, t) = positions.size2().expect("positions are [B, T]");
         let flat = positions.flatten(0, 1);
         let pick = |table: &Tensor| {
             table
                 .index_select(0, &flat)
                 .view([b, 1, t, -1])
+                .to_kind(kind)
+        };
+        (pick(&self.cos), pick(&self.sin))
+    }
+
+    /// M-RoPE tables for positions `[3, B, T]`: each column from its stream's row.
+    fn mrope_tables(&self, positions: &Tensor, kind: Kind) -> (Tensor, Tensor) {
+        let (s, b, t) = positions.size3().expect("M-RoPE positions are [3, B, T]");
+        let streams = self
+            .streams
+            .as_ref()
+            .expect("three position streams need a vision-language config");
+        assert_eq!(s, 3, "M-RoPE positions have three streams");
+        let d = streams.size()[0];
+        let flat = positions.flatten(0, 2);
+        let column = streams.view([1, 1, 1, d]).expand([1, b, t, d], false);
+        let pick = |table: &Tensor| {
+            table
+                .index_select(0, &flat)
+                .view([3, b, t, d])
+                .gather(0, &column, false)
+                .view([b, 1, t, d])
                 .to_kind(kind)
         };
         (pick(&self.cos), pick(&self.sin))
@@ -208,6 +252,8 @@ pub struct Transformer {
     norm: RmsNorm,
     head: Option<Tensor>,
     rope: Rope,
+    /// The vision tower of a vision-language family (parameters under `visual`).
+    vision: Option<VisionTower>,
     /// The LoRA settings while adapters are attached.
     lora: Option<LoraConfig>,
 }
@@ -216,7 +262,8 @@ pub struct Transformer {
 pub struct ForwardInput<'a> {
     /// Token ids `[B, T]` (int64).
     pub ids: &'a Tensor,
-    /// Absolute position of each token `[B, T]` (int64).
+    /// Absolute position of each token `[B, T]` (int64), or M-RoPE's three streams
+    /// `[3, B, T]` (temporal, height, width: `get_rope_index`) for a vision-language model.
     pub positions: &'a Tensor,
     /// Which keys are real tokens `[B, S]` (bool), `S` = cached length + `T`.
     pub key_mask: &'a Tensor,
@@ -224,6 +271,9 @@ pub struct ForwardInput<'a> {
     /// each attending causally within its own segment (and to its shared prompt). Empty: the
     /// rows of `ids` as they are, under `key_mask`.
     pub segments: &'a [Segment],
+    /// Images whose features replace the image-placeholder tokens of `ids` (vision-language
+    /// models; checked against the placeholders when built).
+    pub images: Option<&'a ImageInput>,
 }
 
 /// One span of a packed sequence: the tokens `start..start + len`, which attend causally
@@ -301,6 +351,10 @@ impl Transformer {
             norm,
             head,
             rope: Rope::new(cfg, p.device()),
+            vision: cfg
+                .vision
+                .as_ref()
+                .map(|v| VisionTower::build(&(p / "visual"), v, fill)),
             lora: None,
         }
     }
@@ -442,7 +496,7 @@ impl Transformer {
             "packed rows are never cached"
         );
         let past = cache.as_ref().map_or(0, |c| c.len());
-        let mut x = self.embed_tokens(input.ids);
+        let mut x = self.embed_inputs(input);
         let rope = self.rope.tables(input.positions, x.kind());
         // One mask per distinct window (all layers share one in every supported family).
         let mut masks: Vec<(Option<i64>, Attend)> = Vec::new();
@@ -466,6 +520,26 @@ impl Transformer {
             c.advance(input.ids.size()[0], input.ids.size()[1]);
         }
         self.norm.forward(&x)
+    }
+
+    /// The input embeddings `[B, T, H]` of `input`: its tokens', with the image features (the
+    /// tower's merged patches, in order) in place of the image-placeholder tokens
+    /// (`masked_scatter`, as `Qwen2VLModel.forward`).
+    pub(crate) fn embed_inputs(&self, input: &ForwardInput) -> Tensor {
+        let x = self.embed_tokens(input.ids);
+        // Rows without any image (text-only prompts of a vision-language model) skip the tower.
+        let Some(images) = input.images.filter(|i| i.pixels.size()[0] > 0) else {
+            return x;
+        };
+        let (Some(tower), Some(image_token)) = (&self.vision, self.cfg.image_token_id) else {
+            unreachable!("ImageInput::new refuses images for a model without a vision tower")
+        };
+        let features = tower
+            .forward(&images.pixels, &images.layout)
+            .image_embeds
+            .to_kind(x.kind());
+        let at = input.ids.eq(image_token).unsqueeze(-1).expand_as(&x);
+        x.masked_scatter(&at, &features)
     }
 
     /// Token embeddings `[B, T, H]` of `ids`; transformers' `nn.Embedding(...,

@@ -5,6 +5,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::model::cache::KvCache;
 use crate::model::transformer::{ForwardInput, Transformer};
+use crate::model::vision::{Image, VisionBatch};
 
 /// How to turn logits into tokens. Field names follow vLLM/TRL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -179,13 +180,27 @@ impl Running {
     fn prefill(
         model: &Transformer,
         prompts: &[Vec<i64>],
+        images: Option<&[Vec<Image>]>,
         pad_id: i64,
         device: Device,
         new_tokens: usize,
-    ) -> Self {
-        let (distinct, row_of) = distinct_prompts(prompts);
+    ) -> anyhow::Result<Self> {
+        let (distinct, row_of) = distinct_prompts(prompts, images);
         let (ids, mask) = left_pad(&distinct, pad_id, device);
-        let mut positions = crate::model::transformer::positions_from_mask(&mask);
+        let vision = match images {
+            Some(images) => {
+                let first: Vec<Vec<Image>> = first_rows(&row_of, distinct.len())
+                    .into_iter()
+                    .map(|i| images[i].clone())
+                    .collect();
+                Some(VisionBatch::of_rows(model.config(), &ids, &mask, &first)?)
+            }
+            None => None,
+        };
+        let positions = match &vision {
+            Some(v) => v.positions.shallow_clone(),
+            None => crate::model::transformer::positions_from_mask(&mask),
+        };
         let mut key_mask = mask;
         let slots = ids.size()[1] + new_tokens.min(RESERVE_NEW_TOKENS) as i64;
         let mut cache = KvCache::with_capacity(model.config().num_hidden_layers, slots);
@@ -196,25 +211,31 @@ impl Running {
                     positions: &positions,
                     key_mask: &key_mask,
                     segments: &[],
+                    images: vision.as_ref().map(|v| &v.images),
                 },
                 Some(&mut cache),
                 true,
             )
             .squeeze_dim(1);
+        // The next token's position: after the largest one (one stream, or M-RoPE's three,
+        // where it is the text position plus `rope_deltas`).
+        let mut next_pos = match positions.dim() {
+            3 => positions.amax([0, 2], false).unsqueeze(1),
+            _ => positions.narrow(1, positions.size()[1] - 1, 1),
+        } + 1;
         if distinct.len() < prompts.len() {
             let idx = Tensor::from_slice(&row_of).to_device(device);
             cache.retain_rows(&idx);
             logits = logits.index_select(0, &idx);
-            positions = positions.index_select(0, &idx);
+            next_pos = next_pos.index_select(0, &idx);
             key_mask = key_mask.index_select(0, &idx);
         }
-        let next_pos = positions.narrow(1, positions.size()[1] - 1, 1) + 1;
-        Self {
+        Ok(Self {
             cache,
             key_mask,
             next_pos,
             logits,
-        }
+        })
     }
 
     /// Keeps the batch rows `keep` (in that order).
@@ -242,6 +263,7 @@ impl Running {
             positions: &positions,
             key_mask: &self.key_mask,
             segments: &[],
+            images: None,
         };
         self.logits = model
             .forward(&input, Some(&mut self.cache), true)
@@ -297,7 +319,32 @@ pub fn generate_with(
     hooks: &mut GenerateHooks,
 ) -> Vec<Completion> {
     crate::precision::autocast(device, || {
-        decode(model, prompts, params, pad_id, device, hooks)
+        decode(model, prompts, None, params, pad_id, device, hooks)
+    })
+    .expect("text prompts have no images to mismatch")
+}
+
+/// [`generate_with`] for a vision-language model: `images[i]` are the images prompt `i`'s
+/// placeholders hold, in order. Prompts are positioned by M-RoPE, and decoding continues
+/// each row after its largest position (transformers' `rope_deltas`). Identical prompts
+/// over the same image tensors (a group's samples) prefill once. Prompts admitted by the
+/// step hook are text only. Errors name a prompt whose placeholders do not match its images.
+pub fn generate_with_images(
+    model: &Transformer,
+    prompts: &[Vec<i64>],
+    images: &[Vec<Image>],
+    params: &SamplingParams,
+    (pad_id, device): (i64, Device),
+    hooks: &mut GenerateHooks,
+) -> anyhow::Result<Vec<Completion>> {
+    anyhow::ensure!(
+        images.len() == prompts.len(),
+        "{} prompts but images for {}",
+        prompts.len(),
+        images.len()
+    );
+    crate::precision::autocast(device, || {
+        decode(model, prompts, Some(images), params, pad_id, device, hooks)
     })
 }
 
@@ -305,16 +352,18 @@ pub fn generate_with(
 fn decode(
     model: &Transformer,
     prompts: &[Vec<i64>],
+    images: Option<&[Vec<Image>]>,
     params: &SamplingParams,
     pad_id: i64,
     device: Device,
     hooks: &mut GenerateHooks,
-) -> Vec<Completion> {
+) -> anyhow::Result<Vec<Completion>> {
     let _guard = tch::no_grad_guard();
     if prompts.is_empty() || params.max_new_tokens == 0 {
-        return prompts.iter().map(|_| empty_completion()).collect();
+        return Ok(prompts.iter().map(|_| empty_completion()).collect());
     }
-    let mut state = Running::prefill(model, prompts, pad_id, device, params.max_new_tokens);
+    let new = params.max_new_tokens;
+    let mut state = Running::prefill(model, prompts, images, pad_id, device, new)?;
     let mut out: Vec<Completion> = prompts.iter().map(|_| empty_completion()).collect();
     // New tokens allowed per completion (admitted rows bring their own).
     let mut limit: Vec<usize> = vec![params.max_new_tokens; prompts.len()];
@@ -396,7 +445,7 @@ fn decode(
         if !admit.is_empty() {
             let prompts: Vec<Vec<i64>> = admit.iter().map(|(p, _)| p.clone()).collect();
             let most = admit.iter().map(|(_, n)| *n).max().unwrap_or(0);
-            let admitted = Running::prefill(model, &prompts, pad_id, device, most);
+            let admitted = Running::prefill(model, &prompts, None, pad_id, device, most)?;
             let first = out.len();
             out.extend(admit.iter().map(|_| empty_completion()));
             limit.extend(admit.iter().map(|(_, n)| *n));
@@ -408,7 +457,7 @@ fn decode(
             rows.extend(first..out.len());
         }
     }
-    out
+    Ok(out)
 }
 
 /// One decoding step's draw: tokens `[B]`, their log-probs and the entropy of each row's
@@ -522,19 +571,38 @@ pub fn filter_top_k_top_p(logits: &Tensor, top_k: i64, top_p: f64) -> Tensor {
 
 /// The distinct prompts in order of first appearance, and for each prompt the index of its
 /// distinct copy.
-fn distinct_prompts(prompts: &[Vec<i64>]) -> (Vec<Vec<i64>>, Vec<i64>) {
-    let mut seen: std::collections::HashMap<&[i64], i64> = std::collections::HashMap::new();
+fn distinct_prompts(
+    prompts: &[Vec<i64>],
+    images: Option<&[Vec<Image>]>,
+) -> (Vec<Vec<i64>>, Vec<i64>) {
+    // With images, a prompt is its tokens and its images' storage: a group's samples share
+    // one image tensor; equal tokens over other images are another prompt.
+    type Key<'a> = (&'a [i64], Vec<usize>);
+    let mut seen: std::collections::HashMap<Key, i64> = std::collections::HashMap::new();
     let mut distinct = Vec::new();
     let row_of = prompts
         .iter()
-        .map(|p| {
-            *seen.entry(p.as_slice()).or_insert_with(|| {
+        .enumerate()
+        .map(|(i, p)| {
+            let storage = images.map_or(vec![], |im| {
+                im[i].iter().map(|x| x.pixels.data_ptr() as usize).collect()
+            });
+            *seen.entry((p.as_slice(), storage)).or_insert_with(|| {
                 distinct.push(p.clone());
                 distinct.len() as i64 - 1
             })
         })
         .collect();
     (distinct, row_of)
+}
+
+/// For each of `n` distinct prompts, the first row that holds it.
+fn first_rows(row_of: &[i64], n: usize) -> Vec<usize> {
+    let mut first = vec![usize::MAX; n];
+    for (row, &d) in row_of.iter().enumerate() {
+        first[d as usize] = first[d as usize].min(row);
+    }
+    first
 }
 
 /// Left-pads `prompts` to a `[B, L]` id tensor and its bool mask of real tokens.

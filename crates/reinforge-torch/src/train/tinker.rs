@@ -365,6 +365,7 @@ fn target_logprobs(policy: &Policy, input: &[i64], targets: &[i64]) -> Tensor {
         positions: &positions,
         key_mask: &key_mask,
         segments: &[],
+        images: None,
     };
     let hidden = policy.model.hidden(&input, None).squeeze_dim(0);
     let logits = policy.model.logits(&hidden).to_kind(Kind::Float);

@@ -62,6 +62,7 @@ pub fn raw_logits(p: &Policy, ids: &Tensor, mask: &Tensor, pos: &Tensor) -> Tens
             positions: pos,
             key_mask: &mask.to_kind(Kind::Bool),
             segments: &[],
+            images: None,
         },
         None,
         false,

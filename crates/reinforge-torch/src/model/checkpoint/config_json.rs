@@ -18,6 +18,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Map, Value};
 
 use crate::model::config::{Family, ModelConfig, RopeScaling};
+use crate::model::vision::config::VisionConfig;
 
 /// Reading and writing a [`ModelConfig`] as a checkpoint's `config.json` live here, beside the
 /// key policy, so the config types import nothing from the checkpoint module.
@@ -67,6 +68,7 @@ const FIELDS: &[&str] = &[
     "decoder_sparse_step",
     "router_aux_loss_coef",
     "clip_qkv",
+    "image_token_id",
     "bos_token_id",
     "eos_token_id",
     "pad_token_id",
@@ -151,6 +153,12 @@ pub const HARMLESS: &[&str] = &[
     // MoE: what a forward returns, and Mixtral's training-time router noise (checked: 0).
     "output_router_logits",
     "router_jitter_noise",
+    // Vision-language: the prompt's other special tokens (the processor writes them; the
+    // forward reads only `image_token_id`). Videos are refused where they would enter.
+    "vision_start_token_id",
+    "vision_end_token_id",
+    "vision_token_id",
+    "video_token_id",
 ];
 
 /// Keys consumed here and regenerated on save.
@@ -182,6 +190,47 @@ pub fn parse(value: &Value, allow_unknown: bool) -> Result<ModelConfig> {
         .as_object()
         .ok_or_else(|| anyhow!("config.json must hold a JSON object"))?;
     let family = family_of(obj)?;
+    let Some(variant) = family.vision_variant() else {
+        return parse_text(obj, family, allow_unknown);
+    };
+    let (text, vision) = split_vision_language(obj)?;
+    let mut cfg = parse_text(&text, family, allow_unknown)?;
+    cfg.vision = Some(VisionConfig::from_hf(variant, &vision)?);
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// A vision-language `config.json` as one flat text config and its `vision_config`. The
+/// transformers-5 layout nests the language model's keys in `text_config` (with its own
+/// `model_type`, `qwen2_vl_text`); the Hub's transformers-4 layout has them at the top, as
+/// `Qwen2VLConfig` still accepts. Top-level keys win, as there.
+fn split_vision_language(obj: &Map<String, Value>) -> Result<(Map<String, Value>, Value)> {
+    let mut flat = match obj.get("text_config") {
+        Some(Value::Object(t)) => {
+            let mut t = t.clone();
+            t.remove("model_type");
+            t
+        }
+        None | Some(Value::Null) => Map::new(),
+        Some(other) => bail!("config key `text_config` must be an object, got {other}"),
+    };
+    for (k, v) in obj {
+        if k != "text_config" && k != "vision_config" {
+            flat.insert(k.clone(), v.clone());
+        }
+    }
+    let vision = obj.get("vision_config").cloned().ok_or_else(|| {
+        anyhow!("config key `vision_config` is required for a vision-language model")
+    })?;
+    Ok((flat, vision))
+}
+
+/// [`parse`] for a text decoder's keys (a vision-language model's language side included).
+fn parse_text(
+    obj: &Map<String, Value>,
+    family: Family,
+    allow_unknown: bool,
+) -> Result<ModelConfig> {
     let mut fields = Map::new();
     let mut extra = Map::new();
     for (key, v) in obj {
@@ -212,18 +261,26 @@ pub fn parse(value: &Value, allow_unknown: bool) -> Result<ModelConfig> {
     family_defaults(family, obj, &mut fields);
     let rope = rope_from(obj, &fields)?;
     fields.remove("rope_scaling");
-    if let Some(theta) = rope.0 {
+    if let Some(theta) = rope.theta {
         fields.insert("rope_theta".into(), json!(theta));
     }
-    if family == Family::Qwen2 {
+    if let Some(sections) = rope.mrope_section {
+        fields.insert("mrope_section".into(), sections);
+    } else if family.vision_variant().is_some() {
+        // `Qwen2VLRotaryEmbedding`'s default when the key is absent (transformers 5.23).
+        fields.insert("mrope_section".into(), json!([16, 24, 24]));
+    }
+    if matches!(family, Family::Qwen2 | Family::Qwen2Vl | Family::Qwen25Vl) {
         // Qwen2's q/k/v bias is not a config switch (`Qwen2Attention`, transformers 5.23).
         fields.remove("attention_bias");
     }
     let mut cfg: ModelConfig =
         serde_json::from_value(Value::Object(fields)).map_err(|e| anyhow!("config.json: {e}"))?;
-    cfg.rope_scaling = rope.1;
+    cfg.rope_scaling = rope.scaling;
     cfg.extra = extra;
-    cfg.validate()?;
+    if family.vision_variant().is_none() {
+        cfg.validate()?;
+    }
     Ok(cfg)
 }
 
@@ -304,6 +361,10 @@ fn family_defaults(family: Family, obj: &Map<String, Value>, fields: &mut Map<St
         Family::Llama => {
             default("max_position_embeddings", json!(2048));
         }
+        Family::Qwen2Vl | Family::Qwen25Vl => {
+            default("max_position_embeddings", json!(32768));
+            default("max_window_layers", json!(80));
+        }
         Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe => {
             default("max_position_embeddings", json!(32768));
             default("max_window_layers", json!(28));
@@ -337,11 +398,17 @@ fn family_defaults(family: Family, obj: &Map<String, Value>, fields: &mut Map<St
     }
 }
 
-/// `(rope_theta, rope_scaling)` from 4.x keys or a 5.x `rope_parameters` object.
-fn rope_from(
-    obj: &Map<String, Value>,
-    fields: &Map<String, Value>,
-) -> Result<(Option<f64>, Option<RopeScaling>)> {
+/// The RoPE keys of a `config.json`.
+struct Rope {
+    theta: Option<f64>,
+    scaling: Option<RopeScaling>,
+    /// M-RoPE's split of the frequencies over the three position streams (vision-language).
+    mrope_section: Option<Value>,
+}
+
+/// The RoPE settings from 4.x keys (`rope_theta`, `rope_scaling`, whose type `mrope` is
+/// default RoPE with `mrope_section`) or a 5.x `rope_parameters` object.
+fn rope_from(obj: &Map<String, Value>, fields: &Map<String, Value>) -> Result<Rope> {
     let key = match obj.get("rope_parameters") {
         Some(Value::Object(_)) => "rope_parameters",
         _ => "rope_scaling",
@@ -370,13 +437,21 @@ fn rope_from(
         }
         Some(other) => bail!("config key `rope_parameters` must be an object, got {other}"),
     };
+    let mut scaling = scaling;
+    let mrope_section = scaling.remove("mrope_section");
     let rope_type = scaling
         .get("rope_type")
         .or_else(|| scaling.get("type"))
         .and_then(Value::as_str)
         .unwrap_or("default");
-    if rope_type == "default" {
-        return Ok((theta, None));
+    // transformers 4's spelling of M-RoPE; 5 reads it as the default type with sections.
+    let default = rope_type == "default" || rope_type == "mrope" && mrope_section.is_some();
+    if default {
+        return Ok(Rope {
+            theta,
+            scaling: None,
+            mrope_section,
+        });
     }
     let mut rs: RopeScaling = serde_json::from_value(Value::Object(scaling.clone()))
         .map_err(|e| anyhow!("config key `{key}` (rope_type {rope_type:?}): {e}"))?;
@@ -395,7 +470,11 @@ fn rope_from(
             .or(rs.original_max_position_embeddings)
             .or(max_pos.map(|v| v as usize));
     }
-    Ok((theta, Some(rs)))
+    Ok(Rope {
+        theta,
+        scaling: Some(rs),
+        mrope_section,
+    })
 }
 
 /// Writes `cfg` as an HF `config.json`: `cfg.extra` first, then every field in transformers
@@ -421,8 +500,16 @@ pub fn write(cfg: &ModelConfig, path: &Path, dtype: &str) -> Result<()> {
         json!(cfg.max_position_embeddings),
     );
     put("rms_norm_eps", json!(cfg.rms_norm_eps));
-    put("rope_theta", json!(cfg.rope_theta));
-    put("rope_scaling", serde_json::to_value(&cfg.rope_scaling)?);
+    if let Some(sections) = &cfg.mrope_section {
+        // transformers 5's layout: the only one its vision-language configs write.
+        put(
+            "rope_parameters",
+            json!({"rope_type": "default", "rope_theta": cfg.rope_theta, "mrope_section": sections}),
+        );
+    } else {
+        put("rope_theta", json!(cfg.rope_theta));
+        put("rope_scaling", serde_json::to_value(&cfg.rope_scaling)?);
+    }
     put("tie_word_embeddings", json!(cfg.tie_word_embeddings));
     put("hidden_act", json!(cfg.hidden_act));
     match family {
@@ -433,7 +520,7 @@ pub fn write(cfg: &ModelConfig, path: &Path, dtype: &str) -> Result<()> {
         Family::Qwen3 | Family::Qwen3Moe | Family::Olmoe => {
             put("attention_bias", json!(cfg.attention_bias))
         }
-        Family::Qwen2 | Family::Mistral | Family::Mixtral => {}
+        Family::Qwen2 | Family::Qwen2Vl | Family::Qwen25Vl | Family::Mistral | Family::Mixtral => {}
     }
     if family.is_moe() {
         let experts = if family == Family::Mixtral {
@@ -457,12 +544,17 @@ pub fn write(cfg: &ModelConfig, path: &Path, dtype: &str) -> Result<()> {
     }
     match family {
         Family::Mistral | Family::Mixtral => put("sliding_window", json!(cfg.sliding_window)),
-        Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe => {
+        Family::Qwen2 | Family::Qwen3 | Family::Qwen3Moe | Family::Qwen2Vl | Family::Qwen25Vl => {
             put("sliding_window", json!(cfg.sliding_window));
             put("use_sliding_window", json!(cfg.use_sliding_window));
+            let default_layers = if family.vision_variant().is_some() {
+                80
+            } else {
+                28
+            };
             put(
                 "max_window_layers",
-                json!(cfg.max_window_layers.unwrap_or(28)),
+                json!(cfg.max_window_layers.unwrap_or(default_layers)),
             );
             if let Some(types) = &cfg.layer_types {
                 put("layer_types", json!(types));
@@ -479,11 +571,55 @@ pub fn write(cfg: &ModelConfig, path: &Path, dtype: &str) -> Result<()> {
             put(k, json!(id));
         }
     }
+    if let Some(id) = cfg.image_token_id {
+        put("image_token_id", json!(id));
+    }
     put("dtype", json!(dtype));
     put("torch_dtype", json!(dtype));
+    if let Some(vision) = &cfg.vision {
+        m = nest_vision_language(m, &cfg.extra, family, vision);
+    }
     std::fs::write(
         path,
         serde_json::to_string_pretty(&Value::Object(m))? + "\n",
     )
     .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Keys a vision-language `config.json` keeps at its top level in transformers 5's layout
+/// (`Qwen2VLConfig.to_dict`); the language model's keys go into `text_config`.
+const VISION_LANGUAGE_TOP: &[&str] = &[
+    "architectures",
+    "model_type",
+    "image_token_id",
+    "tie_word_embeddings",
+    "dtype",
+    "torch_dtype",
+];
+
+/// The flat `m` in transformers 5's nested layout: the language model's keys in
+/// `text_config` (`model_type` `<family>_text`), the tower's in `vision_config`, the top
+/// level keeping [`VISION_LANGUAGE_TOP`] and the loaded file's harmless keys.
+fn nest_vision_language(
+    m: Map<String, Value>,
+    extra: &Map<String, Value>,
+    family: Family,
+    vision: &VisionConfig,
+) -> Map<String, Value> {
+    let mut top = Map::new();
+    let mut text = Map::new();
+    for (k, v) in m {
+        if VISION_LANGUAGE_TOP.contains(&k.as_str()) || extra.contains_key(&k) {
+            top.insert(k, v);
+        } else {
+            text.insert(k, v);
+        }
+    }
+    text.insert(
+        "model_type".into(),
+        json!(format!("{}_text", family.model_type())),
+    );
+    top.insert("text_config".into(), Value::Object(text));
+    top.insert("vision_config".into(), vision.to_hf());
+    top
 }

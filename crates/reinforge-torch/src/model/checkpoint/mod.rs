@@ -24,7 +24,8 @@ pub const CONFIG_FILE: &str = "config.json";
 pub const DEFAULT_MAX_SHARD_BYTES: u64 = 5_000_000_000;
 
 /// Files of a model directory that are not weights or `config.json` but belong with them:
-/// tokenizer, chat template and generation defaults.
+/// tokenizer, chat template, generation defaults and (vision-language) the image processor's
+/// settings.
 pub const AUX_FILES: &[&str] = &[
     "tokenizer.json",
     "tokenizer_config.json",
@@ -36,6 +37,7 @@ pub const AUX_FILES: &[&str] = &[
     "chat_template.jinja",
     "chat_template.json",
     "generation_config.json",
+    "preprocessor_config.json",
 ];
 
 /// How to load a checkpoint.

@@ -25,6 +25,20 @@ fn ignorable(name: &str) -> bool {
     name.ends_with("rotary_emb.inv_freq")
 }
 
+/// The Hub's (transformers 4's) name of a vision-language tensor saved under transformers 5's
+/// in-memory names (`model.visual.*` -> `visual.*`, `model.language_model.*` -> `model.*`:
+/// the two renames of `conversion_mapping.py`'s `Qwen2VLForConditionalGeneration` entry, read
+/// backwards); every other name is already the Hub's.
+fn hub_name(name: &str) -> Cow<'_, str> {
+    if let Some(rest) = name.strip_prefix("model.visual.") {
+        Cow::Owned(format!("visual.{rest}"))
+    } else if let Some(rest) = name.strip_prefix("model.language_model.") {
+        Cow::Owned(format!("model.{rest}"))
+    } else {
+        Cow::Borrowed(name)
+    }
+}
+
 /// Whether `file` names a file directly inside a directory: one normal path component (a shard
 /// index naming `../x` or `/x` would read weights from anywhere).
 fn is_plain_file_name(file: &str) -> bool {
@@ -136,7 +150,8 @@ fn load_matching(
         let mut tensors = st.tensors();
         // Deterministic order, so the first error reported is always the same one.
         tensors.sort_by_key(|a| natural_key(&a.0));
-        for (name, view) in tensors {
+        for (stored, view) in tensors {
+            let name = hub_name(&stored).into_owned();
             let Some(param) = params.get(&name) else {
                 if skip(&name) {
                     continue;
@@ -146,7 +161,7 @@ fn load_matching(
                     path.display()
                 );
             };
-            if listed.as_ref().is_some_and(|l| !l.contains(&name)) {
+            if listed.as_ref().is_some_and(|l| !l.contains(&stored)) {
                 bail!(
                     "tensor `{name}` found in {} but the index assigns it to another file",
                     path.display()

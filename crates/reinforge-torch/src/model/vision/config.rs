@@ -6,7 +6,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 /// Which tower: Qwen2-VL (LayerNorm, QuickGELU MLP, full attention per image) or Qwen2.5-VL
 /// (RMSNorm, SwiGLU MLP with biases, window attention outside `fullatt_block_indexes`).
@@ -160,6 +160,48 @@ impl VisionConfig {
         };
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// The `vision_config` object in transformers 5's layout for this variant (what
+    /// `save_pretrained` writes), which [`Self::from_hf`] reads back to `self`.
+    pub fn to_hf(&self) -> Value {
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.to_string(), v);
+        };
+        match self.variant {
+            VisionVariant::Qwen2Vl => {
+                put("model_type", json!("qwen2_vl_vision"));
+                put("embed_dim", json!(self.width));
+                // transformers' default is the integer 4; keep a whole ratio whole.
+                let ratio = match self.mlp_width % self.width {
+                    0 => json!(self.mlp_width / self.width),
+                    _ => json!(self.mlp_width as f64 / self.width as f64),
+                };
+                put("mlp_ratio", ratio);
+                put("hidden_size", json!(self.out_size));
+            }
+            VisionVariant::Qwen25Vl => {
+                put("model_type", json!("qwen2_5_vl_vision"));
+                put("hidden_size", json!(self.width));
+                put("intermediate_size", json!(self.mlp_width));
+                put("out_hidden_size", json!(self.out_size));
+                put("window_size", json!(self.window_size));
+                put("fullatt_block_indexes", json!(self.fullatt_block_indexes));
+            }
+        }
+        put("depth", json!(self.depth));
+        put("num_heads", json!(self.num_heads));
+        put("in_channels", json!(self.in_channels));
+        put("patch_size", json!(self.patch_size));
+        put("temporal_patch_size", json!(self.temporal_patch_size));
+        put("spatial_merge_size", json!(self.spatial_merge_size));
+        put("hidden_act", json!(self.hidden_act));
+        put(
+            "rope_parameters",
+            json!({"rope_type": "axial", "rope_theta": self.rope_theta}),
+        );
+        Value::Object(m)
     }
 
     /// Width of one attention head of the tower.

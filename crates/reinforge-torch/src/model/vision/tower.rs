@@ -12,6 +12,7 @@ use crate::model::vision::config::{VisionConfig, VisionVariant};
 /// Where each patch sits and which patches attend to each other: what the processor's grids
 /// imply (`vision_utils.get_vision_position_ids`, `get_vision_cu_seqlens`,
 /// `get_vision_window_index`).
+#[derive(Debug)]
 pub struct VisionLayout {
     /// `(h, w)` of each patch `[N, 2]` (int64), in processor order.
     pub positions: Tensor,
@@ -20,6 +21,38 @@ pub struct VisionLayout {
     /// Qwen2.5-VL: the merged tokens in window order `[N / merge^2]` (int64) and the window
     /// boundaries in patches.
     pub windows: Option<(Tensor, Vec<i64>)>,
+}
+
+impl VisionLayout {
+    /// The layout of images with `grids` (`image_grid_thw`, in order) for the tower `cfg`:
+    /// transformers' `get_vision_position_ids`, `get_vision_cu_seqlens` and (Qwen2.5-VL)
+    /// `get_window_index`, computed by [`reinforge_hf::vision`].
+    pub fn from_grids(
+        cfg: &VisionConfig,
+        grids: &[[i64; 3]],
+        device: tch::Device,
+    ) -> anyhow::Result<Self> {
+        use reinforge_hf::vision as layout;
+        let merge = cfg.spatial_merge_size as i64;
+        let hw: Vec<i64> = layout::vision_position_ids(grids, merge)?
+            .into_iter()
+            .flatten()
+            .collect();
+        let positions = Tensor::from_slice(&hw).view([-1, 2]).to_device(device);
+        let windows = match (cfg.variant, cfg.window_size) {
+            (VisionVariant::Qwen25Vl, Some(size)) => {
+                let (index, cu) =
+                    layout::window_index(grids, size as i64, cfg.patch_size as i64, merge)?;
+                Some((Tensor::from_slice(&index).to_device(device), cu))
+            }
+            _ => None,
+        };
+        Ok(Self {
+            positions,
+            cu_seqlens: layout::cu_seqlens(grids),
+            windows,
+        })
+    }
 }
 
 /// What the tower computed, for parity checks: the patch embeddings, the blocks' output

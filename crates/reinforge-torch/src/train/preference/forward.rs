@@ -55,6 +55,7 @@ impl PassRows {
                 positions,
                 key_mask,
                 segments: &[],
+                images: None,
             },
             Self::Packed(p) => p.input(),
         }
