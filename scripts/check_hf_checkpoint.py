@@ -3,7 +3,9 @@
     /work/main/.venv/bin/python scripts/check_hf_checkpoint.py [--tol 1e-5] <checkpoint_dir> <reference.safetensors> [<dir> <ref> ...]
 
 `reference.safetensors` holds `input_ids`, `attention_mask`, `position_ids` and reinforge's
-`logits` (float32). The script checks that every weight file carries the {"format": "pt"}
+`logits` (float32); for a vision-language checkpoint, `pixel_values` and `image_grid_thw`
+instead of `position_ids` (transformers computes the M-RoPE positions itself), loaded with
+`AutoModelForImageTextToText`. The script checks that every weight file carries the {"format": "pt"}
 metadata, loads the directory with `AutoModelForCausalLM.from_pretrained` in float32 (sharded
 or not, tied or not), runs the same batch and prints one JSON line with the maximum absolute
 difference over real tokens. Exit status 1 when it exceeds --tol or loading reports
@@ -18,7 +20,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
 
 def check(ckpt, reference, tol):
@@ -28,17 +30,23 @@ def check(ckpt, reference, tol):
             meta = st.metadata() or {}
         if meta.get("format") != "pt":
             return {"checkpoint": str(ckpt), "error": f"{f.name}: metadata {meta} lacks format=pt"}
-    model, info = AutoModelForCausalLM.from_pretrained(
+    ref = load_file(str(reference))
+    vision = "pixel_values" in ref
+    auto = AutoModelForImageTextToText if vision else AutoModelForCausalLM
+    model, info = auto.from_pretrained(
         ckpt, dtype=torch.float32, attn_implementation="sdpa", output_loading_info=True
     )
     problems = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     if problems:
         return {"checkpoint": str(ckpt), "error": f"loading info {problems}"}
-    ref = load_file(str(reference))
+    inputs = {"input_ids": ref["input_ids"], "attention_mask": ref["attention_mask"]}
+    if vision:
+        image = (ref["input_ids"] == model.config.image_token_id).long()
+        inputs.update(pixel_values=ref["pixel_values"], image_grid_thw=ref["image_grid_thw"], mm_token_type_ids=image)
+    else:
+        inputs["position_ids"] = ref["position_ids"]
     with torch.no_grad():
-        logits = model.eval()(
-            input_ids=ref["input_ids"], attention_mask=ref["attention_mask"], position_ids=ref["position_ids"]
-        ).logits.float()
+        logits = model.eval()(**inputs).logits.float()
     real = ref["attention_mask"].bool().unsqueeze(-1)
     diff = ((logits - ref["logits"]).abs() * real).max().item()
     return {"checkpoint": str(ckpt), "max_abs_diff": diff, "ok": diff <= tol,

@@ -27,6 +27,57 @@ fn save_with_reference(p: &Policy, opts: &SaveOptions, dir: &Path, label: &str) 
     [ckpt, reference]
 }
 
+/// Loads the vision-language fixture `name`, saves it into `<dir>/<label>` (the nested
+/// transformers-5 config, the Hub's weight names), checks the reload here, and writes the
+/// fixture batch (token ids, mask, pixel values, grids) with our logits beside it.
+fn save_vision_language_with_reference(name: &str, dir: &Path) -> [PathBuf; 2] {
+    use reinforge_torch::model::vision::VisionBatch;
+    let src = hf_support::root().join("fixtures/hf/vlm").join(name);
+    let p = Policy::load(&src, Device::Cpu).unwrap();
+    let e: std::collections::HashMap<String, Tensor> =
+        Tensor::read_safetensors(src.join("expected.safetensors"))
+            .unwrap()
+            .into_iter()
+            .collect();
+    let (ids, mask) = (&e["input_ids"], &e["attention_mask"]);
+    let grid_rows = Vec::<i64>::try_from(e["image_grid_thw"].flatten(0, 1)).unwrap();
+    let grids: Vec<[i64; 3]> = grid_rows.chunks(3).map(|g| [g[0], g[1], g[2]]).collect();
+    let ours = |p: &Policy| {
+        let batch = VisionBatch::new(
+            p.model.config(),
+            ids,
+            mask,
+            e["pixel_values"].shallow_clone(),
+            &grids,
+        )
+        .unwrap();
+        let input = reinforge_torch::model::transformer::ForwardInput {
+            ids,
+            positions: &batch.positions,
+            key_mask: &mask.to_kind(Kind::Bool),
+            segments: &[],
+            images: Some(&batch.images),
+        };
+        reinforge_torch::tch::no_grad(|| p.model.forward(&input, None, false))
+    };
+    let ckpt = dir.join(name);
+    p.save(&ckpt).unwrap();
+    let reloaded = Policy::load(&ckpt, Device::Cpu).unwrap();
+    let logits = ours(&p);
+    let same = (ours(&reloaded) - &logits).abs().max().double_value(&[]);
+    assert_eq!(same, 0.0, "{name}: reload changed the logits");
+    let reference = dir.join(format!("{name}.safetensors"));
+    let named = [
+        ("input_ids", ids.shallow_clone()),
+        ("attention_mask", mask.shallow_clone()),
+        ("pixel_values", e["pixel_values"].shallow_clone()),
+        ("image_grid_thw", e["image_grid_thw"].shallow_clone()),
+        ("logits", logits.contiguous()),
+    ];
+    Tensor::write_safetensors(&named, &reference).unwrap();
+    [ckpt, reference]
+}
+
 #[test]
 fn saved_checkpoints_load_in_transformers_with_the_same_logits() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,10 +145,17 @@ fn saved_checkpoints_load_in_transformers_with_the_same_logits() {
     assert!(shards > 2, "{shards} shards");
     assert!(!ckpt.join("model.safetensors").exists());
 
+    // Vision-language checkpoints, with images (one interpreter for all the checks).
+    let vision = ["qwen2_vl", "qwen2_5_vl"];
+    for name in vision {
+        pairs.push(save_vision_language_with_reference(name, dir.path()));
+    }
+
     let args: Vec<PathBuf> = pairs.iter().flatten().cloned().collect();
     let diffs = run_python("check_hf_checkpoint.py", &args);
     assert_eq!(diffs.len(), pairs.len());
-    for (label, d) in names.iter().chain(&["fresh_sharded"]).zip(&diffs) {
+    let labels = names.iter().chain(&["fresh_sharded"]).chain(&vision);
+    for (label, d) in labels.zip(&diffs) {
         println!("{label}: max |reinforge - transformers| after save = {d:.3e}");
         assert!(*d <= 1e-5, "{label}: {d}");
     }
