@@ -10,13 +10,15 @@ use std::path::PathBuf;
 use reinforge_hf::vision::ImageProcessor;
 use reinforge_torch::model::checkpoint::config_json::parse;
 use reinforge_torch::model::config::{Family, ModelConfig};
-use reinforge_torch::model::logprobs::token_logprobs;
+use reinforge_torch::model::logprobs::{token_logprobs, token_logprobs_in_microbatches, Entropy};
 use reinforge_torch::model::transformer::ForwardInput;
 use reinforge_torch::model::vision::config::{VisionConfig, VisionVariant};
 use reinforge_torch::model::vision::tower::{VisionLayout, VisionTower};
 use reinforge_torch::model::vision::{Image, ImageInput, VisionBatch};
 use reinforge_torch::tch::{nn::VarStore, Device, Kind, Tensor};
-use reinforge_torch::{generate_with_images, GenerateHooks, Policy, SamplingParams, SequenceBatch};
+use reinforge_torch::{
+    generate_with_images, GenerateHooks, Memory, Policy, SamplingParams, SequenceBatch,
+};
 
 use crate::hf_support::root;
 
@@ -363,6 +365,41 @@ fn vision_language_pipeline_from_image_files() {
             worst < 1e-4,
             "{name}: completion log-probs differ by {worst}"
         );
+        // Packed rows (padding-free, and each group's prompt once) give the padded rows'
+        // log-probs: rows 0, 1 and row 1 again over the same image tensors (a group).
+        let grouped = |_: ()| {
+            let p3 = [p[0], p[1], p[1]];
+            let c3 = [c[0], c[1], &c[1][..3]];
+            let im = vec![rows[0].clone(), rows[1].clone(), rows[1].clone()];
+            SequenceBatch::new(&p3, &c3, 500, Device::Cpu)
+                .with_images(cfg, im)
+                .unwrap()
+        };
+        let g = grouped(());
+        let at = |memory: &Memory| {
+            reinforge_torch::tch::no_grad(|| {
+                token_logprobs_in_microbatches(&policy.model, &g, (1.0, Entropy::Skip), memory).0
+            })
+        };
+        let padded = at(&Memory::default());
+        for memory in [
+            Memory {
+                padding_free: true,
+                ..Memory::default()
+            },
+            Memory {
+                shared_prompts: true,
+                ..Memory::default()
+            },
+        ] {
+            assert!(
+                g.packed_for(&memory).is_some(),
+                "{name}: rows with images pack"
+            );
+            let d = max_abs(&at(&memory), &padded);
+            eprintln!("{name}: packed {memory:?} vs padded log-probs max |diff| {d:.2e}");
+            assert!(d < 1e-5, "{name}: packed log-probs differ by {d}");
+        }
         // A selection of rows keeps its own images (mini-batches): row 1 alone.
         let one = seq.select(&[1]);
         let (lp1, _) = reinforge_torch::tch::no_grad(|| token_logprobs(&policy.model, &one, 1.0));

@@ -109,6 +109,23 @@ impl SequenceBatch {
         );
         let batch = VisionBatch::of_rows(cfg, &self.ids, &self.attn, &images)?;
         self.positions = batch.positions;
+        // Equal prompt tokens over other images are another prompt: rows share a prompt only
+        // when they share its image tensors too (a group's samples).
+        let storage = |r: usize| -> Vec<usize> {
+            images[r]
+                .iter()
+                .map(|i| i.pixels.data_ptr() as usize)
+                .collect()
+        };
+        let mut groups: HashMap<(usize, Vec<usize>), usize> = HashMap::new();
+        self.prompt_groups = (0..self.len())
+            .map(|r| {
+                let next = groups.len();
+                *groups
+                    .entry((self.prompt_groups[r], storage(r)))
+                    .or_insert(next)
+            })
+            .collect();
         self.vision = Some(RowImages {
             cfg: cfg.clone(),
             rows: images,
@@ -210,21 +227,21 @@ impl SequenceBatch {
     }
 
     fn packed_with(&self, share_prompts: bool) -> Option<PackedRows> {
-        if self.vision.is_some() {
-            // Packing rows with images is not built yet; padded rows give the same results.
-            return None;
-        }
         let width = self.width as i64;
         // `pick`: the padded flat index of each packed token; `src`/`dst`: for every real
         // padded position, the packed token that fills it.
         let (mut pick, mut src, mut dst) = (vec![], vec![], vec![]);
         let mut segments = Vec::with_capacity(self.len());
         let mut placed: HashMap<usize, (i64, i64)> = HashMap::new();
+        // Rows whose prompt tokens are another row's (their prompt images are that row's).
+        let mut reuses_prompt = vec![false; self.len()];
         for (row, &len) in self.lens.iter().enumerate() {
             let (start, len) = (row as i64 * width, len as i64);
             let p = self.prompt_lens[row] as i64;
             let prompt = if share_prompts && p > 0 {
-                Some(*placed.entry(self.prompt_groups[row]).or_insert_with(|| {
+                let group = self.prompt_groups[row];
+                reuses_prompt[row] = placed.contains_key(&group);
+                Some(*placed.entry(group).or_insert_with(|| {
                     let at = pick.len() as i64;
                     segments.push(Segment::alone(at, p));
                     pick.extend(start..start + p);
@@ -259,9 +276,23 @@ impl SequenceBatch {
         let take = |t: &Tensor| t.reshape([-1]).index_select(0, &pick).unsqueeze(0);
         let ids = take(&self.ids);
         let shared = src.len() != pick.size()[0] as usize;
+        let positions = match self.positions.dim() {
+            // M-RoPE: each stream packed alike, `[3, 1, T]`.
+            3 => self
+                .positions
+                .reshape([3, -1])
+                .index_select(1, &pick)
+                .unsqueeze(1),
+            _ => take(&self.positions),
+        };
+        let images = self
+            .vision
+            .as_ref()
+            .map(|v| v.packed(&ids, &self.ids, &self.prompt_lens, &reuses_prompt));
         Some(PackedRows {
             key_mask: ids.ones_like().to_kind(Kind::Bool),
-            positions: take(&self.positions),
+            positions,
+            images,
             ids,
             segments,
             src: shared.then(|| Tensor::from_slice(&src).to_device(device)),
@@ -375,6 +406,8 @@ impl SequenceBatch {
 pub struct PackedRows {
     ids: Tensor,
     positions: Tensor,
+    /// The images of the packed tokens, in order (a shared prompt's once).
+    images: Option<ImageInput>,
     key_mask: Tensor,
     segments: Vec<Segment>,
     /// For each real position of the padded layout (in `dst` order), the packed token that
@@ -394,7 +427,7 @@ impl PackedRows {
             positions: &self.positions,
             key_mask: &self.key_mask,
             segments: &self.segments,
-            images: None,
+            images: self.images.as_ref(),
         }
     }
 
@@ -417,6 +450,42 @@ impl PackedRows {
     pub fn token_count(&self) -> i64 {
         self.ids.size()[1]
     }
+}
+
+impl RowImages {
+    /// The images of a packed sequence `packed_ids` `[1, T]` of the padded rows `ids`: every
+    /// row's, in order, but for the rows in `reuses_prompt` the images inside their
+    /// `prompt_lens` tokens, which the row whose prompt was packed already brings.
+    fn packed(
+        &self,
+        packed_ids: &Tensor,
+        ids: &Tensor,
+        prompt_lens: &[usize],
+        reuses_prompt: &[bool],
+    ) -> ImageInput {
+        let image_token = self.cfg.image_token_id.expect("a vision-language config");
+        let mut kept: Vec<Image> = Vec::new();
+        for (row, images) in self.rows.iter().enumerate() {
+            let starts = run_starts(&ids.get(row as i64), image_token);
+            for (image, &start) in images.iter().zip(&starts) {
+                if !(reuses_prompt[row] && start < prompt_lens[row] as i64) {
+                    kept.push(image.clone());
+                }
+            }
+        }
+        let batch = VisionBatch::of_rows(&self.cfg, packed_ids, &packed_ids.ones_like(), &[kept])
+            .expect("packing keeps each image with its placeholders");
+        batch.images
+    }
+}
+
+/// Where each maximal run of `token` starts in the row `ids` `[L]`.
+fn run_starts(ids: &Tensor, token: i64) -> Vec<i64> {
+    let row = Vec::<i64>::try_from(ids.to_kind(Kind::Int64)).unwrap_or_default();
+    (0..row.len())
+        .filter(|&j| row[j] == token && (j == 0 || row[j - 1] != token))
+        .map(|j| j as i64)
+        .collect()
 }
 
 /// A group id per row: rows whose prompts are the same tokens get the same id.
