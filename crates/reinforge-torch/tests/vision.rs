@@ -17,7 +17,8 @@ use reinforge_torch::model::vision::tower::{VisionLayout, VisionTower};
 use reinforge_torch::model::vision::{Image, ImageInput, VisionBatch};
 use reinforge_torch::tch::{nn::VarStore, Device, Kind, Tensor};
 use reinforge_torch::{
-    generate_with_images, GenerateHooks, Memory, Policy, SamplingParams, SequenceBatch,
+    generate_with_images, AdamW, AdamWConfig, GenerateHooks, Memory, Policy, SamplingParams,
+    SequenceBatch,
 };
 
 use crate::hf_support::root;
@@ -490,4 +491,70 @@ fn vision_language_greedy_generation_matches_transformers() {
         .expect("a missing image is refused");
         assert!(format!("{err:#}").contains("row 0"), "{err:#}");
     }
+}
+
+/// One AdamW step on the completion log-probs of the fixture rows with images; returns the
+/// parameters before and after, by name.
+fn one_update(policy: &Policy) -> Vec<(String, Tensor, Tensor)> {
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("qwen2_vl").join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = |key: &str| -> Vec<Vec<i64>> { serde_json::from_value(json[key].clone()).unwrap() };
+    let (prompts, completions) = (rows("completion_prompt_ids"), rows("completions"));
+    let images = processed_images("qwen2_vl");
+    let p: Vec<&[i64]> = prompts.iter().map(Vec::as_slice).collect();
+    let c: Vec<&[i64]> = completions.iter().map(Vec::as_slice).collect();
+    let seq = SequenceBatch::new(&p, &c, 500, Device::Cpu)
+        .with_images(
+            policy.model.config(),
+            vec![
+                vec![images[0].clone(), images[1].clone()],
+                vec![images[2].clone()],
+            ],
+        )
+        .unwrap();
+    let before: Vec<(String, Tensor)> = policy
+        .vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| (n, t.detach().copy()))
+        .collect();
+    let mut opt = AdamW::new(&policy.vs, AdamWConfig::default());
+    let (logp, _) = token_logprobs(&policy.model, &seq, 1.0);
+    (logp * &seq.loss_mask).sum(Kind::Float).neg().backward();
+    opt.step(1e-2);
+    let now = policy.vs.variables();
+    before
+        .into_iter()
+        .map(|(n, b)| {
+            let a = now[&n].detach().copy();
+            (n, b, a)
+        })
+        .collect()
+}
+
+#[test]
+fn a_loaded_vision_tower_is_frozen_unless_asked_to_train() {
+    let changed = |params: &[(String, Tensor, Tensor)], prefix: &str| {
+        params
+            .iter()
+            .filter(|(n, _, _)| n.starts_with(prefix))
+            .filter(|(_, b, a)| !b.equal(a))
+            .count()
+    };
+    let policy = Policy::load(&fixture("qwen2_vl"), Device::Cpu).unwrap();
+    let frozen = one_update(&policy);
+    assert_eq!(changed(&frozen, "visual."), 0, "the frozen tower moved");
+    assert!(
+        changed(&frozen, "model.layers.") > 0,
+        "the language model trained"
+    );
+    let policy = Policy::load(&fixture("qwen2_vl"), Device::Cpu).unwrap();
+    policy.set_vision_trainable(true);
+    let trained = one_update(&policy);
+    assert!(
+        changed(&trained, "visual.") > 0,
+        "the tower asked to train did not"
+    );
 }

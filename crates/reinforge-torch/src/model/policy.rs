@@ -21,14 +21,17 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// A randomly initialised float32 model on `device`; `seed` fixes the initial weights.
+    /// A randomly initialised float32 model on `device`; `seed` fixes the initial weights. A
+    /// vision tower starts frozen ([`Self::set_vision_trainable`]).
     pub fn new(cfg: &ModelConfig, device: Device, seed: i64) -> Result<Self> {
         cfg.validate()?;
-        Ok(crate::runtime::with_seed(seed, || {
+        let policy = crate::runtime::with_seed(seed, || {
             let vs = VarStore::new(device);
             let model = Transformer::new(&vs.root(), cfg);
             Self { vs, model }
-        }))
+        });
+        policy.set_vision_trainable(false);
+        Ok(policy)
     }
 
     /// Loads a checkpoint directory in float32 on `device` (what training and resuming need;
@@ -50,7 +53,20 @@ impl Policy {
         vs.set_kind(opts.kind);
         let model = Transformer::new_for_loading(&vs.root(), &cfg);
         checkpoint::weights::load_into(dir, &vs.variables(), cfg.tie_word_embeddings)?;
-        Ok(Self { vs, model })
+        let policy = Self { vs, model };
+        policy.set_vision_trainable(false);
+        Ok(policy)
+    }
+
+    /// Whether the vision tower's parameters (`visual.*`) train. A loaded vision-language
+    /// model's tower is frozen (TRL's and verl's default: the language model learns to read
+    /// fixed image features); `true` trains it too. Nothing for a text-only model.
+    pub fn set_vision_trainable(&self, on: bool) {
+        for (name, mut t) in self.vs.variables() {
+            if name.starts_with("visual.") {
+                let _ = t.set_requires_grad(on);
+            }
+        }
     }
 
     /// Writes `config.json` and `model.safetensors` into `dir` (created if missing), in the
