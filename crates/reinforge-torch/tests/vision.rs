@@ -256,8 +256,7 @@ fn vision_language_refusals_name_the_field_or_row() {
         l,
         &rows,
     )
-    .err()
-    .expect("a count mismatch is refused");
+    .expect_err("a count mismatch is refused");
     assert!(err.to_string().contains("row 1"), "{err}");
     let text_only = Policy::new(&ModelConfig::default(), Device::Cpu, 0).unwrap();
     let err = ImageInput::new(
@@ -267,8 +266,7 @@ fn vision_language_refusals_name_the_field_or_row() {
         layout(&e),
         &rows,
     )
-    .err()
-    .expect("images for a text model are refused");
+    .expect_err("images for a text model are refused");
     assert!(err.to_string().contains("no vision tower"), "{err}");
 }
 
@@ -487,8 +485,7 @@ fn vision_language_greedy_generation_matches_transformers() {
             (500, Device::Cpu),
             &mut GenerateHooks::default(),
         )
-        .err()
-        .expect("a missing image is refused");
+        .expect_err("a missing image is refused");
         assert!(format!("{err:#}").contains("row 0"), "{err:#}");
     }
 }

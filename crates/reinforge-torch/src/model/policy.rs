@@ -62,7 +62,7 @@ impl Policy {
     /// model's tower is frozen (TRL's and verl's default: the language model learns to read
     /// fixed image features); `true` trains it too. Nothing for a text-only model.
     pub fn set_vision_trainable(&self, on: bool) {
-        for (name, mut t) in self.vs.variables() {
+        for (name, t) in self.vs.variables() {
             if name.starts_with("visual.") {
                 let _ = t.set_requires_grad(on);
             }
