@@ -162,7 +162,7 @@ fn with_system(messages: &[Message], style: &PromptStyle) -> Vec<Message> {
         if messages.first().is_none_or(|m| m.role != "system") {
             all.push(Message {
                 role: "system".into(),
-                content: sys.clone(),
+                content: sys.clone().into(),
             });
         }
     }
