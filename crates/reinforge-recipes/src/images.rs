@@ -37,9 +37,6 @@ impl LoadedModel {
         style: &PromptStyle,
         (source, row): (&str, usize),
     ) -> Result<EncodedPrompt> {
-        let (text, ids) = self
-            .encode_prompt(prompt, style)
-            .with_context(|| format!("{source}: row {row}"))?;
         let Some(processor) = &self.images else {
             if let Some(first) = images.first() {
                 bail!(
@@ -49,12 +46,18 @@ impl LoadedModel {
                     first.display()
                 );
             }
+            let (text, ids) = self
+                .encode_prompt(prompt, style)
+                .with_context(|| format!("{source}: row {row}"))?;
             return Ok(EncodedPrompt {
                 text,
                 ids,
                 images: Vec::new(),
             });
         };
+        let (text, ids) = self
+            .encode_prompt(prompt, style)
+            .with_context(|| format!("{source}: row {row}"))?;
         let cfg = self.policy.model.config();
         let image_token = cfg
             .image_token_id
@@ -64,7 +67,7 @@ impl LoadedModel {
         for path in images {
             let p = processor
                 .process_file(path)
-                .with_context(|| format!("{source}: row {row}: image {}", path.display()))?;
+                .with_context(|| format!("{source}: row {row}"))?;
             processed.push(Image {
                 pixels: Tensor::from_slice(&p.pixel_values).view([-1, dim]),
                 grid: p.grid_thw,
