@@ -75,7 +75,9 @@ fn fixture_prompts_expand_to_the_processor_ids() {
                 .unwrap()
                 .iter()
                 .map(|k| {
-                    let file = files[k.as_u64().unwrap() as usize]["file"].as_str().unwrap();
+                    let file = files[k.as_u64().unwrap() as usize]["file"]
+                        .as_str()
+                        .unwrap();
                     processor.process_file(dir.join(file)).unwrap().grid_thw
                 })
                 .collect();

@@ -107,6 +107,12 @@ pub fn generate_prompts(
             &mut GenerateHooks::default(),
         )
     } else {
-        Ok(generate(&m.policy.model, prompts, params, m.pad_id(), m.device))
+        Ok(generate(
+            &m.policy.model,
+            prompts,
+            params,
+            m.pad_id(),
+            m.device,
+        ))
     }
 }

@@ -74,14 +74,9 @@ impl LoadedModel {
             });
         }
         let grids: Vec<[i64; 3]> = processed.iter().map(|i| i.grid).collect();
-        let ids = expand_image_placeholders(
-            &ids,
-            image_token,
-            &grids,
-            processor.config.merge_size,
-            row,
-        )
-        .with_context(|| source.to_string())?;
+        let ids =
+            expand_image_placeholders(&ids, image_token, &grids, processor.config.merge_size, row)
+                .with_context(|| source.to_string())?;
         Ok(EncodedPrompt {
             text,
             ids,

@@ -68,9 +68,10 @@ impl LoadedModel {
         let vision = policy.model.config().vision.is_some();
         let preprocessor = dir.join("preprocessor_config.json");
         let images = if vision && preprocessor.exists() {
-            Some(ImageProcessor::from_dir(dir).with_context(|| {
-                format!("loading the image processor in {}", dir.display())
-            })?)
+            Some(
+                ImageProcessor::from_dir(dir)
+                    .with_context(|| format!("loading the image processor in {}", dir.display()))?,
+            )
         } else {
             None
         };

@@ -82,7 +82,10 @@ fn score_rows_with_images_matches_transformers() {
         for (row, line) in lines.iter().enumerate() {
             let prompt_len = e["completion_prompt_ids"][row].as_array().unwrap().len();
             assert_eq!(line["prompt_tokens"], prompt_len, "{name}: row {row}");
-            assert_eq!(line["token_ids"], e["completions"][row], "{name}: row {row}");
+            assert_eq!(
+                line["token_ids"], e["completions"][row],
+                "{name}: row {row}"
+            );
             let d = max_abs_diff(
                 &floats(&line["token_logprobs"]),
                 &floats(&e["completion_logprobs"][row]),
@@ -146,7 +149,11 @@ fn png_header(w: u32, h: u32) -> Vec<u8> {
         for &b in bytes {
             c ^= b as u32;
             for _ in 0..8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
             }
         }
         !c
@@ -179,9 +186,7 @@ fn bad_image_rows_are_refused_naming_the_file_and_row() {
     let good = row_images(name, &e, 1, dir);
     std::fs::write(dir.join("imgs/corrupt.png"), b"\x89PNG\r\n\x1a\nnot a png").unwrap();
     std::fs::write(dir.join("imgs/huge.png"), png_header(10_000, 10_000)).unwrap();
-    let row = |images: Value| {
-        json!({"messages": e["messages"][1], "images": images, "completion": [263, 263]})
-    };
+    let row = |images: Value| json!({"messages": e["messages"][1], "images": images, "completion": [263, 263]});
     let vl = fixture(name);
     let text_only = root().join("fixtures/hf/models/qwen2");
     let cases: Vec<(&str, Value, &Path, Vec<&str>)> = vec![
@@ -189,7 +194,11 @@ fn bad_image_rows_are_refused_naming_the_file_and_row() {
             "count",
             json!([good[0], good[0]]),
             vl.as_path(),
-            vec!["line 2", "column `images`", "2 image files for 1 {\"type\": \"image\"} part"],
+            vec![
+                "line 2",
+                "column `images`",
+                "2 image files for 1 {\"type\": \"image\"} part",
+            ],
         ),
         (
             "missing",

@@ -37,7 +37,9 @@ pub enum Content {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ContentPart {
-    Text { text: String },
+    Text {
+        text: String,
+    },
     /// The place of the row's next image (its file is in the row's `images` column).
     Image,
 }

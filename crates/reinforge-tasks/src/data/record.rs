@@ -137,7 +137,11 @@ fn image_paths(path: &Path, value: Option<Value>) -> Result<Vec<PathBuf>, String
             )),
             v => Err(format!(
                 "image {i}: expected a file path, found {}",
-                if v.as_str().is_some() { "an empty string" } else { kind(v) }
+                if v.as_str().is_some() {
+                    "an empty string"
+                } else {
+                    kind(v)
+                }
             )),
         })
         .collect()
@@ -169,7 +173,9 @@ fn messages(items: &[Value]) -> Result<Vec<Message>, String> {
                     parts
                         .iter()
                         .enumerate()
-                        .map(|(j, p)| part(p).map_err(|e| format!("message {i}: content[{j}]: {e}")))
+                        .map(|(j, p)| {
+                            part(p).map_err(|e| format!("message {i}: content[{j}]: {e}"))
+                        })
                         .collect::<Result<_, _>>()?,
                 ),
                 Some(v) => {
