@@ -3,5 +3,6 @@
 //! dependencies instead of one per file (docs/ci.md).
 
 mod errors;
+mod placeholders;
 mod transformers_parity;
 mod vision;

@@ -3,7 +3,8 @@
 //! the model's positions.
 
 use anyhow::{bail, Result};
-use reinforge_torch::SamplingParams;
+use reinforge_torch::model::vision::Image;
+use reinforge_torch::{generate, generate_with_images, Completion, GenerateHooks, SamplingParams};
 
 use crate::loaded::LoadedModel;
 
@@ -84,5 +85,34 @@ pub fn fit_positions(
             .max_new_tokens
             .min(max_positions.saturating_sub(longest)),
         ..params.clone()
+    }
+}
+
+/// Completions of `prompts` (token ids, image placeholders already expanded): through
+/// `generate_with_images` with each prompt's `images` on a model that takes images (text prompts
+/// included, for M-RoPE's positions), else the text-only sampler.
+pub fn generate_prompts(
+    m: &LoadedModel,
+    prompts: &[Vec<i64>],
+    images: &[Vec<Image>],
+    params: &SamplingParams,
+) -> Result<Vec<Completion>> {
+    if m.takes_images() {
+        generate_with_images(
+            &m.policy.model,
+            prompts,
+            images,
+            params,
+            (m.pad_id(), m.device),
+            &mut GenerateHooks::default(),
+        )
+    } else {
+        Ok(generate(
+            &m.policy.model,
+            prompts,
+            params,
+            m.pad_id(),
+            m.device,
+        ))
     }
 }

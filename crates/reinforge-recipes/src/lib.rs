@@ -16,6 +16,7 @@ pub mod data;
 pub mod derl;
 pub mod explain;
 pub mod generate;
+pub mod images;
 pub mod judge;
 pub mod loaded;
 pub mod offline;

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use reinforge_hf::{ChatOptions, HfTokenizer};
+use reinforge_hf::{ChatOptions, HfTokenizer, ImageProcessor};
 use reinforge_tasks::data::{Message, Prompt};
 use reinforge_torch::model::checkpoint::LoadOptions;
 use reinforge_torch::{Device, Policy};
@@ -23,6 +23,9 @@ pub struct LoadedModel {
     pub policy: Policy,
     pub tokenizer: HfTokenizer,
     pub device: Device,
+    /// The image processor (`preprocessor_config.json`) of a vision-language checkpoint; `None`
+    /// for a text-only model (or a VL one without the file, which then takes no images).
+    pub images: Option<ImageProcessor>,
 }
 
 /// Which checkpoint to load and how: the library side of the binary's `--model`, `--device`,
@@ -62,10 +65,21 @@ impl LoadedModel {
                 tokenizer.vocab_size()
             );
         }
+        let vision = policy.model.config().vision.is_some();
+        let preprocessor = dir.join("preprocessor_config.json");
+        let images = if vision && preprocessor.exists() {
+            Some(
+                ImageProcessor::from_dir(dir)
+                    .with_context(|| format!("loading the image processor in {}", dir.display()))?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
             policy,
             tokenizer,
             device: opts.device,
+            images,
         })
     }
 
@@ -162,7 +176,7 @@ fn with_system(messages: &[Message], style: &PromptStyle) -> Vec<Message> {
         if messages.first().is_none_or(|m| m.role != "system") {
             all.push(Message {
                 role: "system".into(),
-                content: sys.clone(),
+                content: sys.clone().into(),
             });
         }
     }

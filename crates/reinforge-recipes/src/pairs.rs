@@ -23,6 +23,7 @@ pub fn prompt_columns() -> DataColumns {
         prompt: "prompt".into(),
         prompt_format: PromptFormat::Auto,
         answer: None,
+        images: None,
     }
 }
 

@@ -4,10 +4,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use reinforge_tasks::{read_records, DataColumns};
-use reinforge_torch::model::logprobs::completion_token_logprobs;
+use reinforge_torch::model::logprobs::{completion_token_logprobs, token_logprobs};
+use reinforge_torch::model::vision::Image;
+use reinforge_torch::tch::{self, Kind};
+use reinforge_torch::SequenceBatch;
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::loaded::{LoadedModel, ModelSource, PromptStyle};
 use reinforge_train::progress;
@@ -42,6 +46,8 @@ pub struct ScoreLine {
 struct Pair {
     prompt: Vec<i64>,
     completion: Vec<i64>,
+    /// The prompt's images (vision-language models).
+    images: Vec<Image>,
 }
 
 /// The loaded model and the tokenized rows, ready to score.
@@ -53,7 +59,13 @@ pub struct Scoring {
 
 /// Reads the rows, loads the model and tokenises every row; errors name the file and row.
 pub fn prepare(opts: &ScoreOptions) -> Result<Scoring> {
-    let records = read_records(&opts.input, &opts.columns)?;
+    // The completion is read here: text, or a list of token ids scored as they are.
+    let column = opts.columns.answer.clone().unwrap_or("completion".into());
+    let columns = DataColumns {
+        answer: None,
+        ..opts.columns.clone()
+    };
+    let records = read_records(&opts.input, &columns)?;
     if records.is_empty() {
         bail!("{}: no records to score", opts.input.display());
     }
@@ -65,16 +77,38 @@ pub fn prepare(opts: &ScoreOptions) -> Result<Scoring> {
             opts.model.dir.display()
         );
     }
+    let source = opts.input.display().to_string();
+    let vocab = m.policy.model.config().vocab_size;
     let mut pairs = Vec::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {
-        let (_, prompt) = m.encode_prompt(&r.prompt, &opts.style)?;
-        let text = r.answer.as_deref().unwrap_or_default();
-        let mut completion: Vec<i64> = m
-            .tokenizer
-            .encode(text, false)?
-            .into_iter()
-            .map(i64::from)
-            .collect();
+        let row = i + 1;
+        let encoded = m.encode_with_images(&r.prompt, &r.images, &opts.style, (&source, row))?;
+        let prompt = encoded.ids;
+        let mut completion = match r.extra.get(&column) {
+            Some(Value::String(text)) => m
+                .tokenizer
+                .encode(text, false)?
+                .into_iter()
+                .map(i64::from)
+                .collect(),
+            Some(Value::Array(ids)) => ids
+                .iter()
+                .map(|v| {
+                    v.as_u64()
+                        .filter(|&t| (t as usize) < vocab)
+                        .map(|t| t as i64)
+                        .with_context(|| {
+                            format!(
+                                "{source}: row {row}: column `{column}`: token ids must be integers in 0..{vocab}, found {v}"
+                            )
+                        })
+                })
+                .collect::<Result<Vec<i64>>>()?,
+            Some(v) => bail!(
+                "{source}: row {row}: column `{column}`: expected the completion's text or a list of token ids, found {v}"
+            ),
+            None => bail!("{source}: row {row}: column `{column}`: missing"),
+        };
         completion.extend(eos.filter(|_| opts.append_eos));
         let (p, c, max) = (prompt.len(), completion.len(), m.max_positions());
         if p + c > max {
@@ -84,7 +118,11 @@ pub fn prepare(opts: &ScoreOptions) -> Result<Scoring> {
                 i + 1
             );
         }
-        pairs.push(Pair { prompt, completion });
+        pairs.push(Pair {
+            prompt,
+            completion,
+            images: encoded.images,
+        });
     }
     Ok(Scoring {
         model: m,
@@ -101,13 +139,18 @@ impl Scoring {
         for (c, chunk) in self.pairs.chunks(self.batch_size).enumerate() {
             let prompts: Vec<&[i64]> = chunk.iter().map(|p| p.prompt.as_slice()).collect();
             let completions: Vec<&[i64]> = chunk.iter().map(|p| p.completion.as_slice()).collect();
-            let logps = completion_token_logprobs(
-                &m.policy.model,
-                m.device,
-                &prompts,
-                &completions,
-                m.pad_id(),
-            )?;
+            let logps = if m.takes_images() {
+                let images = chunk.iter().map(|p| p.images.clone()).collect();
+                image_completion_logprobs(m, &prompts, &completions, images)?
+            } else {
+                completion_token_logprobs(
+                    &m.policy.model,
+                    m.device,
+                    &prompts,
+                    &completions,
+                    m.pad_id(),
+                )?
+            };
             for (j, logps) in logps.into_iter().enumerate() {
                 write(&self.line(c * self.batch_size + j, &chunk[j], logps))?;
             }
@@ -139,4 +182,31 @@ impl Scoring {
             mean_logprob: total / n,
         }
     }
+}
+
+/// `completion_token_logprobs` for rows with images (a vision-language model, text rows
+/// included so every row gets M-RoPE's positions): the trainer's batch with the rows' images and
+/// its log-prob function, at temperature 1, without gradients.
+fn image_completion_logprobs(
+    m: &LoadedModel,
+    prompts: &[&[i64]],
+    completions: &[&[i64]],
+    images: Vec<Vec<Image>>,
+) -> Result<Vec<Vec<f32>>> {
+    let _guard = tch::no_grad_guard();
+    let batch = SequenceBatch::new(prompts, completions, m.pad_id(), m.device)
+        .with_images(m.policy.model.config(), images)?;
+    let (logp, _) = token_logprobs(&m.policy.model, &batch, 1.0);
+    let logp = logp.to_kind(Kind::Float).to_device(tch::Device::Cpu);
+    prompts
+        .iter()
+        .zip(completions)
+        .enumerate()
+        .map(|(i, (p, c))| {
+            // Target j of a row is token j + 1: the completion's are prompt_len - 1 onwards.
+            let start = p.len().saturating_sub(1) as i64;
+            let row = logp.get(i as i64).narrow(0, start, c.len() as i64);
+            Ok(Vec::<f32>::try_from(&row)?)
+        })
+        .collect()
 }

@@ -13,5 +13,8 @@ pub mod data;
 pub mod tokenizer;
 
 pub use arith::{ArithTask, Pattern, Problem, Split, Verdict};
-pub use data::{read_records, DataColumns, DataError, Message, Prompt, PromptFormat, PromptRecord};
+pub use data::{
+    read_records, Content, ContentPart, DataColumns, DataError, Message, Prompt, PromptFormat,
+    PromptRecord,
+};
 pub use tokenizer::CharTokenizer;

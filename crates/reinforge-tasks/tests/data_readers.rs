@@ -314,3 +314,22 @@ fn parquet_answers_and_errors() {
     assert!(matches!(err, DataError::Parquet { .. }), "{err:?}");
     assert!(err.to_string().contains("junk.parquet"), "{err}");
 }
+
+/// A reader that does not take images (SFT, RL, DPO today) refuses a row with image parts
+/// instead of training on its text alone; with the `images` column the row reads.
+#[test]
+fn image_parts_are_refused_where_images_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = r#"{"messages": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Colour?"}]}], "images": ["a.png"]}"#;
+    let p = write(dir.path(), "d.jsonl", &format!("{row}\n"));
+    let err = read_jsonl(&p, &DataColumns::messages("messages", None))
+        .expect_err("image parts without the images column are refused")
+        .to_string();
+    assert!(err.contains("line 1") && err.contains("image"), "{err}");
+    let with_images = DataColumns {
+        images: Some("images".into()),
+        ..DataColumns::messages("messages", None)
+    };
+    let rows = read_jsonl(&p, &with_images).unwrap();
+    assert_eq!(rows[0].images, vec![dir.path().join("a.png")]);
+}

@@ -34,3 +34,4 @@ mod tinker;
 mod tinker_cookbook;
 mod tools;
 mod tracking;
+mod vlm_commands;

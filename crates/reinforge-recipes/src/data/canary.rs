@@ -24,7 +24,7 @@ impl DataEnv<'_> {
             Prompt::Text(t) => t.clone(),
             Prompt::Messages(m) => m
                 .iter()
-                .map(|m| m.content.as_str())
+                .map(|m| m.content.text())
                 .collect::<Vec<_>>()
                 .join("\n"),
         }

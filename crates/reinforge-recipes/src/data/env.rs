@@ -114,6 +114,7 @@ impl<'a> DataEnv<'a> {
                 .spec()
                 .needs_labels()
                 .then(|| run.answer_column.clone()),
+            images: None,
         };
         let records = read_records(&run.data, &columns)?;
         if records.is_empty() {

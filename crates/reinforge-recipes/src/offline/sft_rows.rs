@@ -313,7 +313,7 @@ fn completion_messages(v: Option<&Value>) -> Result<Vec<Message>> {
     match v {
         Some(Value::String(s)) => Ok(vec![Message {
             role: "assistant".into(),
-            content: s.clone(),
+            content: s.clone().into(),
         }]),
         Some(v @ Value::Array(_)) => serde_json::from_value(v.clone())
             .context("column `completion`: expected a list of {role, content} messages"),

@@ -20,7 +20,78 @@ pub use self::parquet::read_parquet;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub role: String,
-    pub content: String,
+    pub content: Content,
+}
+
+/// A message's content: a string, or a list of typed parts (`{"type": "text", "text": ...}`,
+/// `{"type": "image"}`) as vision-language datasets write them (TRL's convention). Serialises back to
+/// the same JSON, so a chat template sees the parts as transformers' `apply_chat_template` passes them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// One part of a list content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ContentPart {
+    Text {
+        text: String,
+    },
+    /// The place of the row's next image (its file is in the row's `images` column).
+    Image,
+}
+
+impl Content {
+    /// The text: the string, or the text parts joined (images left out).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Content::Text(s) => s.as_str().into(),
+            Content::Parts(parts) => parts
+                .iter()
+                .filter_map(|p| match p {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    ContentPart::Image => None,
+                })
+                .collect::<String>()
+                .into(),
+        }
+    }
+
+    /// How many `{"type": "image"}` parts it has.
+    pub fn image_count(&self) -> usize {
+        match self {
+            Content::Text(_) => 0,
+            Content::Parts(parts) => parts
+                .iter()
+                .filter(|p| matches!(p, ContentPart::Image))
+                .count(),
+        }
+    }
+}
+
+impl From<String> for Content {
+    fn from(s: String) -> Self {
+        Content::Text(s)
+    }
+}
+
+impl From<&str> for Content {
+    fn from(s: &str) -> Self {
+        Content::Text(s.to_string())
+    }
+}
+
+impl Prompt {
+    /// How many `{"type": "image"}` parts its messages have (0 for text).
+    pub fn image_count(&self) -> usize {
+        match self {
+            Prompt::Text(_) => 0,
+            Prompt::Messages(m) => m.iter().map(|m| m.content.image_count()).sum(),
+        }
+    }
 }
 
 /// A prompt: plain text, or a conversation to render with the model's chat template.
@@ -37,6 +108,10 @@ pub struct PromptRecord {
     /// The reference answer or label, when an answer column is configured. Numbers and booleans are kept as
     /// their JSON text (`42`, `0.5`, `true`).
     pub answer: Option<String>,
+    /// The row's image files (the `images` column, when [`DataColumns::images`] names one), in the
+    /// order of the prompt's `{"type": "image"}` parts. Relative paths are resolved against the data
+    /// file's directory.
+    pub images: Vec<PathBuf>,
     /// The row's other columns, as JSON.
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -61,6 +136,10 @@ pub struct DataColumns {
     pub prompt_format: PromptFormat,
     /// The answer column (default `answer`); `None` reads no answer. When set, every row must have it.
     pub answer: Option<String>,
+    /// The column of image file paths (TRL's `images`: a list of paths, one per `{"type": "image"}`
+    /// part of the prompt's messages, in order); `None` leaves such a column among the extras. A row
+    /// without the column has no images.
+    pub images: Option<String>,
 }
 
 impl Default for DataColumns {
@@ -69,6 +148,7 @@ impl Default for DataColumns {
             prompt: "prompt".into(),
             prompt_format: PromptFormat::Auto,
             answer: Some("answer".into()),
+            images: None,
         }
     }
 }
@@ -80,6 +160,7 @@ impl DataColumns {
             prompt: column.into(),
             prompt_format: PromptFormat::Messages,
             answer: answer.map(Into::into),
+            images: None,
         }
     }
 
@@ -89,6 +170,7 @@ impl DataColumns {
             prompt: column.into(),
             prompt_format: PromptFormat::Text,
             answer: answer.map(Into::into),
+            images: None,
         }
     }
 }

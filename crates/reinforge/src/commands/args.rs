@@ -126,6 +126,7 @@ impl PromptArgs {
             prompt: self.prompt_column.clone(),
             prompt_format: PromptFormat::Auto,
             answer: None,
+            images: Some("images".into()),
         }
     }
 

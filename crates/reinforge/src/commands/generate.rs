@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use reinforge_recipes::generate::{check_room, fit_positions, sampling_params, SamplingOverrides};
+use reinforge_recipes::generate::{
+    check_room, fit_positions, generate_prompts, sampling_params, SamplingOverrides,
+};
 use reinforge_tasks::{read_records, Prompt};
-use reinforge_torch::generate;
 use serde::Serialize;
 
 use super::args::{count, temperature, top_k, top_p, ModelArgs, PromptArgs};
@@ -87,10 +88,10 @@ struct Line<'a> {
 /// Runs `reinforge generate`.
 pub fn run(args: &GenerateArgs) -> Result<()> {
     let prompts = match (&args.prompt, &args.input) {
-        (Some(p), _) => vec![Prompt::Text(p.clone())],
+        (Some(p), _) => vec![(Prompt::Text(p.clone()), vec![])],
         (None, Some(path)) => read_records(path, &args.prompts.columns())?
             .into_iter()
-            .map(|r| r.prompt)
+            .map(|r| (r.prompt, r.images))
             .collect(),
         (None, None) => bail!("give --prompt or --input"),
     };
@@ -109,19 +110,20 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         },
     )?;
     let style = args.prompts.style();
-    let encoded = prompts
-        .iter()
-        .map(|p| m.encode_prompt(p, &style))
-        .collect::<Result<Vec<_>>>()?;
     let source = args
         .input
         .as_ref()
         .map_or_else(|| "--prompt".to_string(), |p| p.display().to_string());
-    for (i, (_, ids)) in encoded.iter().enumerate() {
+    let encoded = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, (p, images))| m.encode_with_images(p, images, &style, (&source, i + 1)))
+        .collect::<Result<Vec<_>>>()?;
+    for (i, e) in encoded.iter().enumerate() {
         check_room(
             &source,
             i,
-            ids.len(),
+            e.ids.len(),
             &params,
             args.max_new_tokens,
             m.max_positions(),
@@ -134,14 +136,18 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     let mut out = Output::open(args.output.as_deref())?;
     let bar = progress::bar(jobs.len() as u64, "generate");
     for chunk in jobs.chunks(args.batch_size) {
-        let ids: Vec<Vec<i64>> = chunk.iter().map(|&(i, _)| encoded[i].1.clone()).collect();
+        let ids: Vec<Vec<i64>> = chunk.iter().map(|&(i, _)| encoded[i].ids.clone()).collect();
+        let images: Vec<_> = chunk
+            .iter()
+            .map(|&(i, _)| encoded[i].images.clone())
+            .collect();
         let params = fit_positions(&params, &ids, m.max_positions());
-        let completions = generate(&m.policy.model, &ids, &params, m.pad_id(), m.device);
+        let completions = generate_prompts(&m, &ids, &images, &params)?;
         for (&(index, sample), c) in chunk.iter().zip(completions) {
             out.write(&Line {
                 index,
                 sample,
-                prompt: &encoded[index].0,
+                prompt: &encoded[index].text,
                 completion: m.decode(&c.tokens)?,
                 completion_ids: &c.tokens,
                 completion_tokens: c.tokens.len(),

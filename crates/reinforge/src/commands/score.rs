@@ -17,7 +17,9 @@ EXAMPLES:
   reinforge score --model ckpt --input pairs.jsonl --raw --append-eos
 
 Each input line holds a prompt (text, or a list of {role, content} messages; see
---prompt-column) and a completion (--completion-column). The prompt is rendered as for
+--prompt-column) and a completion (--completion-column: text, or a list of token ids scored as
+they are). Rows with images: message content parts {\"type\": \"image\"} and an `images` column of
+file paths, relative to the data file's directory (docs/multimodal.md). The prompt is rendered as for
 generation (chat template with the assistant header, unless --raw); prompt and completion are
 tokenized separately, as TRL and verl do for RL batches. Each output line is
   {\"index\", \"prompt_tokens\", \"tokens\", \"token_ids\", \"token_logprobs\", \"total_logprob\",
@@ -31,7 +33,7 @@ pub struct ScoreArgs {
     pub input: PathBuf,
     #[command(flatten)]
     pub prompts: PromptArgs,
-    /// Column holding the completion text.
+    /// Column holding the completion: text, or a list of token ids.
     #[arg(long, default_value = "completion", value_name = "NAME")]
     pub completion_column: String,
     /// Append the tokenizer's EOS token to each completion (scores "the model stops here").

@@ -75,6 +75,7 @@ fn columns() -> DataColumns {
         prompt: "prompt".into(),
         prompt_format: PromptFormat::Auto,
         answer: None,
+        images: None,
     }
 }
 

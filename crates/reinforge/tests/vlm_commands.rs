@@ -1,0 +1,252 @@
+//! `reinforge score` and `reinforge generate` on rows with images (TRL's convention: `{"type":
+//! "image"}` parts in the messages, an `images` column of paths relative to the data file), on the
+//! Qwen2-VL / Qwen2.5-VL fixtures (fixtures/hf/vlm): transformers' completion log-probs and greedy
+//! tokens from the PNG files, and the refusals, each naming the file and row, with no output left.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use common::{bad, floats, json_lines, max_abs_diff, reinforge, root};
+use serde_json::{json, Value};
+
+const MODELS: &[&str] = &["qwen2_vl", "qwen2_5_vl"];
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("fixtures/hf/vlm").join(name)
+}
+
+fn expected(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name).join("expected.json")).unwrap())
+        .unwrap()
+}
+
+/// Copies the fixture's images to `dir/imgs/` and returns row `row`'s paths relative to `dir`.
+fn row_images(name: &str, e: &Value, row: usize, dir: &Path) -> Vec<String> {
+    std::fs::create_dir_all(dir.join("imgs")).unwrap();
+    e["batch"]["row_images"][row]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            let file = e["batch"]["images"][k.as_u64().unwrap() as usize]["file"]
+                .as_str()
+                .unwrap();
+            let base = Path::new(file).file_name().unwrap().to_str().unwrap();
+            std::fs::copy(fixture(name).join(file), dir.join("imgs").join(base)).unwrap();
+            format!("imgs/{base}")
+        })
+        .collect()
+}
+
+fn write_rows(path: &Path, rows: &[Value]) {
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+/// Completion log-probs of the fixture's two image rows (completions as token ids) within 1e-4.
+#[test]
+fn score_rows_with_images_matches_transformers() {
+    for name in MODELS {
+        let e = expected(name);
+        let tmp = tempfile::tempdir().unwrap();
+        let rows: Vec<Value> = (0..2)
+            .map(|row| {
+                json!({
+                    "messages": e["messages"][row],
+                    "images": row_images(name, &e, row, tmp.path()),
+                    "completion": e["completions"][row],
+                })
+            })
+            .collect();
+        let data = tmp.path().join("rows.jsonl");
+        write_rows(&data, &rows);
+        let model = fixture(name);
+        let out = reinforge(&[
+            "score",
+            "--model",
+            model.to_str().unwrap(),
+            "--input",
+            data.to_str().unwrap(),
+            "--prompt-column",
+            "messages",
+        ]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = json_lines(&out.stdout);
+        assert_eq!(lines.len(), 2, "{name}");
+        let mut worst = 0f64;
+        for (row, line) in lines.iter().enumerate() {
+            let prompt_len = e["completion_prompt_ids"][row].as_array().unwrap().len();
+            assert_eq!(line["prompt_tokens"], prompt_len, "{name}: row {row}");
+            assert_eq!(
+                line["token_ids"], e["completions"][row],
+                "{name}: row {row}"
+            );
+            let d = max_abs_diff(
+                &floats(&line["token_logprobs"]),
+                &floats(&e["completion_logprobs"][row]),
+            );
+            worst = worst.max(d);
+        }
+        eprintln!("{name}: score log-probs max |diff| {worst:.2e}");
+        assert!(worst < 1e-4, "{name}: log-probs differ by {worst}");
+    }
+}
+
+/// Greedy, 8 new tokens, on row 1's prompt and image: transformers' `generate` tokens.
+#[test]
+fn greedy_generate_with_an_image_matches_transformers() {
+    for name in MODELS {
+        let e = expected(name);
+        let tmp = tempfile::tempdir().unwrap();
+        let row = e["generate"]["single"]["row"].as_u64().unwrap() as usize;
+        let data = tmp.path().join("prompts.jsonl");
+        write_rows(
+            &data,
+            &[json!({
+                "messages": e["messages"][row],
+                "images": row_images(name, &e, row, tmp.path()),
+            })],
+        );
+        let model = fixture(name);
+        let out = reinforge(&[
+            "generate",
+            "--model",
+            model.to_str().unwrap(),
+            "--input",
+            data.to_str().unwrap(),
+            "--prompt-column",
+            "messages",
+            "--temperature",
+            "0",
+            "--max-new-tokens",
+            "8",
+        ]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = json_lines(&out.stdout);
+        eprintln!("{name}: generated {}", lines[0]["completion_ids"]);
+        assert_eq!(
+            lines[0]["completion_ids"], e["generate"]["single"]["new_tokens"],
+            "{name}"
+        );
+        assert_eq!(lines[0]["prompt"], e["prompts"][row], "{name}: rendering");
+    }
+}
+
+/// A PNG whose header declares `w` x `h` pixels, with a stub IDAT (the decode cap is checked on the
+/// header, before any pixel is decoded).
+fn png_header(w: u32, h: u32) -> Vec<u8> {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut c = !0u32;
+        for &b in bytes {
+            c ^= b as u32;
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+    let chunk = |kind: &[u8], data: &[u8]| {
+        let mut out = (data.len() as u32).to_be_bytes().to_vec();
+        let body = [kind, data].concat();
+        out.extend(&body);
+        out.extend(crc32(&body).to_be_bytes());
+        out
+    };
+    let mut ihdr = w.to_be_bytes().to_vec();
+    ihdr.extend(h.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(chunk(b"IHDR", &ihdr));
+    png.extend(chunk(b"IDAT", &[0x78, 0x9c, 0x03, 0x00]));
+    png.extend(chunk(b"IEND", &[]));
+    png
+}
+
+/// Each bad input fails before any output is opened, naming the data file, the row and the
+/// image file (or the column).
+#[test]
+fn bad_image_rows_are_refused_naming_the_file_and_row() {
+    let name = "qwen2_vl";
+    let e = expected(name);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let good = row_images(name, &e, 1, dir);
+    std::fs::write(dir.join("imgs/corrupt.png"), b"\x89PNG\r\n\x1a\nnot a png").unwrap();
+    std::fs::write(dir.join("imgs/huge.png"), png_header(10_000, 10_000)).unwrap();
+    let row = |images: Value| json!({"messages": e["messages"][1], "images": images, "completion": [263, 263]});
+    let vl = fixture(name);
+    let text_only = root().join("fixtures/hf/models/qwen2");
+    let cases: Vec<(&str, Value, &Path, Vec<&str>)> = vec![
+        (
+            "count",
+            json!([good[0], good[0]]),
+            vl.as_path(),
+            vec![
+                "line 2",
+                "column `images`",
+                "2 image files for 1 {\"type\": \"image\"} part",
+            ],
+        ),
+        (
+            "missing",
+            json!(["imgs/nope.png"]),
+            vl.as_path(),
+            vec!["row 2", "nope.png"],
+        ),
+        (
+            "corrupt",
+            json!(["imgs/corrupt.png"]),
+            vl.as_path(),
+            vec!["row 2", "corrupt.png"],
+        ),
+        (
+            "huge",
+            json!(["imgs/huge.png"]),
+            vl.as_path(),
+            vec!["row 2", "huge.png", "10000x10000", "decode cap"],
+        ),
+        (
+            "text_only",
+            json!(good),
+            text_only.as_path(),
+            // Row 1 has images too: the first row is refused.
+            vec!["row 1", "c_84x56.png", "text-only"],
+        ),
+    ];
+    for (case, images, model, needles) in cases {
+        let data = dir.join(format!("{case}.jsonl"));
+        // Row 1 is fine; row 2 is the bad one.
+        write_rows(&data, &[row(json!(good)), row(images)]);
+        let out = dir.join(format!("{case}.out.jsonl"));
+        let (code, stderr) = bad::run(&[
+            "score",
+            "--model",
+            model.to_str().unwrap(),
+            "--input",
+            data.to_str().unwrap(),
+            "--prompt-column",
+            "messages",
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        eprintln!("{case}: {}", stderr.trim());
+        assert_ne!(code, Some(0), "{case}: {stderr}");
+        for n in needles.iter().chain([&data.to_str().unwrap()]) {
+            assert!(stderr.contains(n), "{case}: {n:?} not in {stderr}");
+        }
+        assert!(!out.exists(), "{case}: an output file was left");
+    }
+}
