@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use reinforge_tasks::{read_records, DataColumns};
-use reinforge_torch::model::logprobs::{completion_token_logprobs, token_logprobs};
+use reinforge_torch::model::logprobs::{
+    completion_token_logprobs, completion_token_logprobs_with_images,
+};
 use reinforge_torch::model::vision::Image;
-use reinforge_torch::tch::{self, Kind};
-use reinforge_torch::SequenceBatch;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -141,7 +141,13 @@ impl Scoring {
             let completions: Vec<&[i64]> = chunk.iter().map(|p| p.completion.as_slice()).collect();
             let logps = if m.takes_images() {
                 let images = chunk.iter().map(|p| p.images.clone()).collect();
-                image_completion_logprobs(m, &prompts, &completions, images)?
+                completion_token_logprobs_with_images(
+                    &m.policy.model,
+                    m.device,
+                    (&prompts, &completions),
+                    images,
+                    m.pad_id(),
+                )?
             } else {
                 completion_token_logprobs(
                     &m.policy.model,
@@ -182,31 +188,4 @@ impl Scoring {
             mean_logprob: total / n,
         }
     }
-}
-
-/// `completion_token_logprobs` for rows with images (a vision-language model, text rows
-/// included so every row gets M-RoPE's positions): the trainer's batch with the rows' images and
-/// its log-prob function, at temperature 1, without gradients.
-fn image_completion_logprobs(
-    m: &LoadedModel,
-    prompts: &[&[i64]],
-    completions: &[&[i64]],
-    images: Vec<Vec<Image>>,
-) -> Result<Vec<Vec<f32>>> {
-    let _guard = tch::no_grad_guard();
-    let batch = SequenceBatch::new(prompts, completions, m.pad_id(), m.device)
-        .with_images(m.policy.model.config(), images)?;
-    let (logp, _) = token_logprobs(&m.policy.model, &batch, 1.0);
-    let logp = logp.to_kind(Kind::Float).to_device(tch::Device::Cpu);
-    prompts
-        .iter()
-        .zip(completions)
-        .enumerate()
-        .map(|(i, (p, c))| {
-            // Target j of a row is token j + 1: the completion's are prompt_len - 1 onwards.
-            let start = p.len().saturating_sub(1) as i64;
-            let row = logp.get(i as i64).narrow(0, start, c.len() as i64);
-            Ok(Vec::<f32>::try_from(&row)?)
-        })
-        .collect()
 }

@@ -279,9 +279,34 @@ pub fn completion_token_logprobs(
     completions: &[&[i64]],
     pad_id: i64,
 ) -> anyhow::Result<Vec<Vec<f32>>> {
-    let _guard = tch::no_grad_guard();
     let batch = SequenceBatch::new(prompts, completions, pad_id, device);
-    let (logp, _) = token_logprobs_with(model, &batch, 1.0, Entropy::Skip);
+    completion_logprobs_of(model, &batch, prompts, completions)
+}
+
+/// [`completion_token_logprobs`] for a vision-language model: row `i`'s image placeholders
+/// hold `images[i]` (errors name a row whose placeholders do not match its images).
+pub fn completion_token_logprobs_with_images(
+    model: &Transformer,
+    device: tch::Device,
+    (prompts, completions): (&[&[i64]], &[&[i64]]),
+    images: Vec<Vec<crate::model::vision::Image>>,
+    pad_id: i64,
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let batch = SequenceBatch::new(prompts, completions, pad_id, device)
+        .with_images(model.config(), images)?;
+    completion_logprobs_of(model, &batch, prompts, completions)
+}
+
+/// Each completion's token log-probs (temperature 1, no gradient) from `batch`, the rows of
+/// `prompts[i] ++ completions[i]`.
+fn completion_logprobs_of(
+    model: &Transformer,
+    batch: &SequenceBatch,
+    prompts: &[&[i64]],
+    completions: &[&[i64]],
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let _guard = tch::no_grad_guard();
+    let (logp, _) = token_logprobs_with(model, batch, 1.0, Entropy::Skip);
     // host: log-probs are printed.
     let logp = logp.to_kind(Kind::Float).to_device(tch::Device::Cpu);
     prompts
