@@ -3,7 +3,7 @@
 //! the model's positions.
 
 use anyhow::{bail, Result};
-use reinforge_torch::model::vision::Image;
+use reinforge_torch::model::images::Image;
 use reinforge_torch::{generate, generate_with_images, Completion, GenerateHooks, SamplingParams};
 
 use crate::loaded::LoadedModel;

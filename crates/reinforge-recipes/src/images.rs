@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use reinforge_hf::vision::expand_image_placeholders;
 use reinforge_tasks::Prompt;
-use reinforge_torch::model::vision::Image;
+use reinforge_torch::model::images::Image;
 use reinforge_torch::tch::Tensor;
 
 use crate::loaded::{LoadedModel, PromptStyle};

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use reinforge_tasks::{read_records, DataColumns};
+use reinforge_torch::model::images::Image;
 use reinforge_torch::model::logprobs::{
     completion_token_logprobs, completion_token_logprobs_with_images,
 };
-use reinforge_torch::model::vision::Image;
 use serde::Serialize;
 use serde_json::Value;
 

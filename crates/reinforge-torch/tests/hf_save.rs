@@ -31,7 +31,7 @@ fn save_with_reference(p: &Policy, opts: &SaveOptions, dir: &Path, label: &str) 
 /// transformers-5 config, the Hub's weight names), checks the reload here, and writes the
 /// fixture batch (token ids, mask, pixel values, grids) with our logits beside it.
 fn save_vision_language_with_reference(name: &str, dir: &Path) -> [PathBuf; 2] {
-    use reinforge_torch::model::vision::VisionBatch;
+    use reinforge_torch::model::images::VisionBatch;
     let src = hf_support::root().join("fixtures/hf/vlm").join(name);
     let p = Policy::load(&src, Device::Cpu).unwrap();
     let e: std::collections::HashMap<String, Tensor> =

@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use reinforge_hf::vision::ImageProcessor;
 use reinforge_torch::model::checkpoint::config_json::parse;
 use reinforge_torch::model::config::{Family, ModelConfig};
+use reinforge_torch::model::images::{Image, ImageInput, VisionBatch};
 use reinforge_torch::model::logprobs::{token_logprobs, token_logprobs_in_microbatches, Entropy};
 use reinforge_torch::model::transformer::ForwardInput;
 use reinforge_torch::model::vision::config::{VisionConfig, VisionVariant};
 use reinforge_torch::model::vision::tower::{VisionLayout, VisionTower};
-use reinforge_torch::model::vision::{Image, ImageInput, VisionBatch};
 use reinforge_torch::tch::{nn::VarStore, Device, Kind, Tensor};
 use reinforge_torch::{
     generate_with_images, AdamW, AdamWConfig, GenerateHooks, Memory, Policy, SamplingParams,

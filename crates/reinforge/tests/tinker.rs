@@ -63,7 +63,12 @@ fn f(v: &Value) -> f64 {
 
 /// Equal within 1e-5 relative to the larger magnitude (at least 1).
 fn close(a: f64, b: f64, what: &str) {
-    let tol = 1e-5 * a.abs().max(b.abs()).max(1.0);
+    close_within(a, b, 1e-5, what)
+}
+
+/// Equal within `rel` relative to the larger magnitude (at least 1).
+fn close_within(a: f64, b: f64, rel: f64, what: &str) {
+    let tol = rel * a.abs().max(b.abs()).max(1.0);
     assert!(
         (a - b).abs() <= tol,
         "{what}: {a} vs {b} (diff {:e})",
@@ -274,9 +279,15 @@ fn sdk_basic_loop() {
             &format!("full fine-tuning forward_backward {i} vs PyTorch"),
         );
     }
-    close(
+    // After two AdamW steps on every weight, elements whose gradient is near zero take
+    // steps of +-lr whichever sign float rounding gave them, so both sides' losses move with
+    // the CPU's kernels: reinforge 10.522583 / PyTorch 10.522645 on one machine
+    // (docs/tinker.md), 10.522526 / 10.522721 (1.9e-5 relative) on another. The bound is
+    // 5e-5 relative; the forward_backward losses above, before any step, stay at 1e-5.
+    close_within(
         f(&r["full_loss2"]),
         f(&torch_full["after"]),
+        5e-5,
         "full fine-tuning: loss after two optim_steps vs PyTorch",
     );
 

@@ -20,8 +20,8 @@ mod rgb;
 pub use layout::{cu_seqlens, rope_index, vision_position_ids, window_index, RopeIndex, TokenRow};
 pub use placeholders::{expand_image_placeholders, merged_tokens};
 pub use processor::{
-    smart_resize, ImageProcessor, ImageProcessorConfig, ProcessedBatch, ProcessedImage, RgbImage,
+    smart_resize, ImageProcessor, ImageProcessorConfig, ProcessedBatch, ProcessedImage,
     DEFAULT_MAX_DECODE_PIXELS,
 };
 pub use resize::resize_bicubic;
-pub use rgb::{convert_to_rgb, decode_rgb};
+pub use rgb::{convert_to_rgb, decode_rgb, RgbImage};

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::resize::resize_bicubic;
 use super::rgb::decode_rgb;
+use super::rgb::RgbImage;
 use crate::error::{read_json, HfError, Result};
 
 /// PIL's `Image.BICUBIC`, the only resample filter implemented (the one every Qwen2-VL checkpoint uses).
@@ -17,14 +18,6 @@ const PIL_BICUBIC: i64 = 3;
 /// Default cap on decoded pixels (width * height, read from the header before decoding): 64 Mpx, far above
 /// the ~1 Mpx `max_pixels` of the Hub checkpoints, well below what would exhaust memory.
 pub const DEFAULT_MAX_DECODE_PIXELS: u64 = 64 << 20;
-
-/// An 8-bit RGB image, interleaved and row-major (`data.len() == height * width * 3`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RgbImage {
-    pub height: usize,
-    pub width: usize,
-    pub data: Vec<u8>,
-}
 
 /// The settings of a Qwen2-VL / Qwen2.5-VL image processor, with transformers' defaults for absent fields.
 #[derive(Debug, Clone, PartialEq)]

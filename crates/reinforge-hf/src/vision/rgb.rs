@@ -8,8 +8,15 @@ use std::path::Path;
 
 use image::DynamicImage;
 
-use super::processor::RgbImage;
 use crate::error::{HfError, Result};
+
+/// An 8-bit RGB image, interleaved and row-major (`data.len() == height * width * 3`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RgbImage {
+    pub height: usize,
+    pub width: usize,
+    pub data: Vec<u8>,
+}
 
 /// Decodes `path` (PNG or JPEG, by content) into RGB, refusing before decoding any image whose header
 /// declares more than `max_pixels` pixels. EXIF orientation is not applied (transformers' processor does not

@@ -5,9 +5,9 @@ use tch::{Device, Kind, Tensor};
 use std::collections::HashMap;
 
 use crate::model::config::ModelConfig;
+use crate::model::images::{Image, ImageInput, VisionBatch};
 use crate::model::memory::Memory;
 use crate::model::transformer::{ForwardInput, Segment, Transformer};
-use crate::model::vision::{Image, ImageInput, VisionBatch};
 
 /// Rows of `prompt ++ completion`, right-padded to a common length `L`.
 ///

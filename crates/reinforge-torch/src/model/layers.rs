@@ -5,7 +5,6 @@
 use tch::nn::{Init, Path};
 use tch::{Kind, Tensor};
 
-use crate::model::config::ModelConfig;
 use crate::model::lora::{Adapter, LoraConfig};
 
 const INIT_STD: f64 = 0.02;
@@ -121,19 +120,10 @@ pub(crate) struct Mlp {
     pub(crate) down: Linear,
 }
 
-impl Mlp {
-    pub(crate) fn new(p: &Path, cfg: &ModelConfig, fill: Fill) -> Self {
-        let names = ["gate_proj", "up_proj", "down_proj"];
-        Self::with(
-            p,
-            names,
-            cfg.hidden_size,
-            cfg.intermediate_size,
-            cfg.mlp_bias,
-            fill,
-        )
-    }
+/// The projections' names of a decoder's dense MLP (`model.layers.N.mlp.*`).
+pub(crate) const MLP_NAMES: [&str; 3] = ["gate_proj", "up_proj", "down_proj"];
 
+impl Mlp {
     /// A SwiGLU MLP `hidden -> width -> hidden` whose gate, up and down projections are named
     /// `names` under `p` (an expert of Mixtral: `w1`, `w3`, `w2`).
     pub(crate) fn with(

@@ -289,7 +289,7 @@ pub fn completion_token_logprobs_with_images(
     model: &Transformer,
     device: tch::Device,
     (prompts, completions): (&[&[i64]], &[&[i64]]),
-    images: Vec<Vec<crate::model::vision::Image>>,
+    images: Vec<Vec<crate::model::images::Image>>,
     pad_id: i64,
 ) -> anyhow::Result<Vec<Vec<f32>>> {
     let batch = SequenceBatch::new(prompts, completions, pad_id, device)

@@ -13,6 +13,7 @@ pub mod batch;
 pub mod cache;
 pub mod checkpoint;
 pub mod config;
+pub mod images;
 pub mod layers;
 pub mod logprobs;
 pub mod lora;

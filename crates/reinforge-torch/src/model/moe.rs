@@ -12,7 +12,7 @@ use tch::nn::Path;
 use tch::{Kind, Tensor};
 
 use crate::model::config::{Family, ModelConfig};
-use crate::model::layers::{Fill, Linear, Mlp};
+use crate::model::layers::{Fill, Linear, Mlp, MLP_NAMES};
 
 /// One sparse layer's routing of a forward pass: for every token (rows in `[B * T]` order).
 #[derive(Debug)]
@@ -107,7 +107,14 @@ impl Ffn {
         if cfg.layer_is_sparse(i) {
             Ffn::Sparse(SparseMlp::new(layer, cfg, fill))
         } else {
-            Ffn::Dense(Mlp::new(&(layer / "mlp"), cfg, fill))
+            Ffn::Dense(Mlp::with(
+                &(layer / "mlp"),
+                MLP_NAMES,
+                cfg.hidden_size,
+                cfg.intermediate_size,
+                cfg.mlp_bias,
+                fill,
+            ))
         }
     }
 

@@ -17,11 +17,11 @@ use tch::{Kind, Tensor};
 
 use crate::model::cache::KvCache;
 use crate::model::config::{ModelConfig, QkNorm, RopeScaling};
+use crate::model::images::ImageInput;
 use crate::model::layers::{weight, Fill, Linear, RmsNorm};
 use crate::model::lora::LoraConfig;
 use crate::model::moe::{Ffn, Routing};
 use crate::model::vision::tower::VisionTower;
-use crate::model::vision::ImageInput;
 
 /// Rotary embedding tables, indexed by absolute position.
 #[derive(Debug)]

@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::model::cache::KvCache;
+use crate::model::images::{Image, VisionBatch};
 use crate::model::transformer::{ForwardInput, Transformer};
-use crate::model::vision::{Image, VisionBatch};
 
 /// How to turn logits into tokens. Field names follow vLLM/TRL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
