@@ -250,3 +250,184 @@ fn bad_image_rows_are_refused_naming_the_file_and_row() {
         assert!(!out.exists(), "{case}: an output file was left");
     }
 }
+
+/// The largest difference of the parameters whose names start with `prefix` between two
+/// checkpoints of one model.
+fn gap_under(a: &Path, b: &Path, prefix: &str) -> f64 {
+    use reinforge_torch::{Device, Policy};
+    let (pa, pb) = (
+        Policy::load(a, Device::Cpu).unwrap(),
+        Policy::load(b, Device::Cpu).unwrap(),
+    );
+    let vb = pb.vs.variables();
+    let gaps: Vec<f64> = pa
+        .vs
+        .variables()
+        .iter()
+        .filter(|(k, _)| k.starts_with(prefix))
+        .map(|(k, t)| (t - &vb[k]).abs().max().double_value(&[]))
+        .collect();
+    assert!(!gaps.is_empty(), "no parameter under {prefix}");
+    gaps.into_iter().fold(0.0, f64::max)
+}
+
+/// The fixture's two image conversations, each with an assistant answer, as `train-sft` rows.
+fn sft_rows(name: &str, e: &Value, dir: &Path) -> Vec<Value> {
+    (0..2)
+        .map(|row| {
+            let mut messages = e["messages"][row].as_array().unwrap().clone();
+            messages.push(json!({"role": "assistant", "content": "A red square."}));
+            json!({"messages": messages, "images": row_images(name, e, row, dir)})
+        })
+        .collect()
+}
+
+fn train_sft(model: &Path, data: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "train-sft",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--steps",
+        "2",
+        "--batch-size",
+        "2",
+        "--lr",
+        "1e-3",
+    ];
+    args.extend(extra);
+    reinforge(&args)
+}
+
+/// `train-sft` on conversations with images (TRL's convention): each row's prompt tokens, placeholders
+/// expanded, are transformers' processor ids; the language model trains while the tower stays
+/// bit-identical, and `--vision-freeze false` trains the tower too.
+#[test]
+fn train_sft_on_rows_with_images() {
+    for name in MODELS {
+        let e = expected(name);
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("sft.jsonl");
+        write_rows(&data, &sft_rows(name, &e, tmp.path()));
+        let model = fixture(name);
+        let tokens = tmp.path().join("tokens.jsonl");
+        let run = tmp.path().join("run");
+        let out = train_sft(
+            &model,
+            &data,
+            &run,
+            &["--write-tokens", tokens.to_str().unwrap()],
+        );
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&tokens).unwrap();
+        for (row, line) in json_lines(text.as_bytes()).iter().enumerate() {
+            let ids = line["input_ids"].as_array().unwrap();
+            let mask = line["completion_mask"].as_array().unwrap();
+            let first = mask.iter().position(|m| m == 1).unwrap();
+            assert_eq!(
+                Value::from(ids[..first].to_vec()),
+                e["completion_prompt_ids"][row],
+                "{name}: row {row}'s prompt tokens"
+            );
+            assert_eq!(
+                line["image_grid_thw"].as_array().unwrap().len(),
+                e["batch"]["row_images"][row].as_array().unwrap().len(),
+                "{name}: row {row}"
+            );
+        }
+        let last = run.join("checkpoints/final");
+        assert_eq!(
+            gap_under(&model, &last, "visual."),
+            0.0,
+            "{name}: the frozen tower moved"
+        );
+        assert!(
+            gap_under(&model, &last, "model.layers.") > 0.0,
+            "{name}: nothing trained"
+        );
+        let run = tmp.path().join("run-tower");
+        let out = train_sft(&model, &data, &run, &["--vision-freeze", "false"]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let last = run.join("checkpoints/final");
+        assert!(
+            gap_under(&model, &last, "visual.") > 0.0,
+            "{name}: the tower did not train"
+        );
+    }
+}
+
+/// Bad image rows for `train-sft` fail before the run directory exists, naming the file and row.
+#[test]
+fn train_sft_refuses_bad_image_rows_before_writing() {
+    let name = "qwen2_vl";
+    let e = expected(name);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let rows = sft_rows(name, &e, dir);
+    let mut miscounted = rows.clone();
+    miscounted[1]["images"] = json!([rows[0]["images"][0], rows[0]["images"][0]]);
+    // A length that ends inside row 1's second image.
+    let image_token = &e["special_token_ids"]["<|image_pad|>"];
+    let prompt = e["completion_prompt_ids"][0].as_array().unwrap();
+    let last_image_token = prompt.iter().rposition(|t| t == image_token).unwrap();
+    let cut = last_image_token.to_string();
+    let vl = fixture(name);
+    let text_only = root().join("fixtures/hf/models/qwen2");
+    // (case, rows, model, extra flags, what the error names)
+    type Case<'a> = (&'a str, Vec<Value>, &'a Path, Vec<&'a str>, Vec<&'a str>);
+    let cases: Vec<Case> = vec![
+        (
+            "count",
+            miscounted,
+            &vl,
+            vec![],
+            vec!["line 2", "2 image files for 1"],
+        ),
+        (
+            "cut",
+            rows.clone(),
+            &vl,
+            vec!["--max-length", &cut],
+            vec!["row 1", "--max-length", "image"],
+        ),
+        (
+            "text_only",
+            rows.clone(),
+            &text_only,
+            vec![],
+            vec!["line 1", "image"],
+        ),
+        (
+            "lora_tower",
+            rows,
+            &vl,
+            vec!["--lora-r", "4", "--vision-freeze", "false"],
+            vec!["LoRA"],
+        ),
+    ];
+    for (case, rows, model, extra, needles) in cases {
+        let data = dir.join(format!("{case}.jsonl"));
+        write_rows(&data, &rows);
+        let run = dir.join(format!("{case}-run"));
+        let out = train_sft(model, &data, &run, &extra);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        eprintln!("{case}: {}", stderr.trim());
+        assert!(!out.status.success(), "{case}: accepted");
+        assert!(!stderr.contains("panicked"), "{case}: {stderr}");
+        for n in needles {
+            assert!(stderr.contains(n), "{case}: {n:?} not in {stderr}");
+        }
+        assert!(!run.exists(), "{case}: the run directory was created");
+    }
+}

@@ -65,6 +65,9 @@ pub struct OfflineOptions {
     /// TensorBoard and MLflow (`--tensorboard`, `--mlflow-uri`), with the command's options
     /// as parameters: a run without a `config.toml` is tracked by what it is given.
     pub tracking: Tracking,
+    /// Keep a vision-language model's vision tower fixed (TRL's and verl's default; `false`
+    /// trains it with the language model, full fine-tuning only).
+    pub vision_freeze: bool,
 }
 
 /// A started offline run: its directory and, when data-parallel, this process's rank.
@@ -112,6 +115,33 @@ pub fn update<'t>(t: &'t mut Trainer, o: &OfflineOptions) -> Update<'t> {
         lr: o.lr,
         memory: o.memory,
     }
+}
+
+/// Unfreezes `policy`'s vision tower unless `freeze` (a loaded tower starts frozen).
+fn set_vision_training(policy: &Policy, freeze: bool, lora: bool) -> Result<()> {
+    check_vision_training(policy, freeze, lora)?;
+    if !freeze {
+        policy.set_vision_trainable(true);
+    }
+    Ok(())
+}
+
+/// Refuses training the vision tower (`freeze` false) under LoRA (the adapters are the
+/// language model's) and on a text-only model; a trainer calls it before writing anything.
+pub fn check_vision_training(policy: &Policy, freeze: bool, lora: bool) -> Result<()> {
+    if freeze {
+        return Ok(());
+    }
+    if policy.model.config().vision.is_none() {
+        anyhow::bail!("vision_freeze = false: the model has no vision tower to train");
+    }
+    if lora {
+        anyhow::bail!(
+            "vision_freeze = false with LoRA: the adapters train the language model only; \
+             train the tower with full fine-tuning (no --lora-r) or keep it frozen"
+        );
+    }
+    Ok(())
 }
 
 /// Creates the run directory `output` (with its `checkpoints/`), joins the data-parallel job
@@ -167,6 +197,7 @@ impl OfflineOptions {
         let opened = Start::open(run, Phase::Preference)?;
         let mut policy = start;
         opened.prepare_policy(&mut policy, lora, self.seed)?;
+        set_vision_training(&policy, self.vision_freeze, lora.is_some())?;
         let Start {
             latest,
             state,

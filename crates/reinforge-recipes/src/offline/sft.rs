@@ -46,28 +46,34 @@ pub fn heldout_loss(
     policy: &Policy,
     rows: &SftRows,
     (pad, batch, memory): (i64, usize, &Memory),
-) -> HeldoutLoss {
+) -> Result<HeldoutLoss> {
     let (mut nll, mut tokens) = (0.0, 0.0);
     for chunk in rows.rows.chunks(batch.max(1)) {
-        let b = batch_of(chunk.iter(), pad, policy);
+        let b = batch_of(chunk.iter(), pad, policy)?;
         let (n, t) = nll_sum(policy, &b, memory);
         nll += n;
         tokens += t;
     }
-    HeldoutLoss {
+    Ok(HeldoutLoss {
         loss: nll / tokens.max(1.0),
         tokens,
-    }
+    })
 }
 
-/// `rows` as one padded batch on `policy`'s device.
-fn batch_of<'a>(
+/// `rows` as one padded batch on `policy`'s device, with their images when they have any.
+pub fn batch_of<'a>(
     rows: impl Iterator<Item = &'a SftRow>,
     pad: i64,
     policy: &Policy,
-) -> SequenceBatch {
-    let rows: Vec<(&[i64], &[bool])> = rows.map(|r| (&r.ids[..], &r.labels[..])).collect();
-    sft_batch(&rows, pad, policy.device())
+) -> Result<SequenceBatch> {
+    let rows: Vec<&SftRow> = rows.collect();
+    let pairs: Vec<(&[i64], &[bool])> = rows.iter().map(|r| (&r.ids[..], &r.labels[..])).collect();
+    let batch = sft_batch(&pairs, pad, policy.device());
+    if rows.iter().all(|r| r.images.is_empty()) {
+        return Ok(batch);
+    }
+    let images = rows.iter().map(|r| r.images.clone()).collect();
+    batch.with_images(policy.model.config(), images)
 }
 
 /// This rank's contiguous share of a step's `n` rows (sizes differing by at most one; the
@@ -114,11 +120,13 @@ pub fn train(o: &SftOptions) -> Result<()> {
         ..reinforge_torch::LoadOptions::f32(source.options.device)
     };
     let model: LoadedModel = source.load()?;
+    super::check_vision_training(&model.policy, common.vision_freeze, o.lora.is_some())?;
     let pad = model.pad_id();
     let mut tokenization = o.tokenization;
     tokenization.max_length = tokenization.max_length.min(model.max_positions());
+    let images = model.image_reader()?;
     let (train, heldout) =
-        common.read_data(|p| read_sft_rows(p, &model.tokenizer, &tokenization))?;
+        common.read_data(|p| read_sft_rows(p, &model.tokenizer, &tokenization, images))?;
     describe("training rows", &train);
     if let Some(h) = &heldout {
         describe("held-out rows", h);
@@ -137,14 +145,15 @@ pub fn train(o: &SftOptions) -> Result<()> {
             .as_ref()
             .filter(|_| offline.writes())
             .map(|h| heldout_loss(p, h, (pad, eval_batch, &memory)))
+            .transpose()
     };
-    let before = eval(&model.policy);
+    let before = eval(&model.policy)?;
     let step = |t: &mut Trainer, rows: &[usize]| -> Result<SftLine> {
         let mine = match &t.dp {
             Some(d) => rows[share(rows.len(), d.rank(), d.world())].to_vec(),
             None => rows.to_vec(),
         };
-        let batch = batch_of(mine.iter().map(|&i| &train.rows[i]), pad, t.policy);
+        let batch = batch_of(mine.iter().map(|&i| &train.rows[i]), pad, t.policy)?;
         let s = t.state.step;
         let lr = common.lr * o.schedule.factor(s, o.warmup_steps, common.steps);
         let stats = sft_step(
@@ -159,7 +168,7 @@ pub fn train(o: &SftOptions) -> Result<()> {
     };
     let rows = |s| step_rows(train.len(), common.batch_size, common.seed, s);
     let policy = common.train_with(model.policy, o.lora.as_ref(), &offline, step, rows)?;
-    let after = eval(&policy);
+    let after = eval(&policy)?;
     let (tokens, targets) = train.token_counts();
     let report = serde_json::json!({
         "format": train.format,

@@ -17,13 +17,22 @@
 //! - `text`: language modelling on every token, the EOS appended.
 //!
 //! Rows are truncated to `max_length` keeping the start (TRL's `truncation_mode="keep_start"`).
+//!
+//! On a vision-language checkpoint the rows may carry images (TRL's convention: `{"type":
+//! "image"}` parts in the messages or the prompt, an `images` column of file paths): each
+//! placeholder is expanded to its image's token count, the copies keeping its label, and a cut
+//! that would leave an image's tokens incomplete is refused naming the row (a silent cut is the
+//! "image features and image tokens do not match" failure of other trainers).
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use reinforge_hf::{ChatOptions, HfTokenizer};
 use reinforge_tasks::data::{read_records, DataColumns, DataError, Message, Prompt, PromptRecord};
+use reinforge_torch::model::images::Image;
 use serde::Serialize;
+
+use crate::images::ImageReader;
 use serde_json::Value;
 
 /// Which dataset format the rows are in (TRL's SFT dataset types).
@@ -74,13 +83,20 @@ pub struct Tokenization {
 
 /// One tokenised row: `labels[k]` says whether token `k` is a target of the loss (predicted
 /// from the tokens before it; the first token never is).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SftRow {
     #[serde(rename = "input_ids")]
     pub ids: Vec<i64>,
     /// TRL's processed-dataset column name for the same mask.
     #[serde(rename = "completion_mask", serialize_with = "bits")]
     pub labels: Vec<bool>,
+    /// The row's images, in the order of their placeholders (vision-language rows).
+    #[serde(
+        rename = "image_grid_thw",
+        serialize_with = "grids",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub images: Vec<Image>,
 }
 
 impl SftRow {
@@ -92,6 +108,11 @@ impl SftRow {
 
 fn bits<S: serde::Serializer>(labels: &[bool], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(labels.iter().map(|&b| u8::from(b)))
+}
+
+/// Images written as their grids (`image_grid_thw`): the patches are the files'.
+fn grids<S: serde::Serializer>(images: &[Image], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(images.iter().map(|i| i.grid))
 }
 
 /// The rows of a file and what reading them did.
@@ -123,10 +144,16 @@ impl SftRows {
     }
 }
 
-/// Reads and tokenises `path` (jsonl or parquet) with `tokenizer`; errors name the file, row
-/// and column.
-pub fn read_sft_rows(path: &Path, tokenizer: &HfTokenizer, t: &Tokenization) -> Result<SftRows> {
-    let (format, records) = read_format(path, t.format)?;
+/// Reads and tokenises `path` (jsonl or parquet) with `tokenizer`, and with `images` (a
+/// vision-language checkpoint's reader) the rows' `images` column; errors name the file, row
+/// and column (or image file).
+pub fn read_sft_rows(
+    path: &Path,
+    tokenizer: &HfTokenizer,
+    t: &Tokenization,
+    images: Option<ImageReader>,
+) -> Result<SftRows> {
+    let (format, records) = read_format(path, t.format, images.is_some())?;
     let mut out = SftRows {
         rows: Vec::with_capacity(records.len()),
         format,
@@ -141,7 +168,24 @@ pub fn read_sft_rows(path: &Path, tokenizer: &HfTokenizer, t: &Tokenization) -> 
             _ => text_row(tokenizer, r),
         }
         .with_context(at)?;
+        if let Some(reader) = images {
+            let source = path.display().to_string();
+            let loaded = reader.load(&r.images, (&source, i + 1))?;
+            (row.ids, row.labels) =
+                reader.expand_labeled((&row.ids, &row.labels), &loaded, (&source, i + 1))?;
+            row.images = loaded;
+        }
         if row.ids.len() > t.max_length {
+            if !row.images.is_empty() && cuts_an_image(&row, t.max_length, &images) {
+                bail!(
+                    "{}: the row is {} tokens with its images' tokens, and cutting it to \
+                     --max-length {} would cut an image's tokens (the model needs all of them); \
+                     raise --max-length or use smaller images",
+                    at(),
+                    row.ids.len(),
+                    t.max_length
+                );
+            }
             row.ids.truncate(t.max_length);
             row.labels.truncate(t.max_length);
             out.truncated += 1;
@@ -165,15 +209,28 @@ pub fn read_sft_rows(path: &Path, tokenizer: &HfTokenizer, t: &Tokenization) -> 
     Ok(out)
 }
 
-/// The records of `path` in `format` (`Auto` resolved by the first row's columns).
-fn read_format(path: &Path, format: SftFormat) -> Result<(SftFormat, Vec<PromptRecord>)> {
-    let columns = |f: SftFormat| match f {
-        SftFormat::Messages => DataColumns::messages("messages", None),
-        SftFormat::Text => DataColumns::text("text", None),
-        _ => DataColumns {
-            answer: None,
-            ..DataColumns::default()
-        },
+/// Whether cutting `row` to `max` tokens leaves some image placeholder copies out.
+fn cuts_an_image(row: &SftRow, max: usize, images: &Option<ImageReader>) -> bool {
+    images.is_some_and(|r| row.ids[max..].contains(&r.image_token()))
+}
+
+/// The records of `path` in `format` (`Auto` resolved by the first row's columns), with the
+/// `images` column when `with_images`.
+fn read_format(
+    path: &Path,
+    format: SftFormat,
+    with_images: bool,
+) -> Result<(SftFormat, Vec<PromptRecord>)> {
+    let columns = |f: SftFormat| DataColumns {
+        images: with_images.then(|| "images".to_string()),
+        ..match f {
+            SftFormat::Messages => DataColumns::messages("messages", None),
+            SftFormat::Text => DataColumns::text("text", None),
+            _ => DataColumns {
+                answer: None,
+                ..DataColumns::default()
+            },
+        }
     };
     if format != SftFormat::Auto {
         return Ok((format, read_records(path, &columns(format))?));
@@ -230,6 +287,7 @@ fn messages_row(tok: &HfTokenizer, r: &PromptRecord, loss: LossTokens) -> Result
     Ok(SftRow {
         ids: ids.into_iter().map(i64::from).collect(),
         labels,
+        images: Vec::new(),
     })
 }
 
@@ -305,6 +363,7 @@ fn prompt_completion_row(tok: &HfTokenizer, r: &PromptRecord, loss: LossTokens) 
     Ok(SftRow {
         ids: whole.into_iter().map(i64::from).collect(),
         labels,
+        images: Vec::new(),
     })
 }
 
@@ -331,6 +390,7 @@ fn text_row(tok: &HfTokenizer, r: &PromptRecord) -> Result<SftRow> {
     Ok(SftRow {
         labels: vec![true; ids.len()],
         ids: ids.into_iter().map(i64::from).collect(),
+        images: Vec::new(),
     })
 }
 
@@ -378,7 +438,7 @@ mod tests {
             loss_tokens,
             max_length: max,
         };
-        read_sft_rows(&path, &tokenizer(), &t)
+        read_sft_rows(&path, &tokenizer(), &t, None)
     }
 
     /// The decoded text of each run of consecutive target tokens.
@@ -560,12 +620,12 @@ mod tests {
             loss_tokens: LossTokens::Completion,
             max_length: 1024,
         };
-        let e = read_sft_rows(&path, &tok, &t).unwrap_err();
+        let e = read_sft_rows(&path, &tok, &t, None).unwrap_err();
         assert!(format!("{e:#}").contains("--loss-tokens all"), "{e:#}");
         let all = Tokenization {
             loss_tokens: LossTokens::All,
             ..t
         };
-        assert_eq!(read_sft_rows(&path, &tok, &all).unwrap().len(), 1);
+        assert_eq!(read_sft_rows(&path, &tok, &all, None).unwrap().len(), 1);
     }
 }

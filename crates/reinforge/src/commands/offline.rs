@@ -48,6 +48,10 @@ pub struct OfflineArgs {
     /// Use prompt text as is, without the chat template.
     #[arg(long)]
     pub raw: bool,
+    /// Keep a vision-language model's vision tower fixed (`false`: train it too, full
+    /// fine-tuning only; TRL's and verl's default is frozen).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub vision_freeze: bool,
     #[command(flatten)]
     #[serde(flatten)]
     pub memory: MemoryArgs,
@@ -74,6 +78,7 @@ impl OfflineArgs {
             raw: self.raw,
             memory: self.memory.memory(),
             tracking: self.tracking.tracking(self)?,
+            vision_freeze: self.vision_freeze,
         })
     }
 

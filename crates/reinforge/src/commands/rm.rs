@@ -96,6 +96,7 @@ pub fn train(args: &TrainRmArgs) -> Result<()> {
             raw: args.raw,
             memory: args.memory.memory(),
             tracking: args.tracking.tracking(args)?,
+            vision_freeze: true,
         },
         weight_decay: args.weight_decay,
         center_rewards_coefficient: args.center_rewards_coefficient,
