@@ -7,7 +7,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{bad, floats, json_lines, max_abs_diff, reinforge, root};
+use common::{bad, floats, json_lines, max_abs_diff, param_gap_under, reinforge, root};
 use serde_json::{json, Value};
 
 const MODELS: &[&str] = &["qwen2_vl", "qwen2_5_vl"];
@@ -251,26 +251,6 @@ fn bad_image_rows_are_refused_naming_the_file_and_row() {
     }
 }
 
-/// The largest difference of the parameters whose names start with `prefix` between two
-/// checkpoints of one model.
-fn gap_under(a: &Path, b: &Path, prefix: &str) -> f64 {
-    use reinforge_torch::{Device, Policy};
-    let (pa, pb) = (
-        Policy::load(a, Device::Cpu).unwrap(),
-        Policy::load(b, Device::Cpu).unwrap(),
-    );
-    let vb = pb.vs.variables();
-    let gaps: Vec<f64> = pa
-        .vs
-        .variables()
-        .iter()
-        .filter(|(k, _)| k.starts_with(prefix))
-        .map(|(k, t)| (t - &vb[k]).abs().max().double_value(&[]))
-        .collect();
-    assert!(!gaps.is_empty(), "no parameter under {prefix}");
-    gaps.into_iter().fold(0.0, f64::max)
-}
-
 /// The fixture's two image conversations, each with an assistant answer, as `train-sft` rows.
 fn sft_rows(name: &str, e: &Value, dir: &Path) -> Vec<Value> {
     (0..2)
@@ -344,12 +324,12 @@ fn train_sft_on_rows_with_images() {
         }
         let last = run.join("checkpoints/final");
         assert_eq!(
-            gap_under(&model, &last, "visual."),
+            param_gap_under(&model, &last, "visual."),
             0.0,
             "{name}: the frozen tower moved"
         );
         assert!(
-            gap_under(&model, &last, "model.layers.") > 0.0,
+            param_gap_under(&model, &last, "model.layers.") > 0.0,
             "{name}: nothing trained"
         );
         let run = tmp.path().join("run-tower");
@@ -361,7 +341,7 @@ fn train_sft_on_rows_with_images() {
         );
         let last = run.join("checkpoints/final");
         assert!(
-            gap_under(&model, &last, "visual.") > 0.0,
+            param_gap_under(&model, &last, "visual.") > 0.0,
             "{name}: the tower did not train"
         );
     }

@@ -122,15 +122,24 @@ pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
 
 /// The largest parameter difference of two HF checkpoint directories of the same model.
 pub fn param_gap(a: &Path, b: &Path) -> f64 {
+    param_gap_under(a, b, "")
+}
+
+/// [`param_gap`] over the parameters whose names start with `prefix` (some must).
+pub fn param_gap_under(a: &Path, b: &Path, prefix: &str) -> f64 {
     use reinforge_torch::{Device, Policy};
     let (pa, pb) = (
         Policy::load(a, Device::Cpu).unwrap(),
         Policy::load(b, Device::Cpu).unwrap(),
     );
     let vb = pb.vs.variables();
-    pa.vs
+    let gaps: Vec<f64> = pa
+        .vs
         .variables()
         .iter()
+        .filter(|(k, _)| k.starts_with(prefix))
         .map(|(k, t)| (t - &vb[k]).abs().max().double_value(&[]))
-        .fold(0.0, f64::max)
+        .collect();
+    assert!(!gaps.is_empty(), "no parameter under {prefix:?}");
+    gaps.into_iter().fold(0.0, f64::max)
 }
