@@ -48,6 +48,9 @@ pub struct TrainConfig {
     /// Data-parallel runs: 1 shards the optimizer state over the ranks (ZeRO stage 1), 0
     /// keeps a full copy on every rank. A single process ignores it.
     pub zero_stage: u8,
+    /// A vision-language model's tower (`visual.*`) stays frozen (TRL's and verl's default);
+    /// `false` trains it too (full fine-tuning only; refused with LoRA and on text-only models).
+    pub vision_freeze: bool,
     /// Memory of the training passes (SFT, log-probs, the policy update):
     /// `max_tokens_per_microbatch` (verl's `ppo_max_token_len_per_gpu`: rows x longest row of
     /// one forward pass; 0 = one pass per mini-batch) and `gradient_checkpointing` (TRL's
@@ -271,6 +274,7 @@ impl Default for TrainConfig {
             threads: 1,
             max_nonfinite_steps: 5,
             zero_stage: 0,
+            vision_freeze: true,
             memory: Memory::recommended(),
             integrity: MonitorConfig::default(),
             logging: LoggingConfig::default(),

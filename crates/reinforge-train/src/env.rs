@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
+use reinforge_torch::model::images::Image;
 use reinforge_torch::SamplingParams;
 
 use crate::config::RlConfig;
@@ -40,6 +41,9 @@ pub struct Rollout {
     pub label: Option<&'static str>,
     /// What the reward-hacking monitor reads of it ([`crate::rl::integrity`]).
     pub audit: Audit,
+    /// The images the prompt's placeholders hold, in order (vision-language prompts; handles
+    /// on the environment's tensors, nothing copied).
+    pub images: Vec<Image>,
 }
 
 /// What the reward-hacking monitor reads of one scored completion.

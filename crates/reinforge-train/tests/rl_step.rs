@@ -49,6 +49,7 @@ fn drawn() -> Drawn {
         version: 0,
         score,
         label: None,
+        images: Vec::new(),
         audit: Default::default(),
     };
     let rollouts = vec![

@@ -411,3 +411,152 @@ fn train_sft_refuses_bad_image_rows_before_writing() {
         assert!(!run.exists(), "{case}: the run directory was created");
     }
 }
+
+/// The fixture's three prompts (two with images, one text only) as `train` rows.
+fn rl_rows(name: &str, e: &Value, dir: &Path) -> Vec<Value> {
+    (0..3)
+        .map(|row| {
+            let images = match row {
+                2 => vec![],
+                _ => row_images(name, e, row, dir),
+            };
+            json!({"prompt": e["messages"][row], "images": images})
+        })
+        .collect()
+}
+
+/// `train --model VL --data rows.jsonl` (a dataset RL run) with `extra` flags, its runs under
+/// `dir/runs`, rewarded by a format pattern that some completions of the random fixture match.
+fn train_rl(model: &Path, dir: &Path, name: &str, extra: &[&str]) -> std::process::Output {
+    let spec = dir.join("vowel.toml");
+    std::fs::write(
+        &spec,
+        "[components.vowel]\ntype = \"format\"\npattern = '[aeiou]'\n",
+    )
+    .unwrap();
+    let sets = [
+        format!("runs_dir={}", dir.join("runs").display()),
+        format!("name={name}"),
+        "rl.steps=2".into(),
+        "rl.prompts_per_step=3".into(),
+        "rl.num_generations=4".into(),
+        "rl.max_completion_length=4".into(),
+        "rl.recompute_old_logprobs=true".into(),
+        "rl.lr=1e-3".into(),
+    ];
+    let data = dir.join("rl.jsonl");
+    let mut args: Vec<String> = vec![
+        "train".into(),
+        "--model".into(),
+        model.display().to_string(),
+        "--data".into(),
+        data.display().to_string(),
+        "--reward".into(),
+        spec.display().to_string(),
+    ];
+    for s in sets {
+        args.extend(["--set".into(), s]);
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    reinforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// GRPO on rows with images: every step's sampler log-probs (drawn with the images) are the
+/// trainer's (recomputed with them), the language model trains and the frozen tower stays
+/// bit-identical.
+#[test]
+fn train_grpo_on_rows_with_images() {
+    for name in MODELS {
+        let e = expected(name);
+        let tmp = tempfile::tempdir().unwrap();
+        write_rows(&tmp.path().join("rl.jsonl"), &rl_rows(name, &e, tmp.path()));
+        let model = fixture(name);
+        let out = train_rl(&model, tmp.path(), "grpo", &[]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let run = tmp.path().join("runs/grpo");
+        let metrics = json_lines(&std::fs::read(run.join("metrics.jsonl")).unwrap());
+        assert_eq!(metrics.len(), 2, "{name}");
+        for m in &metrics {
+            let gap = m["rollout/logprob_gap_max_abs"].as_f64().unwrap();
+            eprintln!(
+                "{name}: step {} sampler-trainer max |diff| {gap:.2e}, reward std {}",
+                m["step"], m["reward/std"]
+            );
+            assert!(gap < 1e-4, "{name}: sampler and trainer differ by {gap}");
+        }
+        let last = run.join("checkpoints/final");
+        assert_eq!(
+            param_gap_under(&model, &last, "visual."),
+            0.0,
+            "{name}: the frozen tower moved"
+        );
+        assert!(
+            param_gap_under(&model, &last, "model.layers.") > 0.0,
+            "{name}: nothing trained"
+        );
+        let out = train_rl(
+            &model,
+            tmp.path(),
+            "tower",
+            &["--set", "vision_freeze=false"],
+        );
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let last = tmp.path().join("runs/tower/checkpoints/final");
+        assert!(
+            param_gap_under(&model, &last, "visual.") > 0.0,
+            "{name}: vision_freeze = false did not train the tower"
+        );
+    }
+}
+
+/// What a dataset RL run cannot do with images yet is refused by name before the first step:
+/// training the tower under LoRA, multi-turn tool episodes (naming the row), remote rollout
+/// engines and PPO's critic (naming the file).
+#[test]
+fn train_refuses_what_images_do_not_support_yet() {
+    let name = "qwen2_vl";
+    let e = expected(name);
+    let tmp = tempfile::tempdir().unwrap();
+    write_rows(&tmp.path().join("rl.jsonl"), &rl_rows(name, &e, tmp.path()));
+    let model = fixture(name);
+    let cases: [(&str, &[&str], &[&str]); 4] = [
+        (
+            "remote",
+            &["--set", "rollout.base_urls=[\"http://127.0.0.1:9\"]"],
+            &["rl.jsonl", "rollout.base_urls"],
+        ),
+        (
+            "lora_tower",
+            &["--lora-r", "4", "--set", "vision_freeze=false"],
+            &["vision_freeze", "LoRA"],
+        ),
+        (
+            "tools",
+            &["--tools", "calculator"],
+            &["rl.jsonl", "row 1", "--tools"],
+        ),
+        (
+            "gae",
+            &["--set", "rl.algorithm=ppo"],
+            &["rl.jsonl", "gae", "critic", "images"],
+        ),
+    ];
+    for (case, extra, needles) in cases {
+        let out = train_rl(&model, tmp.path(), case, extra);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        eprintln!("{case}: {}", stderr.trim().lines().last().unwrap_or(""));
+        assert!(!out.status.success(), "{case}: accepted");
+        assert!(!stderr.contains("panicked"), "{case}: {stderr}");
+        for n in needles {
+            assert!(stderr.contains(n), "{case}: {n:?} not in {stderr}");
+        }
+    }
+}

@@ -121,6 +121,7 @@ impl ArithEnv {
                 version: t.version,
                 score: ep.reward(),
                 label: ep.first_pattern.map(Pattern::name),
+                images: Vec::new(),
                 audit: Audit {
                     credited: Some(ep.solved_at.is_some()),
                     ..Audit::default()
@@ -226,6 +227,7 @@ fn score(
                     version,
                     score: verdict.reward(),
                     label: Some(pattern.name()),
+                    images: Vec::new(),
                     audit,
                 },
             }

@@ -71,6 +71,11 @@ pub fn run_with_env(cfg: &TrainConfig, run: &RunDir, env: ArithEnv) -> Result<Ou
     let device = resolve_device(&cfg.device, "config key `device`")?;
     reinforge_torch::precision::set_bf16(cfg.bf16)?;
     set_threads(cfg.threads);
+    if !cfg.vision_freeze {
+        anyhow::bail!(
+            "vision_freeze = false: the arithmetic task's model has no vision tower to train"
+        );
+    }
     check_model_fits(cfg, &env)?;
     let start = Start::open(run, Phase::Sft)?;
     // A state saved at SFT step 0 holds the initial weights, which Policy::new makes again.

@@ -12,6 +12,8 @@ use rand_chacha::ChaCha8Rng;
 use reinforge_hf::HfTokenizer;
 use reinforge_reward::{Reward, Sample};
 use reinforge_tasks::{read_records, DataColumns, PromptFormat, PromptRecord};
+use reinforge_torch::model::images::{Image, SharedImages};
+use reinforge_torch::sample::{generate_with_images, GenerateHooks};
 use reinforge_torch::{copy_aux_files, generate, LoraConfig, Policy};
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +76,8 @@ pub struct DataEnv<'a> {
     data: PathBuf,
     pub(super) records: Vec<PromptRecord>,
     pub(super) prompts: Vec<(String, Vec<i64>)>,
+    /// Each row's processed images (vision-language rows; empty for text rows).
+    images: SharedImages,
     pub(super) reward: Reward,
     /// Samples whose reward had a component past its deadline or crashed, since the last
     /// [`Environment::metrics`] (its `reward/timeouts`).
@@ -114,30 +118,36 @@ impl<'a> DataEnv<'a> {
                 .spec()
                 .needs_labels()
                 .then(|| run.answer_column.clone()),
-            images: None,
+            images: Some("images".into()),
         };
         let records = read_records(&run.data, &columns)?;
         if records.is_empty() {
             bail!("{}: no rows", run.data.display());
         }
+        let source = run.data.display().to_string();
         let style = PromptStyle {
             raw: run.raw,
             system: run.system.clone(),
         };
-        let prompts = records
+        let (prompts, images): (Vec<_>, Vec<_>) = records
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let p = model.encode_prompt(&r.prompt, &style)?;
+                let p = model.encode_with_images(&r.prompt, &r.images, &style, (&source, i + 1))?;
                 reinforge_train::trainer::check_positions(
-                    p.1.len(),
+                    p.ids.len(),
                     max_completion_length,
                     positions,
-                    &format!("the prompt of {} row {}", run.data.display(), i + 1),
+                    &format!("the prompt of {source} row {}", i + 1),
                 )?;
-                Ok(p)
+                Ok(((p.text, p.ids), p.images))
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
+        if run.tools.is_some() {
+            refuse_tools_with_images(&records, &source)?;
+        }
         let tools = match run.tools {
             None => None,
             Some(ToolKind::Calculator) => Some(ToolUse {
@@ -158,6 +168,7 @@ impl<'a> DataEnv<'a> {
             data: run.data.clone(),
             records,
             prompts,
+            images: SharedImages::new(images),
             reward,
             reward_failures: AtomicUsize::new(0),
         })
@@ -171,6 +182,11 @@ impl<'a> DataEnv<'a> {
     /// Whether the dataset has no prompt (never, once built: `new` refuses an empty one).
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
+    }
+
+    /// Whether some row has images.
+    pub fn has_images(&self) -> bool {
+        !self.images.is_text_only()
     }
 
     /// Ids that end a completion.
@@ -216,9 +232,14 @@ impl<'a> DataEnv<'a> {
     ) -> Result<Vec<Rollout>> {
         let ids = self.row_prompts(rows, g);
         let Some(tools) = &self.tools else {
-            let generated = engine.generate(&ids, params, seed)?;
+            let images = self.row_images(rows, g);
+            let generated = if images.iter().all(Vec::is_empty) {
+                engine.generate(&ids, params, seed)?
+            } else {
+                engine.generate_with_images(&ids, &images, params, seed)?
+            };
             let drawn = engine.drawn_rows(ids.len());
-            return self.score_rows(rows, g, ids, generated, drawn);
+            return self.score_rows(rows, g, (ids, images), generated, drawn);
         };
         let mut states: Vec<Conversation> = rows
             .iter()
@@ -272,6 +293,7 @@ impl<'a> DataEnv<'a> {
                 version: t.version,
                 score: s.total,
                 label: None,
+                images: Vec::new(),
             })
             .collect())
     }
@@ -289,6 +311,13 @@ impl<'a> DataEnv<'a> {
             .collect()
     }
 
+    /// The images of `g` samples of each of `rows` (handles on the same tensors).
+    fn row_images(&self, rows: &[usize], g: usize) -> Vec<Vec<Image>> {
+        rows.iter()
+            .flat_map(|&r| std::iter::repeat_n(self.images.row(r), g))
+            .collect()
+    }
+
     /// Scores the completions of `g` samples of each of `rows` by the reward spec; only the
     /// `drawn` ones: the others are another rank's placeholders, scored 0 without calling the
     /// reward (a reward model's forward pass is not free).
@@ -296,7 +325,7 @@ impl<'a> DataEnv<'a> {
         &self,
         rows: &[usize],
         g: usize,
-        ids: Vec<Vec<i64>>,
+        (ids, images): (Vec<Vec<i64>>, Vec<Vec<Image>>),
         generated: Generated,
         drawn: std::ops::Range<usize>,
     ) -> Result<Vec<Rollout>> {
@@ -335,8 +364,9 @@ impl<'a> DataEnv<'a> {
             .into_iter()
             .zip(totals)
             .zip(audits)
+            .zip(images)
             .enumerate()
-            .map(|(i, ((c, total), audit))| Rollout {
+            .map(|(i, (((c, total), audit), images))| Rollout {
                 audit,
                 prompt: ids[i].clone(),
                 tokens: c.tokens,
@@ -347,6 +377,7 @@ impl<'a> DataEnv<'a> {
                 version,
                 score: total,
                 label: None,
+                images,
             })
             .collect())
     }
@@ -376,6 +407,39 @@ impl Engine for Unseeded<'_> {
             version: 0,
         })
     }
+
+    fn generate_with_images(
+        &self,
+        prompts: &[Vec<i64>],
+        images: &[Vec<Image>],
+        params: &reinforge_torch::SamplingParams,
+        _seed: u64,
+    ) -> Result<Generated> {
+        let completions = generate_with_images(
+            &self.policy.model,
+            prompts,
+            images,
+            params,
+            (self.pad_id, self.policy.device()),
+            &mut GenerateHooks::default(),
+        )?;
+        Ok(Generated {
+            completions,
+            version: 0,
+        })
+    }
+}
+
+/// Multi-turn episodes re-render the conversation each turn, and tool replies carry no images:
+/// rows with images are refused with `--tools` (the first such row named).
+fn refuse_tools_with_images(records: &[PromptRecord], source: &str) -> Result<()> {
+    if let Some(i) = records.iter().position(|r| !r.images.is_empty()) {
+        bail!(
+            "{source}: row {}: has images, but --tools episodes take text prompts only so far (train it single-turn: drop --tools)",
+            i + 1
+        );
+    }
+    Ok(())
 }
 
 /// Completion text for the reward: special tokens (the stop token) dropped; ids the

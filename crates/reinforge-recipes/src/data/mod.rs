@@ -44,6 +44,24 @@ pub fn is_data_run(run: &RunDir) -> bool {
     run.path(DATA_RUN_FILE).exists()
 }
 
+/// What a run on rows with images cannot do yet, refused before the first step: rollouts on
+/// remote engines (they are sent token ids, not images) and PPO's critic (text only).
+fn refuse_with_images(cfg: &TrainConfig, data: &Path) -> Result<()> {
+    if !cfg.rollout.base_urls.is_empty() {
+        bail!(
+            "{}: rows with images are sampled in the trainer's process only so far; drop rollout.base_urls",
+            data.display()
+        );
+    }
+    if cfg.grpo.advantage_estimator == reinforge_train::config::GAE {
+        bail!(
+            "{}: rows with images: rl.advantage_estimator = \"gae\" (PPO's critic) reads text only so far; use an outcome estimator (grpo, rloo, reinforce_plus_plus, ...)",
+            data.display()
+        );
+    }
+    Ok(())
+}
+
 /// Runs (or, when `checkpoints/latest` exists, continues) `rl.steps` policy iterations of
 /// `cfg.grpo` on the data through the trainer, writing metrics and HF-layout checkpoints with
 /// the source's tokenizer files (`checkpoints/latest` every `rl.checkpoint_every` steps, on
@@ -79,6 +97,7 @@ pub fn run(
         .then(|| model.policy.frozen_copy())
         .transpose()?;
     start.prepare_policy(&mut model.policy, data.lora.as_ref(), cfg.seed)?;
+    crate::offline::set_vision_training(&model.policy, cfg.vision_freeze, data.lora.is_some())?;
     let Start {
         latest,
         state,
@@ -86,6 +105,9 @@ pub fn run(
     } = start;
     let reward = build_reward(data, scorers)?;
     let env = DataEnv::new(&model, data, reward, cfg.grpo.max_completion_length)?;
+    if env.has_images() {
+        refuse_with_images(cfg, &data.data)?;
+    }
     eprintln!("{} prompts from {}", env.len(), data.data.display());
     if let Some(d) = &dp {
         reinforge_torch::dist::broadcast_parameters(&d.pg, &model.policy.vs)?;

@@ -118,7 +118,7 @@ pub fn update<'t>(t: &'t mut Trainer, o: &OfflineOptions) -> Update<'t> {
 }
 
 /// Unfreezes `policy`'s vision tower unless `freeze` (a loaded tower starts frozen).
-fn set_vision_training(policy: &Policy, freeze: bool, lora: bool) -> Result<()> {
+pub fn set_vision_training(policy: &Policy, freeze: bool, lora: bool) -> Result<()> {
     check_vision_training(policy, freeze, lora)?;
     if !freeze {
         policy.set_vision_trainable(true);

@@ -91,7 +91,7 @@ pub(super) fn to_record(
         None if prompt.image_count() > 0 => {
             return Err(err(
                 &columns.prompt,
-                "has {\"type\": \"image\"} parts, but only `reinforge score`, `reinforge generate` and `reinforge train-sft` read images so far (docs/multimodal.md)".to_string(),
+                "has {\"type\": \"image\"} parts, but only `reinforge score`, `reinforge generate`, `reinforge train-sft` and `reinforge train --data` read images so far (docs/multimodal.md)".to_string(),
             ))
         }
         None => Vec::new(),

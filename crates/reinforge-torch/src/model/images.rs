@@ -30,6 +30,32 @@ impl Clone for Image {
     }
 }
 
+/// Each row's processed images, read by several threads (an environment's prompt images, drawn
+/// by the generator thread while the trainer steps). tch marks every tensor `!Sync` because
+/// it cannot know one is read-only; these are never written after construction, and only
+/// handed out as new handles.
+pub struct SharedImages(Vec<Vec<Image>>);
+
+// SAFETY: the tensors are only read (`row` makes new handles; libtorch's reference counts are
+// atomic), never written after `new`; tch tensors are themselves `Send`.
+unsafe impl Sync for SharedImages {}
+
+impl SharedImages {
+    pub fn new(rows: Vec<Vec<Image>>) -> Self {
+        Self(rows)
+    }
+
+    /// Handles on row `i`'s images (nothing copied).
+    pub fn row(&self, i: usize) -> Vec<Image> {
+        self.0[i].clone()
+    }
+
+    /// Whether no row has an image.
+    pub fn is_text_only(&self) -> bool {
+        self.0.iter().all(Vec::is_empty)
+    }
+}
+
 /// Images for [`crate::model::transformer::ForwardInput::images`]. Build with
 /// [`VisionBatch::new`] (or [`Self::new`] from a layout of one's own).
 #[derive(Debug)]

@@ -364,6 +364,9 @@ fn decode(
     }
     let new = params.max_new_tokens;
     let mut state = Running::prefill(model, prompts, images, pad_id, device, new)?;
+    // With images, the placeholder is never sampled: a completion cannot hold an image, and
+    // transformers refuses a sequence whose placeholders outnumber its images.
+    let banned = images.and(model.config().image_token_id);
     let mut out: Vec<Completion> = prompts.iter().map(|_| empty_completion()).collect();
     // New tokens allowed per completion (admitted rows bring their own).
     let mut limit: Vec<usize> = vec![params.max_new_tokens; prompts.len()];
@@ -376,7 +379,12 @@ fn decode(
             let steps: Vec<usize> = rows.iter().map(|&i| out[i].tokens.len()).collect();
             r.uniforms(&rows, &steps, logits.size()[1] as usize, device)
         });
-        let draw = pick_tokens(&logits, params, noise.as_ref(), hooks.top_logprobs > 0);
+        let pick = Pick {
+            uniforms: noise.as_ref(),
+            all: hooks.top_logprobs > 0,
+            banned,
+        };
+        let draw = pick_tokens(&logits, params, pick);
         let tokens = Vec::<i64>::try_from(&draw.tokens).expect("int64 tokens");
         let logps = Vec::<f32>::try_from(&draw.logp).expect("float log-probs");
         let entropies = Vec::<f32>::try_from(&draw.entropy).expect("float entropies");
@@ -482,16 +490,27 @@ fn top_alternatives(logp_all: &Tensor, k: usize) -> Vec<Vec<(i64, f32)>> {
         .collect()
 }
 
+/// How [`pick_tokens`] draws besides the sampling parameters.
+struct Pick<'a> {
+    /// Per-row noise `[B, V]` ([`RowRng`]); `None`: torch's generator.
+    uniforms: Option<&'a Tensor>,
+    /// Also the log-probs of the whole vocabulary.
+    all: bool,
+    /// A token never drawn (as top-k's cut tokens, it still counts in the log-probs: the
+    /// trainer's are of the full distribution).
+    banned: Option<i64>,
+}
+
 /// Draws one token per row from `logits` `[B, V]` (greedy when the temperature is 0): a
 /// multinomial draw from torch's generator, or with `uniforms` (`[B, V]`, from [`RowRng`]) the
 /// Gumbel-max draw `argmax(logits − ln(−ln u))` over the same filtered distribution. With
 /// `all`, the log-probs of the whole vocabulary come too.
-fn pick_tokens(
-    logits: &Tensor,
-    params: &SamplingParams,
-    uniforms: Option<&Tensor>,
-    all: bool,
-) -> Draw {
+fn pick_tokens(logits: &Tensor, params: &SamplingParams, pick: Pick) -> Draw {
+    let Pick {
+        uniforms,
+        all,
+        banned,
+    } = pick;
     let greedy = params.temperature <= 0.0;
     let scaled = if greedy || params.temperature == 1.0 {
         logits.shallow_clone()
@@ -499,10 +518,20 @@ fn pick_tokens(
         logits / params.temperature
     };
     let stats = LogitStats::of(&scaled);
-    let token = if greedy {
+    let pickable = match banned {
+        Some(t) => scaled.index_fill(
+            1,
+            &Tensor::from_slice(&[t]).to_device(scaled.device()),
+            f64::NEG_INFINITY,
+        ),
+        None => scaled.shallow_clone(),
+    };
+    let token = if greedy && banned.is_some() {
+        pickable.argmax(-1, true)
+    } else if greedy {
         stats.argmax
     } else {
-        let filtered = filter_top_k_top_p(&scaled, params.top_k, params.top_p);
+        let filtered = filter_top_k_top_p(&pickable, params.top_k, params.top_p);
         match uniforms {
             Some(u) => (filtered - u.log().neg().log()).argmax(-1, true),
             None => crate::runtime::with_generator(|| {

@@ -154,6 +154,7 @@ mod tests {
             version: 0,
             score: f64::from(u8::from(correct)),
             label: None,
+            images: Vec::new(),
             audit: Default::default(),
         }
     }

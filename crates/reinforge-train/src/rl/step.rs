@@ -46,7 +46,7 @@ pub fn step(
         reference: t.reference.as_ref(),
         critic: t.critic.as_ref().filter(|_| critic).map(|c| &c.critic),
     };
-    let mut packed = rl::pack(models, &rollout_refs(&shard.rollouts), &s.pack);
+    let mut packed = rl::pack(models, &rollout_refs(&shard.rollouts), &s.pack)?;
     reinforge_torch::heap::phase_boundary("log-prob passes");
     let (advantages, scores) = advantage::estimate(&shard, &packed, s)?;
     let (orders, critic_orders) = orders(s, step, shard.rewards.len());
@@ -113,6 +113,7 @@ fn rollout_refs(rollouts: &[Rollout]) -> Vec<RolloutRef<'_>> {
             logprobs: &r.logprobs,
             truncated: r.truncated,
             trained: r.trained.as_deref(),
+            images: &r.images,
         })
         .collect()
 }

@@ -4,10 +4,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::Result;
+use reinforge_torch::model::images::Image;
 use reinforge_torch::model::transformer::Transformer;
-use reinforge_torch::sample::{empty_completion, generate_with, Completion, GenerateHooks, RowRng};
+use reinforge_torch::sample::{
+    empty_completion, generate_with, generate_with_images, Completion, GenerateHooks, RowRng,
+};
 use reinforge_torch::Device;
-use reinforge_torch::{generate, Policy, SamplingParams, SharedPolicy};
+use reinforge_torch::{Policy, SamplingParams, SharedPolicy};
 
 use super::{wait_until, Engine, Generated};
 use crate::seeds::seed_torch;
@@ -40,42 +43,17 @@ impl Engine for LocalEngine<'_> {
         params: &SamplingParams,
         seed: u64,
     ) -> Result<Generated> {
-        let model = (&self.policy.model, self.policy.device());
-        if !self.draw.per_row {
-            return Ok(sample(
-                model,
-                prompts,
-                params,
-                (self.pad_id, seed),
-                self.version,
-            ));
-        }
-        let rows = self.draw.rows.clone().unwrap_or(0..prompts.len());
-        let rows = rows.start.min(prompts.len())..rows.end.min(prompts.len());
-        let mut hooks = GenerateHooks {
-            row_rng: Some(RowRng {
-                seed,
-                row_offset: rows.start,
-            }),
-            ..GenerateHooks::default()
-        };
-        let mine = generate_with(
-            model.0,
-            &prompts[rows.clone()],
-            params,
-            self.pad_id,
-            model.1,
-            &mut hooks,
-        );
-        let mut completions: Vec<Completion> =
-            (0..prompts.len()).map(|_| empty_completion()).collect();
-        for (slot, c) in completions[rows].iter_mut().zip(mine) {
-            *slot = c;
-        }
-        Ok(Generated {
-            completions,
-            version: self.version,
-        })
+        self.draw_rows(prompts, None, params, seed)
+    }
+
+    fn generate_with_images(
+        &self,
+        prompts: &[Vec<i64>],
+        images: &[Vec<Image>],
+        params: &SamplingParams,
+        seed: u64,
+    ) -> Result<Generated> {
+        self.draw_rows(prompts, Some(images), params, seed)
     }
 
     fn drawn_rows(&self, n: usize) -> std::ops::Range<usize> {
@@ -86,19 +64,86 @@ impl Engine for LocalEngine<'_> {
     }
 }
 
+impl LocalEngine<'_> {
+    /// The batch as [`RowDraw`] says: torch's generator seeded with `seed`, or per-row noise
+    /// on this engine's rows only (the others come back empty).
+    fn draw_rows(
+        &self,
+        prompts: &[Vec<i64>],
+        images: Option<&[Vec<Image>]>,
+        params: &SamplingParams,
+        seed: u64,
+    ) -> Result<Generated> {
+        let model = (&self.policy.model, self.policy.device());
+        if !self.draw.per_row {
+            return sample(
+                model,
+                (prompts, images),
+                params,
+                (self.pad_id, seed),
+                self.version,
+            );
+        }
+        let rows = self.draw.rows.clone().unwrap_or(0..prompts.len());
+        let rows = rows.start.min(prompts.len())..rows.end.min(prompts.len());
+        let mut hooks = GenerateHooks {
+            row_rng: Some(RowRng {
+                seed,
+                row_offset: rows.start,
+            }),
+            ..GenerateHooks::default()
+        };
+        let images = images.map(|i| &i[rows.clone()]);
+        let mine = decode_rows(
+            model,
+            (&prompts[rows.clone()], images),
+            params,
+            self.pad_id,
+            &mut hooks,
+        )?;
+        let mut completions: Vec<Completion> =
+            (0..prompts.len()).map(|_| empty_completion()).collect();
+        for (slot, c) in completions[rows].iter_mut().zip(mine) {
+            *slot = c;
+        }
+        Ok(Generated {
+            completions,
+            version: self.version,
+        })
+    }
+}
+
+/// Samples `prompts` on `model`: text, or (a vision-language model) with `images[i]` in
+/// prompt `i`'s placeholders.
+fn decode_rows(
+    (model, device): (&Transformer, Device),
+    (prompts, images): (&[Vec<i64>], Option<&[Vec<Image>]>),
+    params: &SamplingParams,
+    pad_id: i64,
+    hooks: &mut GenerateHooks,
+) -> Result<Vec<Completion>> {
+    match images {
+        None => Ok(generate_with(model, prompts, params, pad_id, device, hooks)),
+        Some(images) => {
+            generate_with_images(model, prompts, images, params, (pad_id, device), hooks)
+        }
+    }
+}
+
 /// Seeds torch with `seed` and samples on `model`, labelled with weight `version`.
 fn sample(
-    (model, device): (&Transformer, Device),
-    prompts: &[Vec<i64>],
+    model: (&Transformer, Device),
+    prompts: (&[Vec<i64>], Option<&[Vec<Image>]>),
     params: &SamplingParams,
     (pad_id, seed): (i64, u64),
     version: u64,
-) -> Generated {
+) -> Result<Generated> {
     seed_torch(seed);
-    Generated {
-        completions: generate(model, prompts, params, pad_id, device),
+    let mut hooks = GenerateHooks::default();
+    Ok(Generated {
+        completions: decode_rows(model, prompts, params, pad_id, &mut hooks)?,
         version,
-    }
+    })
 }
 
 /// One frozen copy of the policy, for a generator thread.
@@ -115,14 +160,37 @@ impl Engine for Pinned {
         params: &SamplingParams,
         seed: u64,
     ) -> Result<Generated> {
+        self.draw_rows(prompts, None, params, seed)
+    }
+
+    fn generate_with_images(
+        &self,
+        prompts: &[Vec<i64>],
+        images: &[Vec<Image>],
+        params: &SamplingParams,
+        seed: u64,
+    ) -> Result<Generated> {
+        self.draw_rows(prompts, Some(images), params, seed)
+    }
+}
+
+impl Pinned {
+    /// Seeds torch with `seed` and samples on this copy.
+    fn draw_rows(
+        &self,
+        prompts: &[Vec<i64>],
+        images: Option<&[Vec<Image>]>,
+        params: &SamplingParams,
+        seed: u64,
+    ) -> Result<Generated> {
         let model = (self.policy.model(), self.policy.device());
-        Ok(sample(
+        sample(
             model,
-            prompts,
+            (prompts, images),
             params,
             (self.pad_id, seed),
             self.version,
-        ))
+        )
     }
 }
 

@@ -18,6 +18,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use reinforge_torch::model::images::Image;
 use reinforge_torch::{Completion, SamplingParams};
 
 /// Completions and the weight version that generated them (the trainer's RL step count
@@ -38,6 +39,24 @@ pub trait Engine {
         params: &SamplingParams,
         seed: u64,
     ) -> Result<Generated>;
+
+    /// [`Self::generate`] for a vision-language policy: `images[i]` are the images prompt
+    /// `i`'s placeholders hold, in order. Engines that cannot take images refuse by name.
+    fn generate_with_images(
+        &self,
+        prompts: &[Vec<i64>],
+        images: &[Vec<Image>],
+        params: &SamplingParams,
+        seed: u64,
+    ) -> Result<Generated> {
+        let _ = (prompts, images, params, seed);
+        bail!("{} does not take images (rollouts with images are generated in the trainer's process: drop the remote rollout engines)", self.name())
+    }
+
+    /// What the engine is, for errors.
+    fn name(&self) -> String {
+        "this rollout engine".into()
+    }
 
     /// The rows of an `n`-row batch this engine really samples; the others come back as
     /// empty placeholders (a data-parallel rank samples only its share). Callers skip scoring

@@ -201,6 +201,10 @@ impl RemoteEngines {
 }
 
 impl Engine for RemoteEngines {
+    fn name(&self) -> String {
+        format!("the OpenAI-API rollout engines ({})", self.urls.join(", "))
+    }
+
     fn generate(
         &self,
         prompts: &[Vec<i64>],

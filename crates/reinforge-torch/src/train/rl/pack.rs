@@ -4,9 +4,11 @@
 //! reference KL of its reward). The trainer hands token ids and sampler log-probs in and gets
 //! plain numbers back, so it never touches a tensor.
 
+use anyhow::{Context, Result};
 use tch::{Kind, Tensor};
 
 use crate::model::batch::SequenceBatch;
+use crate::model::images::Image;
 use crate::model::logprobs::{token_logprobs_in_microbatches, Entropy};
 use crate::model::memory::Memory;
 use crate::model::policy::Policy;
@@ -31,6 +33,8 @@ pub struct RolloutRef<'a> {
     /// multi-turn environment's replies and tool results): only those are trained on.
     /// `None`: all of them.
     pub trained: Option<&'a [bool]>,
+    /// The images the prompt's placeholders hold, in order (vision-language rollouts).
+    pub images: &'a [Image],
 }
 
 /// What packing computes besides the sequences.
@@ -179,9 +183,10 @@ pub struct Packed {
 /// update need, once: reference log-probs, the trainer's old log-probs with
 /// `recompute_old_logprobs`, the TIS weights and the keep mask (truncated completions,
 /// rejected tokens), the critic's values and the reference KL of PPO's reward.
-pub fn pack(models: PackModels, rollouts: &[RolloutRef], opts: &PackOptions) -> Packed {
+/// Errors name a rollout whose prompt placeholders do not match its images.
+pub fn pack(models: PackModels, rollouts: &[RolloutRef], opts: &PackOptions) -> Result<Packed> {
     super::count_call();
-    let mut packed = pack_batch(models.policy, models.reference, rollouts, opts);
+    let mut packed = pack_batch(models.policy, models.reference, rollouts, opts)?;
     if let Some(critic) = models.critic {
         let values = {
             let _guard = tch::no_grad_guard();
@@ -193,7 +198,7 @@ pub fn pack(models: PackModels, rollouts: &[RolloutRef], opts: &PackOptions) -> 
         let kl = kl_penalty(&packed.batch.old_logp, reference, estimator);
         packed.reference_kl = Some(packed.completion_rows(&kl));
     }
-    packed
+    Ok(packed)
 }
 
 /// The batch, the reference and trainer log-probs, TIS weights and keep mask.
@@ -202,8 +207,8 @@ fn pack_batch(
     reference: Option<&Policy>,
     rollouts: &[RolloutRef],
     opts: &PackOptions,
-) -> Packed {
-    let seqs = sequences(rollouts, opts.pad_id, policy.device());
+) -> Result<Packed> {
+    let seqs = sequences(rollouts, opts.pad_id, policy)?;
     let logprobs: Vec<Vec<f32>> = rollouts.iter().map(|r| r.logprobs.to_vec()).collect();
     let rollout_logp = seqs.completion_values(&logprobs);
     let forward = |p: &Policy, entropy: Entropy| {
@@ -224,21 +229,28 @@ fn pack_batch(
     let mut batch = RolloutBatch::new(seqs, old_logp, ref_logp, vec![0.0; rollouts.len()]);
     batch.is_weights = is_weights;
     batch.keep = keep;
-    Packed {
+    Ok(Packed {
         batch,
         gap,
         values: None,
         reference_kl: None,
         prompt_lens: rollouts.iter().map(|r| r.prompt.len()).collect(),
         completion_lens: rollouts.iter().map(|r| r.completion.len()).collect(),
-    }
+    })
 }
 
-/// `prompt ++ completion` rows; tokens the environment produced leave the loss mask.
-fn sequences(rollouts: &[RolloutRef], pad_id: i64, device: tch::Device) -> SequenceBatch {
+/// `prompt ++ completion` rows on `policy`'s device, with the prompts' images when any has
+/// some; tokens the environment produced leave the loss mask.
+fn sequences(rollouts: &[RolloutRef], pad_id: i64, policy: &Policy) -> Result<SequenceBatch> {
     let prompts: Vec<&[i64]> = rollouts.iter().map(|r| r.prompt).collect();
     let completions: Vec<&[i64]> = rollouts.iter().map(|r| r.completion).collect();
-    let mut seqs = SequenceBatch::new(&prompts, &completions, pad_id, device);
+    let mut seqs = SequenceBatch::new(&prompts, &completions, pad_id, policy.device());
+    if rollouts.iter().any(|r| !r.images.is_empty()) {
+        let images = rollouts.iter().map(|r| r.images.to_vec()).collect();
+        seqs = seqs
+            .with_images(policy.model.config(), images)
+            .context("the rollouts' images")?;
+    }
     if rollouts.iter().any(|r| r.trained.is_some()) {
         let trained: Vec<Vec<f32>> = rollouts
             .iter()
@@ -249,7 +261,7 @@ fn sequences(rollouts: &[RolloutRef], pad_id: i64, device: tch::Device) -> Seque
             .collect();
         seqs.loss_mask = &seqs.loss_mask * seqs.completion_values(&trained);
     }
-    seqs
+    Ok(seqs)
 }
 
 /// TIS weights, and the keep mask of TIS's rejections and truncated completions.
@@ -412,12 +424,13 @@ mod tests {
             logprobs: &[-0.5, 0.0, 0.0, -1.0],
             truncated: false,
             trained: Some(&trained),
+            images: &[],
         }];
         let o = PackOptions {
             measure_gap: true,
             ..opts()
         };
-        let p = pack(alone(&policy), &rows, &o);
+        let p = pack(alone(&policy), &rows, &o).unwrap();
         assert_eq!(
             p.completion_rows(&p.batch.seqs.loss_mask),
             vec![vec![1.0, 0.0, 0.0, 1.0]]
@@ -428,7 +441,7 @@ mod tests {
             recompute_old_logprobs: true,
             ..opts()
         };
-        let q = pack(alone(&policy), &rows, &o2);
+        let q = pack(alone(&policy), &rows, &o2).unwrap();
         let trainer = q.completion_rows(&q.batch.old_logp);
         let want = ((-0.5 - trainer[0][0]).abs() + (-1.0 - trainer[0][3]).abs()) / 2.0;
         let gap = p.gap.expect("measured");
@@ -450,6 +463,7 @@ mod tests {
                 logprobs: &[-0.5, -1.0, -1.5],
                 truncated: false,
                 trained: None,
+                images: &[],
             },
             RolloutRef {
                 prompt: &[1, 6, 7],
@@ -457,13 +471,14 @@ mod tests {
                 logprobs: &[-2.0],
                 truncated: true,
                 trained: None,
+                images: &[],
             },
         ];
         let o = PackOptions {
             reference_kl: Some("k3".parse().unwrap()),
             ..opts()
         };
-        let mut p = pack(alone(&policy), &rows, &o);
+        let mut p = pack(alone(&policy), &rows, &o).unwrap();
         assert_eq!(p.len(), 2);
         // The sampler's log-probs come back at their completion tokens.
         assert_eq!(
