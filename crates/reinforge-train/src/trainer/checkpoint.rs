@@ -1,10 +1,10 @@
 //! The one checkpoint writer: policy (HF layout), optimizer, critic, trainer state and the
-//! environment's files, written into a temporary directory that is then renamed over the old
-//! checkpoint, so a crash never leaves half a checkpoint under the name.
+//! environment's files, written into a temporary directory that replaces the old checkpoint
+//! only once complete, so a crash at any point leaves one to resume from.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use reinforge_torch::train::optim::Moments;
 use reinforge_torch::{AdamW, Policy};
 
@@ -35,13 +35,17 @@ pub struct Contents<'a> {
     pub gathered: Option<&'a Moments>,
 }
 
-/// Writes `checkpoints/<tag>` of `run` atomically; returns its path.
+/// Writes `checkpoints/<tag>` of `run` so that a crash (a SIGKILL included) at any point leaves
+/// a complete checkpoint to resume from ([`newest_complete`] finds it); returns its path.
+/// The steps, as HF Trainer and PyTorch DCP keep the previous checkpoint until the new one is
+/// whole: everything is written into `.<tag>.tmp`, the trainer state last (its presence marks
+/// a complete directory), and synced to disk; the old `<tag>` is renamed to `.<tag>.old`, the
+/// new one renamed in, the directory synced; only then is the old one removed.
 pub fn save(run: &RunDir, tag: &str, c: &Contents) -> Result<PathBuf> {
     let dir = run.checkpoint(tag);
-    let tmp = run.checkpoint(&format!(".{tag}.tmp"));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
-    }
+    let tmp = run.checkpoint(&temporary(tag));
+    let old = run.checkpoint(&previous(tag));
+    remove_if_present(&tmp)?;
     match c.model_writer {
         Some(write) => write(&tmp)?,
         None => c.policy.save(&tmp)?,
@@ -53,11 +57,91 @@ pub fn save(run: &RunDir, tag: &str, c: &Contents) -> Result<PathBuf> {
     if let Some(critic) = c.critic {
         critic.save(&tmp, c.opt.is_some())?;
     }
+    sync_tree(&tmp)?;
     write_json(&tmp.join(STATE_FILE), c.state)?;
+    sync_tree(&tmp)?;
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        remove_if_present(&old)?;
+        rename(&dir, &old)?;
     }
-    std::fs::rename(&tmp, &dir)
-        .with_context(|| format!("moving checkpoint {} into {}", tmp.display(), dir.display()))?;
+    rename(&tmp, &dir)?;
+    sync_dir(&run.root.join("checkpoints"))?;
+    remove_if_present(&old)?;
     Ok(dir)
+}
+
+/// The directory a save of `tag` writes before it is complete.
+fn temporary(tag: &str) -> String {
+    format!(".{tag}.tmp")
+}
+
+/// Where a save of `tag` keeps the previous checkpoint until the new one is in place.
+fn previous(tag: &str) -> String {
+    format!(".{tag}.old")
+}
+
+/// The newest complete checkpoint of `tag` (one with its trainer state), or `None` when there
+/// is none. A save killed after its new directory was complete leaves `.<tag>.tmp` whole (it
+/// is then the newest); one killed between its renames leaves `.<tag>.old` as the only
+/// other. Reads only (the ranks of a data-parallel job open the run together); the next save
+/// clears what is left over. A `<tag>` without its state and nothing to fall back on is an
+/// error, never a silent start from scratch.
+pub fn newest_complete(run: &RunDir, tag: &str) -> Result<Option<PathBuf>> {
+    let dir = run.checkpoint(tag);
+    let candidates = [
+        run.checkpoint(&temporary(tag)),
+        dir.clone(),
+        run.checkpoint(&previous(tag)),
+    ];
+    let found = candidates
+        .into_iter()
+        .find(|d| d.join(STATE_FILE).is_file());
+    match &found {
+        None if dir.exists() => bail!(
+            "{} has no {STATE_FILE}: the checkpoint is incomplete and no earlier one is left; remove {} to start the run over",
+            dir.display(),
+            run.root.display()
+        ),
+        Some(f) if *f != dir => eprintln!(
+            "note: the process stopped while saving {}; resuming from the newest complete checkpoint, {}",
+            dir.display(),
+            f.display()
+        ),
+        _ => {}
+    }
+    Ok(found)
+}
+
+fn rename(from: &Path, to: &Path) -> Result<()> {
+    std::fs::rename(from, to)
+        .with_context(|| format!("moving checkpoint {} to {}", from.display(), to.display()))
+}
+
+fn remove_if_present(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Flushes every file under `dir` and the directories themselves to disk, so a rename after it
+/// never publishes data still in the page cache (a power loss would otherwise leave empty files).
+fn sync_tree(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            sync_tree(&path)?;
+        } else {
+            std::fs::File::open(&path)
+                .and_then(|f| f.sync_all())
+                .with_context(|| format!("syncing {}", path.display()))?;
+        }
+    }
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
 }

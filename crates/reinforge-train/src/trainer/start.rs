@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use reinforge_torch::{LoraConfig, Policy};
 
-use super::checkpoint::STATE_FILE;
+use super::checkpoint::{newest_complete, STATE_FILE};
 use super::{Phase, TrainerState};
 use crate::run_dir::{read_json, RunDir};
 
@@ -24,20 +24,24 @@ pub struct Start {
 }
 
 impl Start {
-    /// Opens `run` whose training begins with `first`.
+    /// Opens `run` whose training begins with `first`: from the newest complete `latest`
+    /// checkpoint ([`newest_complete`]: a save the process died in leaves the previous one, or
+    /// its finished new one). A run that logged steps but has no checkpoint is refused: it
+    /// would start over and its metrics would no longer describe its weights.
     pub fn open(run: &RunDir, first: Phase) -> Result<Self> {
-        let latest = run.checkpoint("latest");
-        let file = latest.join(STATE_FILE);
-        let resumed = file.exists();
-        let state = if resumed {
-            read_json::<TrainerState>(&file)?
-        } else {
-            TrainerState::start(first)
+        let Some(latest) = newest_complete(run, "latest")? else {
+            refuse_metrics_without_checkpoint(run)?;
+            return Ok(Self {
+                latest: run.checkpoint("latest"),
+                state: TrainerState::start(first),
+                resumed: false,
+            });
         };
+        let state = read_json::<TrainerState>(&latest.join(STATE_FILE))?;
         Ok(Self {
             latest,
             state,
-            resumed,
+            resumed: true,
         })
     }
 
@@ -73,6 +77,25 @@ impl Start {
         }
         Ok(())
     }
+}
+
+/// The metrics files a run's phases write (`Trainer::run_phase`'s plans).
+const METRICS_FILES: [&str; 2] = ["metrics.jsonl", "sft_metrics.jsonl"];
+
+/// An error when `run` has logged steps (a non-empty metrics file) but holds no checkpoint.
+fn refuse_metrics_without_checkpoint(run: &RunDir) -> Result<()> {
+    for name in METRICS_FILES {
+        let path = run.path(name);
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
+            bail!(
+                "{} records steps but {} holds no complete checkpoint (the run stopped before its first one; rl.checkpoint_every sets how often they are saved): remove {} to start over",
+                path.display(),
+                run.root.join("checkpoints").display(),
+                run.root.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Writes `checkpoints/final-adapter`: the LoRA adapter of `policy` alone, in PEFT's layout,
