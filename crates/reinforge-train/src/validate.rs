@@ -80,8 +80,10 @@ impl TrainConfig {
         Ok(())
     }
 
-    /// Counts for which 0 means nothing.
+    /// Counts for which 0 means nothing, and upper bounds on every count: far above any real
+    /// run, low enough that no product of them overflows or asks for an impossible allocation.
     fn validate_counts(&self) -> Result<()> {
+        self.validate_count_bounds()?;
         let at_least_one = [
             ("sft.batch_size", self.sft.batch_size),
             ("rl.prompts_per_step", self.grpo.prompts_per_step),
@@ -99,6 +101,73 @@ impl TrainConfig {
         for (key, v) in at_least_one {
             if v == 0 {
                 bail!("{key} must be at least 1, got 0");
+            }
+        }
+        Ok(())
+    }
+
+    /// Every count at most [`MAX_COUNT`] (threads at most [`MAX_THREADS`]), and the rollouts
+    /// and tokens of one step within the same bound.
+    fn validate_count_bounds(&self) -> Result<()> {
+        let (s, g, p, e, i) = (&self.sft, &self.grpo, &self.ppo, &self.eval, &self.integrity);
+        let counts = [
+            ("max_nonfinite_steps", self.max_nonfinite_steps),
+            ("memory.max_tokens_per_microbatch", self.memory.max_tokens_per_microbatch),
+            ("task.attempts", self.task.attempts),
+            ("sft.steps", s.steps),
+            ("sft.batch_size", s.batch_size),
+            ("sft.warmup_steps", s.warmup_steps),
+            ("sft.checkpoint_every", s.checkpoint_every),
+            ("rl.steps", g.steps),
+            ("rl.checkpoint_every", g.checkpoint_every),
+            ("rl.prompts_per_step", g.prompts_per_step),
+            ("rl.num_generations", g.num_generations),
+            ("rl.max_completion_length", g.max_completion_length),
+            ("rl.max_draws", g.max_draws),
+            ("rl.overlong_buffer_len", g.overlong_buffer_len),
+            ("rl.ppo_epochs", g.ppo_epochs),
+            ("rl.mini_batches", g.mini_batches),
+            ("ppo.critic_warmup", p.critic_warmup),
+            ("ppo.critic_epochs", p.critic_epochs),
+            ("ppo.critic_mini_batches", p.critic_mini_batches),
+            ("rollout.retries", self.rollout.retries),
+            ("rollout.max_staleness", self.rollout.max_staleness),
+            ("eval.problems", e.problems),
+            ("eval.samples", e.samples),
+            ("eval.batch_size", e.batch_size),
+            ("integrity.canary_every", i.canary_every),
+            ("integrity.canary_prompts", i.canary_prompts),
+            ("integrity.window", i.window),
+            ("integrity.flagged_kept", i.flagged_kept),
+        ];
+        for (key, v) in counts {
+            if v > MAX_COUNT {
+                bail!("{key} = {v} is above the largest count this build accepts ({MAX_COUNT})");
+            }
+        }
+        if self.threads > MAX_THREADS {
+            bail!(
+                "threads = {} is above {MAX_THREADS} (0 = libtorch's default, one per core)",
+                self.threads
+            );
+        }
+        let products = [
+            (
+                "rl.prompts_per_step x rl.num_generations (rollouts per step)",
+                g.prompts_per_step as u128 * g.num_generations as u128,
+            ),
+            (
+                "rl.prompts_per_step x rl.num_generations x rl.max_completion_length (tokens per step)",
+                g.prompts_per_step as u128 * g.num_generations as u128 * g.max_completion_length as u128,
+            ),
+            (
+                "eval.problems x eval.samples (completions per evaluation)",
+                e.problems as u128 * e.samples as u128,
+            ),
+        ];
+        for (what, v) in products {
+            if v > MAX_COUNT as u128 {
+                bail!("{what} = {v} is above the largest count this build accepts ({MAX_COUNT})");
             }
         }
         Ok(())
@@ -277,13 +346,18 @@ impl TrainConfig {
 }
 
 /// The range a float option must lie in.
+/// The largest count any option (or product of options) may take: 2^26, about 67 million.
+pub const MAX_COUNT: usize = 1 << 26;
+/// The most CPU threads `threads` may ask for.
+pub const MAX_THREADS: usize = 4096;
+
 #[derive(Debug, Clone, Copy)]
 enum Range {
     /// Any finite number.
     Finite,
-    /// Finite and >= 0.
+    /// 0, or normal and > 0.
     NonNegative,
-    /// Finite and > 0.
+    /// Normal and > 0 (a subnormal such as 1e-320 overflows to infinity when divided by).
     Positive,
     /// In [0, 1].
     Probability,
@@ -296,8 +370,14 @@ enum Range {
 fn check(key: &str, v: f64, range: Range) -> Result<()> {
     let (ok, want) = match range {
         Range::Finite => (v.is_finite(), "a finite number"),
-        Range::NonNegative => (v.is_finite() && v >= 0.0, "finite and >= 0"),
-        Range::Positive => (v.is_finite() && v > 0.0, "finite and > 0"),
+        Range::NonNegative => (
+            v == 0.0 || (v.is_normal() && v > 0.0),
+            "finite and >= 0 (0 or at least 2.2e-308)",
+        ),
+        Range::Positive => (
+            v.is_normal() && v > 0.0,
+            "finite and > 0 (at least 2.2e-308)",
+        ),
         Range::Probability => ((0.0..=1.0).contains(&v), "between 0 and 1"),
         Range::TopP => (v > 0.0 && v <= 1.0, "in (0, 1]"),
     };

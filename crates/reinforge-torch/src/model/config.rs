@@ -329,6 +329,25 @@ impl Default for ModelConfig {
     }
 }
 
+/// Upper bounds of a config's sizes, in [`ModelConfig::validate_sizes`]'s order: far above
+/// released models (vocabularies of 262k, hidden sizes of 16k, 126 layers, 10M positions),
+/// below what overflows a tensor's byte count.
+pub const SIZE_LIMITS: [(&str, usize); 10] = [
+    ("vocab_size", 1 << 24),
+    ("hidden_size", 1 << 18),
+    ("intermediate_size", 1 << 20),
+    ("num_hidden_layers", 1 << 12),
+    ("num_attention_heads", 1 << 12),
+    ("num_key_value_heads", 1 << 12),
+    ("max_position_embeddings", 1 << 26),
+    ("head_dim", 1 << 12),
+    ("moe_intermediate_size", 1 << 20),
+    ("num_experts", 1 << 12),
+];
+
+/// The most parameters a config may describe (10^13: 40 TB in float32).
+pub const MAX_PARAMETERS: f64 = 1e13;
+
 impl ModelConfig {
     /// The decoder family of `model_type` (an error names an unsupported one).
     pub fn family(&self) -> Result<Family> {
@@ -423,8 +442,55 @@ impl ModelConfig {
     }
 
     /// Checks the invariants the implementation relies on, naming the offending field.
+    /// Every size at most its [`SIZE_LIMITS`] bound, and the parameter count at most
+    /// [`MAX_PARAMETERS`]: sizes past them overflow a tensor's byte count or ask for memory
+    /// no device has, where libtorch would abort instead of answering.
+    fn validate_sizes(&self) -> Result<()> {
+        let sizes = [
+            self.vocab_size,
+            self.hidden_size,
+            self.intermediate_size,
+            self.num_hidden_layers,
+            self.num_attention_heads,
+            self.kv_heads(),
+            self.max_position_embeddings,
+            self.head_dim(),
+            self.expert_size(),
+            self.num_experts.unwrap_or(0),
+        ];
+        for ((name, limit), v) in SIZE_LIMITS.iter().zip(sizes) {
+            if v > *limit {
+                bail!("config field `{name}` = {v} is above {limit}, past any model this build can hold");
+            }
+        }
+        let params = self.parameter_estimate();
+        if params > MAX_PARAMETERS {
+            bail!(
+                "the config describes about {params:.3e} parameters, above the {MAX_PARAMETERS:.0e} this build can hold (check vocab_size, hidden_size, intermediate_size, num_hidden_layers)"
+            );
+        }
+        Ok(())
+    }
+
+    /// About how many parameters the decoder has (embeddings, attention, MLPs or experts), in
+    /// floating point so that no product overflows.
+    pub fn parameter_estimate(&self) -> f64 {
+        let (h, v) = (self.hidden_size as f64, self.vocab_size as f64);
+        let hd = self.head_dim() as f64;
+        let attn = h * hd * (2.0 * self.num_attention_heads as f64 + 2.0 * self.kv_heads() as f64);
+        let experts = self.num_experts.unwrap_or(1).max(1) as f64;
+        let mlp = 3.0 * h * self.expert_size().max(self.intermediate_size) as f64 * experts;
+        let embed = if self.tie_word_embeddings { v * h } else { 2.0 * v * h };
+        embed + self.num_hidden_layers as f64 * (attn + mlp)
+    }
+
     pub fn validate(&self) -> Result<()> {
         let family = self.family()?;
+        // The head count divides `hidden_size` in `head_dim()`: checked first.
+        if self.num_attention_heads == 0 {
+            bail!("config field `num_attention_heads` must be positive, got 0");
+        }
+        self.validate_sizes()?;
         let positive = [
             ("vocab_size", self.vocab_size),
             ("hidden_size", self.hidden_size),
