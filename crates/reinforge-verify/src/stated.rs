@@ -34,7 +34,7 @@
 
 use crate::extract::{last_anchor, marked, prose_words, Extracted, Source};
 use crate::restated::hedged_count;
-use crate::scan::{closed_rhs, segments, strip_delimiters, top_level_equals, words};
+use crate::scan::{closed_rhs, segments, strip_delimiters, top_level_equals, window, words};
 use crate::value::{
     cut_at_operator, hypothetical, lone_number_subject, negated_before, number_word, numbered_item,
     value_after, value_and_end, ADVERBS, STATEMENT_WORDS,
@@ -236,26 +236,26 @@ fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> 
     }
     let mut ends = statement_ends(sent);
     ends.sort_unstable_by_key(|&(_, en)| en);
-    for &(st, at) in ends.iter().rev() {
-        if negated_before(&sent[..st]) {
+    for &(word_st, word_at) in ends.iter().rev() {
+        // each statement is read inside its window: bounded work per statement word
+        let (lo, w) = window(sent, word_st, word_at);
+        let (st, at) = (word_st - lo, word_at - lo);
+        if negated_before(&w[..st]) {
             // "1 is indeed not equal to 4" denies a value
             return None;
         }
-        if lone_number_subject(&sent[..st])
-            || hypothetical(&sent[..st])
-            || about_a_quantity(&sent[..st])
-        {
+        if lone_number_subject(&w[..st]) || hypothetical(&w[..st]) || about_a_quantity(&w[..st]) {
             // "1 is 5", "6 = 18": a number said to be another is no computed result;
             // "If 8 minus 7 equals 1, ...": a condition, not a result;
             // "the nearest whole number, which is 10": a property of another quantity
             continue;
         }
         // "there are 12 sequences that ...": a count keeps its noun phrase
-        let counting = counts_things(sent, at);
+        let counting = counts_things(w, at);
         let occurrences = counting
-            && !sent[..at].to_ascii_lowercase().ends_with("there are")
-            && !sent[..at].to_ascii_lowercase().ends_with("there is");
-        if occurrences && hedged_count(&sent[at..]) {
+            && !w[..at].to_ascii_lowercase().ends_with("there are")
+            && !w[..at].to_ascii_lowercase().ends_with("there is");
+        if occurrences && hedged_count(&w[at..]) {
             // "appears twice or three times", "occurs about 5 times"
             return None;
         }
@@ -264,8 +264,9 @@ fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> 
         } else {
             (terminated as usize, MAX_CLOSING_WORDS)
         };
-        if let Some((v, end)) = value_and_end(sent, at, latex, tail_words) {
-            if crate::restated::repeated_operand(&sent[..st], &v) {
+        if let Some((v, end)) = value_and_end(w, at, latex, tail_words) {
+            let end = lo + end;
+            if crate::restated::repeated_operand(&w[..st], &v) {
                 // "add 3 and 7, which is 7": an operand repeated, not the result
                 return None;
             }
