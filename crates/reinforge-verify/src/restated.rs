@@ -121,12 +121,21 @@ const RESULT_SUBJECTS: &[&str] = &[
 
 /// The answer stated before the last sentence: the last candidate of the module docs, unless a
 /// later statement, a negated result or a retraction cancels it.
+#[cfg(test)]
 pub(crate) fn earlier_answer(s: &str) -> Option<String> {
+    earlier_answer_in(s, true)
+}
+
+/// [`earlier_answer`] of `s`, the whole response (`whole`) or its tail, whose first line is not
+/// the response's and so states nothing as a first line.
+pub(crate) fn earlier_answer_in(s: &str, whole: bool) -> Option<String> {
     let s = &s[..s.find("<|").unwrap_or(s.len())];
     let full = s;
     let lower = s.to_ascii_lowercase();
-    let mut answers: Vec<(usize, String)> = first_line_equation(s)
-        .or_else(|| first_line_value(s))
+    let first_line = || first_line_equation(s).or_else(|| first_line_value(s));
+    let mut answers: Vec<(usize, String)> = whole
+        .then(first_line)
+        .flatten()
         .map(|v| (0, v))
         .into_iter()
         .collect();

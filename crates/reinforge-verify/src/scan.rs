@@ -233,3 +233,21 @@ pub(crate) fn window(s: &str, st: usize, en: usize) -> (usize, &str) {
     }
     (lo, &s[lo..hi])
 }
+
+/// The last `max` bytes of `s` (all of `s` when `max` is 0 or `s` is no longer), starting after
+/// a whitespace so that no word is cut: its byte offset in `s` and its text. The stated-answer
+/// search reads statements only there ([`crate::Options::max_statement_bytes`]), which bounds
+/// its work whatever the response's length.
+pub(crate) fn tail(s: &str, max: usize) -> (usize, &str) {
+    if max == 0 || s.len() <= max {
+        return (0, s);
+    }
+    let mut lo = s.len() - max;
+    while !s.is_char_boundary(lo) {
+        lo += 1;
+    }
+    if let Some(p) = s[lo..].find(char::is_whitespace) {
+        lo += p;
+    }
+    (lo, &s[lo..])
+}
