@@ -3,7 +3,9 @@
 //! Request: `{"cases": [{"id"?, "gold", "pred", "options"?}], "options"?}` (per-case options win
 //! over the batch's; both are `reinforge_verify::Options`, Math-Verify's names). Response:
 //! `{"verdicts": [{"id", "correct", "status", "reason"}]}`, in request order. Unknown keys are
-//! errors (this is reinforge's own schema).
+//! errors (this is reinforge's own schema). A request whose cases hold more than
+//! `--max-verify-bytes` of text (each case counted as at least 256 bytes) is a 413 naming the
+//! flag, before any work.
 
 use axum::extract::{Extension, State};
 use axum::Json;
@@ -66,6 +68,8 @@ pub async fn verify(
     Extension(slot): Extension<Slot>,
     ApiJson(req): ApiJson<VerifyRequest>,
 ) -> Result<Json<VerifyResponse>, ApiError> {
+    let lens = req.cases.iter().map(|c| c.gold.len() + c.pred.len());
+    crate::limit::check_verify_work("cases", lens, state.max_verify_bytes)?;
     let pool = state.pool.clone();
     let verdicts = state
         .blocking(slot, move || {
