@@ -25,6 +25,8 @@
 //! # answer_policy = "stated"      # default: only a stated final answer counts (boxed, "answer
 //! #                               # is", the whole response, a final "= N"/"is N"); see
 //! #                               # docs/verifier.md. "last_value" also takes the last number.
+//! # max_statement_bytes = 32768   # default: final statements read in a response's last 32 KiB
+//! #                               # (boxes, anchors everywhere; bounded work); 0: all of it
 //!
 //! [components.format]
 //! type = "format"          # regex searched in the response (Rust regex syntax)

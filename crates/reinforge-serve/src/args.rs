@@ -10,8 +10,9 @@ use reinforge_sandbox::Limits;
 ///
 /// Endpoints: `POST /get_reward` (OpenRLHF's `--remote_rm_url` format), `POST /run_code`
 /// (SandboxFusion's), `POST /v1/verify` (batches of math checks), `GET /health`, `GET /metrics`
-/// (Prometheus text). Work requests beyond `--max-concurrency` wait in a queue of
-/// `--max-queue`; beyond that the server answers 503 with `Retry-After`. SIGINT/SIGTERM stop
+/// (Prometheus text). Reward and verify requests beyond `--max-concurrency` (/run_code beyond
+/// `--sandbox-max-concurrency`) wait in a queue of `--max-queue`; beyond that the server answers
+/// 503 with `Retry-After`. SIGINT/SIGTERM stop
 /// accepting connections and finish the requests in flight.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
@@ -36,9 +37,18 @@ pub struct ServeArgs {
     /// answer is equivalent to the label, else 0).
     #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub reward: Option<PathBuf>,
-    /// Work requests processed at once (reward, verify, run_code); 0: 4 x CPU cores.
+    /// Reward and verify requests processed at once; 0: 4 x CPU cores.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
     pub max_concurrency: usize,
+    /// /run_code requests processed at once, in slots of their own (long sandbox runs never
+    /// delay a reward or a verification); 0: as --max-concurrency.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
+    pub sandbox_max_concurrency: usize,
+    /// Work one /v1/verify or /get_reward request may ask for: the bytes of its texts (gold and
+    /// pred; query, prompt and label), each row counted as at least 256 bytes, so that both
+    /// size and rows are bounded (413 beyond).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 32 << 20))]
+    pub max_verify_bytes: usize,
     /// Work requests waiting for a slot; more get 503 + Retry-After.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 1024))]
     pub max_queue: usize,
@@ -149,6 +159,8 @@ impl Default for ServeArgs {
             port: 8000,
             reward: None,
             max_concurrency: 0,
+            sandbox_max_concurrency: 0,
+            max_verify_bytes: 32 << 20,
             max_queue: 1024,
             max_body_bytes: 64 << 20,
             workers: 0,
@@ -197,6 +209,14 @@ impl ServeArgs {
             self.max_concurrency
         } else {
             4 * std::thread::available_parallelism().map_or(2, |n| n.get())
+        }
+    }
+
+    /// The number of /run_code requests processed at once.
+    pub fn sandbox_concurrency(&self) -> usize {
+        match self.sandbox_max_concurrency {
+            0 => self.concurrency(),
+            n => n,
         }
     }
 

@@ -20,8 +20,10 @@
 //! the weight, pause and metrics routes ([`auth`]); a non-loopback `--host` without a key is
 //! refused unless `--insecure-no-auth`. docs/security.md has the threat model.
 //!
-//! Load handling: bodies over `--max-body-bytes` get 413; work routes admit `--max-concurrency`
-//! requests at once and queue `--max-queue` more, then answer 503 + `Retry-After` ([`limit`]);
+//! Load handling: bodies over `--max-body-bytes` get 413, and verify and reward requests asking
+//! for more than `--max-verify-bytes` of work too; the reward and verify routes admit
+//! `--max-concurrency` requests at once and /run_code `--sandbox-max-concurrency` in slots of
+//! its own, each queueing `--max-queue` more, then answering 503 + `Retry-After` ([`limit`]);
 //! malformed bodies get a JSON error naming the field ([`error`]); CPU work (scoring,
 //! verification) runs on a rayon pool of `--workers` threads and sandbox runs on tokio's
 //! blocking pool, never on the async workers. SIGINT/SIGTERM stop accepting and finish the
@@ -70,8 +72,13 @@ pub struct AppState {
     pub sandbox_problem: Option<String>,
     pub pool: Arc<rayon::ThreadPool>,
     pub metrics: Arc<Metrics>,
+    /// Slots of the reward and verify routes (`--max-concurrency`).
     pub admission: Arc<Admission>,
+    /// Slots of /run_code (`--sandbox-max-concurrency`), apart so runs never delay a verify.
+    pub sandbox_admission: Arc<Admission>,
     pub max_body_bytes: usize,
+    /// `--max-verify-bytes`: the work one verify or reward request may ask for.
+    pub max_verify_bytes: usize,
     /// The served policy (OpenAI routes), when the caller passed a generator.
     pub policy: Option<Arc<policy::Policy>>,
     /// `--api-key`, `--admin-key` ([`auth`]).
@@ -140,8 +147,18 @@ impl AppState {
             sandbox_problem,
             pool: Arc::new(pool),
             metrics,
-            admission: Arc::new(Admission::new(args.concurrency(), args.max_queue)),
+            admission: Arc::new(Admission::new(
+                args.concurrency(),
+                args.max_queue,
+                "--max-concurrency + --max-queue",
+            )),
+            sandbox_admission: Arc::new(Admission::new(
+                args.sandbox_concurrency(),
+                args.max_queue,
+                "--sandbox-max-concurrency + --max-queue",
+            )),
             max_body_bytes: args.max_body_bytes,
+            max_verify_bytes: args.max_verify_bytes,
             policy,
             keys: Arc::new(keys),
             body_timeout,
@@ -194,20 +211,27 @@ impl AppState {
     }
 }
 
-/// The router: work routes behind admission control, every route counted and timed.
+/// The router: work routes behind admission control (reward and verify in one group, /run_code
+/// in its own), every route counted and timed.
 pub fn app(state: AppState) -> Router {
     let work = Router::new()
         .route("/get_reward", post(routes::openrlhf::get_reward))
-        .route("/run_code", post(routes::sandboxfusion::run_code))
         .route("/v1/verify", post(routes::verify::verify))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             limit::admit,
         ));
+    let sandbox = Router::new()
+        .route("/run_code", post(routes::sandboxfusion::run_code))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limit::admit_sandbox,
+        ));
     let mut router = Router::new()
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics))
-        .merge(work);
+        .merge(work)
+        .merge(sandbox);
     if state.policy.is_some() {
         router = router.merge(policy::routes());
     }
@@ -340,11 +364,12 @@ pub fn run_with_backends(
         let local: SocketAddr = listener.local_addr()?;
         args.check_exposure(local.ip())?;
         eprintln!(
-            "reinforge serve: listening on http://{local} (reward components: {}; sandbox: {}; workers {}, concurrency {}, queue {})",
+            "reinforge serve: listening on http://{local} (reward components: {}; sandbox: {}; workers {}, concurrency {} (run_code {}), queue {})",
             state.reward.spec().components.keys().cloned().collect::<Vec<_>>().join(", "),
             sandbox_summary(state.sandbox.as_ref()),
             args.worker_threads(),
             args.concurrency(),
+            args.sandbox_concurrency(),
             args.max_queue,
         );
         if let Some(p) = &state.policy {

@@ -1,4 +1,10 @@
-//! Bounded concurrency with a bounded queue: backpressure, then load shedding.
+//! Bounded concurrency with a bounded queue: backpressure, then load shedding; and a bound on
+//! the work of one verify or reward request ([`check_verify_work`]).
+//!
+//! Two groups of slots: the reward and verify routes share `--max-concurrency`, /run_code has
+//! `--sandbox-max-concurrency` of its own, so that runs of seconds (up to the sandbox's wall
+//! time) cannot keep a verification waiting (issue 50's audit: 8 long runs made verify wait
+//! 7.6 s when they shared slots).
 //!
 //! Hand-written because neither tower layer does both: `ConcurrencyLimitLayer` queues without
 //! bound (axum's services are always ready), and `LoadShedLayer` over it rejects at once with
@@ -27,23 +33,61 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::error::ApiError;
 use crate::AppState;
 
-/// The admission state shared by all work routes.
+/// The admission state of one group of work routes: the reward and verify routes share one,
+/// /run_code has its own, so that sandbox runs (seconds each) never hold a verification's slot.
 pub struct Admission {
     slots: Arc<Semaphore>,
     /// Requests admitted (processing or waiting).
     admitted: AtomicUsize,
     capacity: usize,
+    /// The flags that set the capacity, for the 503's message.
+    flags: &'static str,
 }
 
 impl Admission {
-    /// `concurrency` slots and a queue of `queue` waiting requests.
-    pub fn new(concurrency: usize, queue: usize) -> Self {
+    /// `concurrency` slots and a queue of `queue` waiting requests; `flags` names the flags
+    /// that set them.
+    pub fn new(concurrency: usize, queue: usize, flags: &'static str) -> Self {
         Admission {
             slots: Arc::new(Semaphore::new(concurrency.max(1))),
             admitted: AtomicUsize::new(0),
             capacity: concurrency.max(1) + queue,
+            flags,
         }
     }
+}
+
+/// Each row counts at least this many bytes against `--max-verify-bytes`: a request of many
+/// tiny rows costs per row, not only per byte.
+pub const ROW_FLOOR_BYTES: usize = 256;
+
+/// The work of a request's rows of `lens` text bytes each, as `--max-verify-bytes` counts it.
+pub fn verify_work(lens: impl IntoIterator<Item = usize>) -> (usize, usize) {
+    lens.into_iter().fold((0, 0), |(rows, work), len| {
+        (rows + 1, work.saturating_add(len.max(ROW_FLOOR_BYTES)))
+    })
+}
+
+/// 413 naming `--max-verify-bytes` when the rows (`field`) of `lens` text bytes ask for more
+/// work than `limit`: the verifier is linear in its input, so this bounds a request's CPU time.
+pub fn check_verify_work(
+    field: &str,
+    lens: impl IntoIterator<Item = usize>,
+    limit: usize,
+) -> Result<(), ApiError> {
+    let (rows, work) = verify_work(lens);
+    if work <= limit {
+        return Ok(());
+    }
+    Err(ApiError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        message: format!(
+            "`{field}` asks for {work} bytes of verification ({rows} rows, each counted as at \
+             least {ROW_FLOOR_BYTES} bytes), over the limit of {limit} (--max-verify-bytes)"
+        ),
+        field: Some(field.to_string()),
+        retry_after: None,
+    })
 }
 
 /// A held slot; released when the last clone (the handler's or its blocking task's) drops.
@@ -59,14 +103,25 @@ impl Drop for Admitted<'_> {
     }
 }
 
-/// Middleware on work routes: admit, wait for a slot, run.
-pub async fn admit(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let adm = &state.admission;
+/// Middleware on the reward and verify routes: admit, wait for a slot, run.
+pub async fn admit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let adm = state.admission.clone();
+    admit_to(&adm, &state, req, next).await
+}
+
+/// Middleware on /run_code: [`admit`] with the sandbox's own slots.
+pub async fn admit_sandbox(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let adm = state.sandbox_admission.clone();
+    admit_to(&adm, &state, req, next).await
+}
+
+/// Admits `req` to `adm` (503 when its queue is full), waits for a slot, runs.
+async fn admit_to(adm: &Admission, state: &AppState, mut req: Request, next: Next) -> Response {
     if adm.admitted.fetch_add(1, Ordering::SeqCst) >= adm.capacity {
         adm.admitted.fetch_sub(1, Ordering::SeqCst);
         return ApiError::overloaded(format!(
-            "server busy: {} requests admitted (--max-concurrency + --max-queue); retry later",
-            adm.capacity
+            "server busy: {} requests admitted ({}); retry later",
+            adm.capacity, adm.flags
         ))
         .into_response();
     }

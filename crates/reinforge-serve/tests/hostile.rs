@@ -598,3 +598,138 @@ fn verify_answers_within_a_second_during_sandbox_abuse() {
     assert!(slowest < Duration::from_secs(1), "verify took {slowest:?}");
     still_serves(&s);
 }
+
+/// Issue 50's audit: /run_code and /v1/verify shared their slots, so 8 long runs made verify
+/// wait 7.6 s. With every /run_code slot held by a sleeping program (and one more queued), a
+/// verification is answered within 1 s.
+#[test]
+fn verify_answers_within_a_second_while_run_code_slots_are_full() {
+    let _one = exclusive();
+    let mut a = args();
+    a.max_concurrency = 2;
+    a.sandbox_max_concurrency = 2;
+    let s = start(a);
+    let run = format!("{}/run_code", s.url);
+    let sleeper = json!({"code": "import time\ntime.sleep(4)\nprint('up')", "language": "python"});
+    let jobs: Vec<_> = (0..3)
+        .map(|_| {
+            let (u, body) = (run.clone(), sleeper.clone());
+            std::thread::spawn(move || post(&u, &body))
+        })
+        .collect();
+    let t = Instant::now();
+    while s.state.metrics.in_flight.get() < 2 || s.state.metrics.queued.get() < 1 {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "the runs never took their slots"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let t = Instant::now();
+    let (st, v, _) = post(
+        &format!("{}/v1/verify", s.url),
+        &json!({"cases": [{"gold": "2", "pred": "2"}]}),
+    );
+    let took = t.elapsed();
+    assert_eq!(
+        (st, v["verdicts"][0]["correct"].as_bool()),
+        (200, Some(true)),
+        "{v}"
+    );
+    let runs_held = s.state.metrics.in_flight.get() >= 2;
+    assert!(
+        took < Duration::from_secs(1),
+        "verify took {took:?} beside full run_code slots"
+    );
+    assert!(runs_held, "the runs ended before verify was timed");
+    for j in jobs {
+        let (st, v, _) = j.join().unwrap();
+        assert_eq!(
+            (st, v["run_result"]["stdout"].as_str()),
+            (200, Some("up\n")),
+            "{v}"
+        );
+    }
+    still_serves(&s);
+}
+
+/// A 1 MB answerless prediction with no punctuation, the verifier's slowest shape
+/// (reinforge-verify's tests/bounded.rs).
+fn answerless_mb() -> String {
+    "so it is the value of 3 and 4 which is then the sum we want so ".repeat(16_000)
+}
+
+/// Issue 50's acceptance: a hostile /v1/verify request is refused (over --max-verify-bytes:
+/// 413 naming it) or bounded (just under it: 60 answerless 1 MB predictions), while another
+/// client's request is answered within 1 s: the batch is verified in turns
+/// (`routes::verify::TURN_BYTES_PER_THREAD`), so the other request waits for one turn, not
+/// for the whole batch.
+#[test]
+fn hostile_verify_requests_are_refused_or_bounded() {
+    let _one = exclusive();
+    let mut a = args();
+    a.no_sandbox = true;
+    // one scoring thread and twice the default cap: the 60 MB batch takes about 2 s, which a
+    // request queued behind all of it would wait
+    a.workers = 1;
+    a.max_verify_bytes = 64 << 20;
+    a.max_body_bytes = 128 << 20;
+    let s = start(a);
+    let url = format!("{}/v1/verify", s.url);
+    let pred = answerless_mb();
+    let cases = |n: usize| json!({"cases": vec![json!({"gold": "42", "pred": pred}); n]});
+    let (st, v, _) = post(&url, &cases(70));
+    assert_eq!((st, v["field"].as_str()), (413, Some("cases")), "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("--max-verify-bytes"),
+        "{v}"
+    );
+    let bounded = cases(60);
+    let u = url.clone();
+    let hostile = std::thread::spawn(move || {
+        let t = Instant::now();
+        let (st, v, _) = post(&u, &bounded);
+        (
+            st,
+            v["verdicts"].as_array().map_or(0, Vec::len),
+            t.elapsed(),
+        )
+    });
+    let t = Instant::now();
+    while s.state.metrics.in_flight.get() < 1 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the hostile request never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // another client's requests, one after another for as long as the hostile one is in flight
+    let (mut slowest, mut during, flight) = (Duration::ZERO, 0, Instant::now());
+    while s.state.metrics.in_flight.get() >= 1 {
+        let t = Instant::now();
+        let (st, v, _) = post(&url, &json!({"cases": [{"gold": "2", "pred": "2"}]}));
+        slowest = slowest.max(t.elapsed());
+        assert_eq!(
+            (st, v["verdicts"][0]["correct"].as_bool()),
+            (200, Some(true)),
+            "{v}"
+        );
+        during += 1;
+    }
+    let flight = flight.elapsed();
+    let (st, n, hostile_took) = hostile.join().unwrap();
+    eprintln!(
+        "60 MB hostile verify: {flight:?} in flight ({hostile_took:?} for its client); {during} \
+         other requests during it, the slowest {slowest:?}"
+    );
+    assert_eq!((st, n), (200, 60));
+    assert!(
+        during >= 2,
+        "only {during} requests ran beside the hostile one"
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "the other client's verify took {slowest:?}"
+    );
+    still_serves(&s);
+}

@@ -209,3 +209,52 @@ fn metrics_page_parses_and_counts() {
         5.0
     );
 }
+
+/// Issue 50, item 2: a verify or reward request asking for more work than --max-verify-bytes
+/// (its texts' bytes, each row counted as at least 256) is a 413 naming the flag, whether the
+/// work is in size or in rows; one just under it is answered.
+#[test]
+fn verify_and_reward_work_over_the_cap_gets_413() {
+    let mut a = args();
+    a.no_sandbox = true;
+    a.max_verify_bytes = 10_000;
+    let server = start(a);
+    let verify = format!("{}/v1/verify", server.url);
+    let reward = format!("{}/get_reward", server.url);
+    let long = "x".repeat(10_000);
+    let tiny = |n: usize| json!({"cases": vec![json!({"gold": "2", "pred": "2"}); n]});
+    let over = [
+        (
+            &verify,
+            json!({"cases": [{"gold": "2", "pred": long}]}),
+            "cases",
+        ),
+        (&verify, tiny(40), "cases"),
+        (&reward, json!({"query": [long], "labels": ["1"]}), "query"),
+        (
+            &reward,
+            json!({"query": vec!["1"; 40], "labels": vec!["1"; 40]}),
+            "query",
+        ),
+    ];
+    for (url, body, field) in over {
+        let (s, v, _) = post(url, &body);
+        assert_eq!((s, v["field"].as_str()), (413, Some(field)), "{v}");
+        let msg = v["error"].as_str().unwrap();
+        assert!(
+            msg.contains("--max-verify-bytes") && msg.contains("10000"),
+            "{v}"
+        );
+    }
+    let (s, v, _) = post(&verify, &tiny(39));
+    assert_eq!(
+        (s, v["verdicts"].as_array().map(Vec::len)),
+        (200, Some(39)),
+        "{v}"
+    );
+    let (s, v, _) = post(
+        &reward,
+        &json!({"query": vec!["\\boxed{1}"; 39], "labels": vec!["1"; 39]}),
+    );
+    assert_eq!((s, v["rewards"][38].as_f64()), (200, Some(1.0)), "{v}");
+}

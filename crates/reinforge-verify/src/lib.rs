@@ -57,6 +57,9 @@ use serde::{Deserialize, Serialize};
 pub const MAX_INPUT_BYTES: usize = 1 << 20;
 /// Longest extracted answer that is parsed (bytes).
 pub const MAX_ANSWER_BYTES: usize = 8192;
+/// Default of [`Options::max_statement_bytes`]: 32 KiB, about 8k tokens of the end of a
+/// response, where a response commits to its answer.
+pub const MAX_STATEMENT_BYTES: usize = 32 << 10;
 
 /// What to extract (Math-Verify's `extraction_targets`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +158,11 @@ pub struct Options {
     pub string_extraction: StringExtraction,
     /// Which final answer of a prediction counts.
     pub answer_policy: AnswerPolicy,
+    /// Under the stated policy, the bytes at the end of a prediction searched for a final
+    /// statement (rules 2-5 of [`stated`]); boxes and anchors are searched everywhere. A
+    /// longer prediction's head is not read for statements, and its verdict's reason says so.
+    /// Bounds the work of a long answerless response (issue 50). 0: read all of it.
+    pub max_statement_bytes: usize,
 }
 
 impl Default for Options {
@@ -170,6 +178,7 @@ impl Default for Options {
             decimal_comma: None,
             string_extraction: StringExtraction::default(),
             answer_policy: AnswerPolicy::Stated,
+            max_statement_bytes: MAX_STATEMENT_BYTES,
         }
     }
 }
@@ -279,7 +288,10 @@ fn count_items(e: &expr::Expr) -> usize {
 fn extract_pred(pred: &str, opts: &Options) -> Option<extract::Extracted> {
     let (t, se) = (&opts.extraction_targets, &opts.string_extraction);
     match opts.answer_policy {
-        AnswerPolicy::Stated => stated::extract_stated(pred, t, &se.strings, se.lowercase),
+        AnswerPolicy::Stated => {
+            let max = opts.max_statement_bytes;
+            stated::extract_stated(pred, t, &se.strings, se.lowercase, max)
+        }
         AnswerPolicy::LastValue => extract::extract(pred, t, &se.strings, se.lowercase),
     }
 }
@@ -335,6 +347,32 @@ pub fn verify(gold: &str, pred: &str, opts: &Options) -> Verdict {
             return choice_verdict(&gl, choice::stated_letter(pred, se));
         }
     }
+    let mut v = verify_extracted(gold, &g, pred, opts);
+    if let Some(note) = unread_head(pred, opts) {
+        v.reason = format!("{} ({note})", v.reason);
+    }
+    v
+}
+
+/// What a verdict on `pred` says when its head was not read for statements
+/// ([`Options::max_statement_bytes`]), if it was not.
+fn unread_head(pred: &str, opts: &Options) -> Option<String> {
+    let max = opts.max_statement_bytes;
+    let stated = opts.answer_policy == AnswerPolicy::Stated
+        && opts.extraction_targets.as_slice() != [Target::String];
+    (stated && max > 0 && pred.len() > max).then(|| {
+        format!(
+            "statements read in the last {max} of {} bytes only: max_statement_bytes",
+            pred.len()
+        )
+    })
+}
+
+/// The verdict on `pred` against the gold answer `g` extracted from `gold` (not a choice
+/// letter): the prediction's answer under the answer policy, parsed and compared.
+fn verify_extracted(gold: &str, g: &extract::Extracted, pred: &str, opts: &Options) -> Verdict {
+    let t = &opts.extraction_targets;
+    let se = &opts.string_extraction;
     let Some(p) = extract_pred(pred, opts) else {
         return Verdict::new(Status::UnparsablePred, "no stated answer in prediction");
     };

@@ -30,10 +30,10 @@
 //! value (`= 7 - 3`), and a left side that is not arithmetic states nothing ("the inverse of 4
 //! is 1", "8 = 24").
 
-use crate::scan::{closed_rhs, first_word, top_level_equals, words};
+use crate::scan::{closed_rhs, first_word, top_level_equals, window, words};
 use crate::value::{
     hypothetical, is_value_text, lone_number_subject, negated_before, number_word, numbered_item,
-    skip_adverb, unevaluated, value_and_end, STATEMENT_WORDS,
+    numbered_item_in, skip_adverb, unevaluated, value_and_end, ListNumbers, STATEMENT_WORDS,
 };
 
 /// Words between an arithmetic expression and its statement word ("8 - 3 which equals 5",
@@ -121,20 +121,33 @@ const RESULT_SUBJECTS: &[&str] = &[
 
 /// The answer stated before the last sentence: the last candidate of the module docs, unless a
 /// later statement, a negated result or a retraction cancels it.
+#[cfg(test)]
 pub(crate) fn earlier_answer(s: &str) -> Option<String> {
+    earlier_answer_in(s, true)
+}
+
+/// [`earlier_answer`] of `s`, the whole response (`whole`) or its tail, whose first line is not
+/// the response's and so states nothing as a first line.
+pub(crate) fn earlier_answer_in(s: &str, whole: bool) -> Option<String> {
     let s = &s[..s.find("<|").unwrap_or(s.len())];
+    let full = s;
     let lower = s.to_ascii_lowercase();
-    let mut answers: Vec<(usize, String)> = first_line_equation(s)
-        .or_else(|| first_line_value(s))
+    let first_line = || first_line_equation(s).or_else(|| first_line_value(s));
+    let mut answers: Vec<(usize, String)> = whole
+        .then(first_line)
+        .flatten()
         .map(|v| (0, v))
         .into_iter()
         .collect();
     let mut others: Vec<(usize, Option<String>)> = vec![];
-    for (st, en) in result_words(&lower) {
+    for (word_st, word_en) in result_words(&lower) {
+        // each statement is read inside its window: bounded work per statement word
+        let (lo, s) = window(full, word_st, word_en);
+        let (st, en) = (word_st - lo, word_en - lo);
         let clause = &s[en..own_clause_end(s, en)];
         let has_digit = clause.bytes().any(|c| c.is_ascii_digit());
         if negated_before(&s[..st]) {
-            others.push((st, None));
+            others.push((word_st, None));
             continue;
         }
         if hypothetical(&s[..st]) {
@@ -143,37 +156,38 @@ pub(crate) fn earlier_answer(s: &str) -> Option<String> {
         if arithmetic_before(&s[..st]) {
             match computed_value(s, en) {
                 // "3 and 7, which is 7": a number of the question, not the result
-                Some(v) if repeated_operand(&s[..st], &v) => others.push((st, None)),
-                Some(v) => answers.push((st, v)),
+                Some(v) if repeated_operand(&s[..st], &v) => others.push((word_st, None)),
+                Some(v) => answers.push((word_st, v)),
                 // a hedged, negated or garbled value; a cut-off "equals" says nothing
-                None if negated(clause) => others.push((st, None)),
+                None if negated(clause) => others.push((word_st, None)),
                 None => match number_after(s, en) {
-                    Some(n) => others.push((st, Some(n))),
-                    None if starts_with_term(&s[en..]) => others.push((st, None)),
+                    Some(n) => others.push((word_st, Some(n))),
+                    None if starts_with_term(&s[en..]) => others.push((word_st, None)),
                     None => {}
                 },
             }
-        } else if COUNT_WORDS.contains(&&lower[st..en]) {
+        } else if COUNT_WORDS.contains(&&lower[word_st..word_en]) {
             // "\"N\" occurs exactly once.", "It occurs only once in the text."
             match count_value(s, en) {
-                Some(v) if !negated(clause) => answers.push((st, v)),
+                Some(v) if !negated(clause) => answers.push((word_st, v)),
                 _ => {}
             }
         } else if speaks_of_result(&s[..st]) {
             match subject_value(s, st, en) {
                 // "it is indeed 9", "The answer to this equation is 24."
-                Some(v) if !negated(clause) => answers.push((st, v)),
+                Some(v) if !negated(clause) => answers.push((word_st, v)),
                 _ => {}
             }
             match number_after(s, en) {
-                _ if has_digit && negated(clause) => others.push((st, None)),
-                Some(n) => others.push((st, Some(n))),
+                _ if has_digit && negated(clause) => others.push((word_st, None)),
+                Some(n) => others.push((word_st, Some(n))),
                 // "So, the result is 3x.": a result that is no number cancels an earlier one
-                None if starts_with_term(&s[en..]) => others.push((st, None)),
+                None if starts_with_term(&s[en..]) => others.push((word_st, None)),
                 None => {}
             }
         }
     }
+    let s = full;
     answers.extend(emphasized_values(s));
     answers.extend(named_results(s));
     answers.extend(introduced_lines(s));
@@ -269,14 +283,19 @@ fn result_words(lower: &str) -> Vec<(usize, usize)> {
 /// `head` without its trailing link words ("which", "indeed", "is", ...).
 fn strip_links(head: &str) -> &str {
     let mut t = head.trim_end();
-    loop {
+    // a run of link words is short ("which is actually"); a long one is no link
+    for _ in 0..MAX_LINK_WORDS {
         let last = t.rsplit(|c: char| c.is_whitespace()).next().unwrap_or("");
         if last.is_empty() || !LINK_WORDS.contains(&last.to_ascii_lowercase().as_str()) {
             return t;
         }
         t = t[..t.len() - last.len()].trim_end();
     }
+    t
 }
+
+/// Most link words stripped between an arithmetic expression and its statement word.
+const MAX_LINK_WORDS: usize = 8;
 
 /// Whether `head` ends in plain arithmetic between numbers (after dropping link words such as
 /// "which" or "indeed"): `… so 8 - 3`, `the sum 7 plus 3 is`.
@@ -288,7 +307,10 @@ fn arithmetic_before(head: &str) -> bool {
 /// written as symbols, and whether an "and" stands for the operator ("add 9 and 2").
 fn arithmetic_tail(head: &str) -> Option<(String, bool)> {
     let t = strip_links(head);
-    let mut e = glued_times(&format!(" {} ", t.trim_end_matches([',', ':']).trim_end()));
+    let core = t.trim_end_matches([',', ':']).trim_end();
+    // only the words that may be arithmetic are rewritten: bounded work per statement word
+    let core = &core[arithmetic_start(core)..];
+    let mut e = glued_times(&format!(" {core} "));
     for (word, op) in WORD_OPERATORS {
         e = e.replace(word, op);
     }
@@ -304,8 +326,56 @@ fn arithmetic_tail(head: &str) -> Option<(String, bool)> {
     let e = e[start..].trim();
     // a division between numbers is a computation here too ("6 / 2 results in 3")
     let computed = unevaluated(e) || unevaluated(&e.replace('/', "*"));
-    let uses_and = t.to_ascii_lowercase().contains(" and ");
-    computed.then(|| (e.to_string(), uses_and))
+    computed.then(|| {
+        let uses_and = t.to_ascii_lowercase().contains(" and ");
+        (e.to_string(), uses_and)
+    })
+}
+
+/// Where the words of `t` that may belong to its closing arithmetic start: the byte offset of
+/// the last word that cannot (it keeps a character no rewriting of [`arithmetic_tail`] turns
+/// into arithmetic, so nothing before it reaches the expression), or 0.
+fn arithmetic_start(t: &str) -> usize {
+    let mut end = t.len();
+    loop {
+        let head = t[..end].trim_end();
+        let start = head
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace())
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let word = &head[start..];
+        if word.is_empty() || start == 0 {
+            return 0;
+        }
+        if !may_be_arithmetic(word) {
+            return start;
+        }
+        end = start;
+    }
+}
+
+/// Whether a word may be part of plain arithmetic once [`arithmetic_tail`] rewrites it: a word
+/// operator, or numbers, operators and the LaTeX operators only.
+fn may_be_arithmetic(word: &str) -> bool {
+    const PARTS: &[&str] = &[
+        "multiplied",
+        "by",
+        "divided",
+        "plus",
+        "minus",
+        "times",
+        "and",
+    ];
+    if PARTS.contains(&word) {
+        return true;
+    }
+    let mut w = word.to_string();
+    for cmd in ["\\times", "\\cdot", "\\div"] {
+        w = w.replace(cmd, "");
+    }
+    w.chars()
+        .all(|c| c.is_ascii_digit() || c == 'x' || c == 'X' || ".()/+-*×÷·−–^".contains(c))
 }
 
 /// `t` with an `x` between two digits written as `*` (`4x5 = 20`).
@@ -530,7 +600,9 @@ fn named_results(s: &str) -> Vec<(usize, String)> {
     let lower = s.to_ascii_lowercase();
     let mut out = vec![];
     for phrase in ["answer of ", "result of "] {
-        for (p, _) in lower.match_indices(phrase) {
+        for (word_p, _) in lower.match_indices(phrase) {
+            let (lo, s) = window(s, word_p, word_p + phrase.len());
+            let p = word_p - lo;
             let at = p + phrase.len();
             let end = own_clause_end(s, at);
             let start = s[..p]
@@ -538,7 +610,7 @@ fn named_results(s: &str) -> Vec<(usize, String)> {
                 .map_or(0, |i| i + 1);
             let value = value_and_end(&s[..end], at, false, 0).map(|(v, _)| v);
             match value {
-                Some(v) if !negated(&s[start..end]) => out.push((p, v)),
+                Some(v) if !negated(&s[start..end]) => out.push((word_p, v)),
                 _ => {}
             }
         }
@@ -549,6 +621,7 @@ fn named_results(s: &str) -> Vec<(usize, String)> {
 /// Values alone on a line after a line that ends in `:` ("… in several ways:\n\n0"), as (byte
 /// offset, value); not list numbers, not unevaluated arithmetic.
 fn introduced_lines(s: &str) -> Vec<(usize, String)> {
+    let items = ListNumbers::of(s);
     let mut out = vec![];
     let mut previous = "";
     let mut offset = 0;
@@ -556,7 +629,7 @@ fn introduced_lines(s: &str) -> Vec<(usize, String)> {
         let text = line.trim();
         let body = text.strip_suffix('.').unwrap_or(text).trim_end();
         let value = previous.ends_with(':')
-            && !numbered_item(s, body, text.ends_with('.'))
+            && !numbered_item_in(&items, body, text.ends_with('.'))
             && body
                 .bytes()
                 .all(|c| c.is_ascii_digit() || b"-.,/ ".contains(&c))
@@ -665,6 +738,8 @@ fn emphasized_values(s: &str) -> Vec<(usize, String)> {
 /// Whether the span `open..close` stands on a line of its own (a closing `.` allowed) or comes
 /// right after a statement word, `=` or `:`.
 fn introduced(s: &str, open: usize, close: usize) -> bool {
+    let (lo, s) = window(s, open, close);
+    let (open, close) = (open - lo, close - lo);
     let line_start = s[..open].rfind('\n').map_or(0, |i| i + 1);
     let line_end = s[close..].find('\n').map_or(s.len(), |i| close + i);
     let before = s[line_start..open].trim_end();

@@ -6,16 +6,33 @@
 
 /// The math segment starting at `i` (after optional spaces), if any: (content, end).
 pub(crate) fn segment_at(s: &str, i: usize) -> Option<(String, usize)> {
+    segment_at_memo(s, i, &mut [usize::MAX; 4])
+}
+
+/// [`segment_at`], remembering in `none_from[k]` the offset from which the closer of the k-th
+/// delimiter pair is known to be absent: a scan over many unclosed openers (`\(` without `\)`)
+/// looks for each closer once, not once per opener.
+fn segment_at_memo(s: &str, i: usize, none_from: &mut [usize; 4]) -> Option<(String, usize)> {
     let t = &s[i..];
     let off = t.len() - t.trim_start().len();
     let t = t.trim_start();
     let base = i + off;
-    for (open, close) in [("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$")] {
+    for (k, (open, close)) in [("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$")]
+        .into_iter()
+        .enumerate()
+    {
         if let Some(r) = t.strip_prefix(open) {
+            let r_at = base + open.len();
+            if r_at >= none_from[k] {
+                return None;
+            }
             // an escaped dollar `\$` inside math is a currency sign, not the closer
             let mut from = 0;
             let end = loop {
-                let e = from + r[from..].find(close)?;
+                let Some(e) = r[from..].find(close).map(|e| from + e) else {
+                    none_from[k] = r_at;
+                    return None;
+                };
                 if close == "$" && e > 0 && r.as_bytes()[e - 1] == b'\\' {
                     from = e + 1;
                     continue;
@@ -32,6 +49,7 @@ pub(crate) fn segment_at(s: &str, i: usize) -> Option<(String, usize)> {
 pub(crate) fn segments(s: &str) -> Vec<(usize, usize, String)> {
     let mut out = vec![];
     let b = s.as_bytes();
+    let mut none_from = [usize::MAX; 4];
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'$'
@@ -41,7 +59,7 @@ pub(crate) fn segments(s: &str) -> Vec<(usize, usize, String)> {
                 i += 1;
                 continue;
             }
-            if let Some((c, e)) = segment_at(s, i) {
+            if let Some((c, e)) = segment_at_memo(s, i, &mut none_from) {
                 out.push((i, e, c));
                 i = e;
                 continue;
@@ -187,4 +205,49 @@ pub(crate) fn clause(t: &str) -> &str {
 /// Byte offset of the first prose letter of `t` (not part of a LaTeX command name).
 pub(crate) fn first_word(t: &str) -> Option<usize> {
     prose_letters(t).next()
+}
+
+/// How many bytes before and after a statement word or marked value the statement readings
+/// ([`crate::stated`], [`crate::restated`]) look at: its clause, the arithmetic before it and
+/// the value after it are read inside this window. Each candidate then costs a bounded amount
+/// of work, so a response's reading is linear in its length (issue 50, item 2); a clause longer
+/// than this without a clause break is read only this far from the word.
+pub const STATEMENT_WINDOW: usize = 256;
+
+/// The window of `s` around `st..en` ([`STATEMENT_WINDOW`] bytes either side): its byte offset
+/// in `s` and its text. A window cut before `st` starts after the next whitespace, so that it
+/// does not open on part of a word.
+pub(crate) fn window(s: &str, st: usize, en: usize) -> (usize, &str) {
+    let mut lo = st.saturating_sub(STATEMENT_WINDOW);
+    while !s.is_char_boundary(lo) {
+        lo -= 1;
+    }
+    if lo > 0 {
+        if let Some(p) = s[lo..st].find(char::is_whitespace) {
+            lo += p;
+        }
+    }
+    let mut hi = en.saturating_add(STATEMENT_WINDOW).min(s.len());
+    while !s.is_char_boundary(hi) {
+        hi += 1;
+    }
+    (lo, &s[lo..hi])
+}
+
+/// The last `max` bytes of `s` (all of `s` when `max` is 0 or `s` is no longer), starting after
+/// a whitespace so that no word is cut: its byte offset in `s` and its text. The stated-answer
+/// search reads statements only there ([`crate::Options::max_statement_bytes`]), which bounds
+/// its work whatever the response's length.
+pub(crate) fn tail(s: &str, max: usize) -> (usize, &str) {
+    if max == 0 || s.len() <= max {
+        return (0, s);
+    }
+    let mut lo = s.len() - max;
+    while !s.is_char_boundary(lo) {
+        lo += 1;
+    }
+    if let Some(p) = s[lo..].find(char::is_whitespace) {
+        lo += p;
+    }
+    (lo, &s[lo..])
 }

@@ -31,10 +31,14 @@
 //! value must be evaluated: plain arithmetic between numbers (`7-3`, `3 * 9`) merely repeats the
 //! question and is refused wherever it was found outside a box. The lenient policy that also
 //! takes the last number or math segment is [`crate::AnswerPolicy::LastValue`].
+//!
+//! Bounded work: rule 1 reads the whole response, rules 2 to 5 only its last
+//! [`crate::Options::max_statement_bytes`] (32 KiB by default), where a response commits to its
+//! answer; a statement before them is not read, and the verdict says so.
 
 use crate::extract::{last_anchor, marked, prose_words, Extracted, Source};
 use crate::restated::hedged_count;
-use crate::scan::{closed_rhs, segments, strip_delimiters, top_level_equals, words};
+use crate::scan::{closed_rhs, segments, strip_delimiters, tail, top_level_equals, window, words};
 use crate::value::{
     cut_at_operator, hypothetical, lone_number_subject, negated_before, number_word, numbered_item,
     value_after, value_and_end, ADVERBS, STATEMENT_WORDS,
@@ -59,11 +63,17 @@ const TRAILING_ANCHORS: &[&str] = &[
 ];
 
 /// Extracts the stated final answer of a prediction (see the module docs for the policy).
+///
+/// Boxes and anchors are searched in all of `s`; final statements (rules 2 to 5) only in its
+/// last `max_statement_bytes` bytes ([`tail`]; 0: all of `s`), so the work is bounded whatever
+/// the length: a response longer than that is never a whole-response answer, and its first line
+/// is not read as one.
 pub fn extract_stated(
     s: &str,
     targets: &[Target],
     choices: &[String],
     lowercase: bool,
+    max_statement_bytes: usize,
 ) -> Option<Extracted> {
     if targets == [Target::String] {
         return crate::extract::extract(s, targets, choices, lowercase);
@@ -72,18 +82,24 @@ pub fn extract_stated(
     if let Some(e) = marked(s, latex, true) {
         return Some(e);
     }
+    let (offset, t) = tail(s, max_statement_bytes);
     if let Some((_, anchor_end)) = last_anchor(&s.to_ascii_lowercase()) {
         // an anchor whose answer cannot be read: no fallback to another number, except a
         // result stated in a later last sentence ("The final answer is the sum of ...
         // Therefore, 8 + 4 = 12.")
-        return later_statement(s, anchor_end, latex).map(|text| Extracted {
+        return later_statement(t, offset, anchor_end, latex).map(|text| Extracted {
             text,
             source: Source::Statement,
         });
     }
+    statement(t, offset == 0, latex)
+}
+
+/// Rules 2 to 5 of the module docs on `s`, the response or (when `whole` is false) its tail.
+fn statement(s: &str, whole: bool, latex: bool) -> Option<Extracted> {
     let w = words(s);
-    let whole = only_answer(s, &w);
-    if whole && w.is_empty() {
+    let only = whole && only_answer(s, &w);
+    if only && w.is_empty() {
         if let Some(text) = labelled_value(s, latex) {
             return Some(Extracted {
                 text,
@@ -99,21 +115,24 @@ pub fn extract_stated(
     let statement = last_sentence(s)
         .filter(|&(sent, terminated)| !numbered_item(s, sent, terminated))
         .and_then(|(sent, terminated)| final_statement(sent, terminated, latex))
-        .or_else(|| crate::restated::earlier_answer(s));
+        .or_else(|| crate::restated::earlier_answer_in(s, whole));
     match statement {
         Some(text) => Some(Extracted {
             text,
             source: Source::Statement,
         }),
-        None => whole.then(|| whole_answer(s)),
+        None => only.then(|| whole_answer(s)),
     }
 }
 
-/// The final statement of the last sentence when that sentence starts after byte offset `at`.
-fn later_statement(s: &str, at: usize, latex: bool) -> Option<String> {
-    let (sent, terminated) = last_sentence(s)?;
-    let start = sent.as_ptr() as usize - s.as_ptr() as usize;
-    (start > at)
+/// The final statement of the last sentence of `t` (the text of `s` from byte `offset`) when
+/// that sentence starts after byte `at` of `s`; a sentence that runs on from before `t` is
+/// taken to start before `at`.
+fn later_statement(t: &str, offset: usize, at: usize, latex: bool) -> Option<String> {
+    let (sent, terminated) = last_sentence(t)?;
+    let start = sent.as_ptr() as usize - t.as_ptr() as usize;
+    let begun = offset == 0 || t[..start].contains(['\n', '.', '!', '?']);
+    (begun && offset + start > at)
         .then(|| final_statement(sent, terminated, latex))
         .flatten()
 }
@@ -236,26 +255,26 @@ fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> 
     }
     let mut ends = statement_ends(sent);
     ends.sort_unstable_by_key(|&(_, en)| en);
-    for &(st, at) in ends.iter().rev() {
-        if negated_before(&sent[..st]) {
+    for &(word_st, word_at) in ends.iter().rev() {
+        // each statement is read inside its window: bounded work per statement word
+        let (lo, w) = window(sent, word_st, word_at);
+        let (st, at) = (word_st - lo, word_at - lo);
+        if negated_before(&w[..st]) {
             // "1 is indeed not equal to 4" denies a value
             return None;
         }
-        if lone_number_subject(&sent[..st])
-            || hypothetical(&sent[..st])
-            || about_a_quantity(&sent[..st])
-        {
+        if lone_number_subject(&w[..st]) || hypothetical(&w[..st]) || about_a_quantity(&w[..st]) {
             // "1 is 5", "6 = 18": a number said to be another is no computed result;
             // "If 8 minus 7 equals 1, ...": a condition, not a result;
             // "the nearest whole number, which is 10": a property of another quantity
             continue;
         }
         // "there are 12 sequences that ...": a count keeps its noun phrase
-        let counting = counts_things(sent, at);
+        let counting = counts_things(w, at);
         let occurrences = counting
-            && !sent[..at].to_ascii_lowercase().ends_with("there are")
-            && !sent[..at].to_ascii_lowercase().ends_with("there is");
-        if occurrences && hedged_count(&sent[at..]) {
+            && !w[..at].to_ascii_lowercase().ends_with("there are")
+            && !w[..at].to_ascii_lowercase().ends_with("there is");
+        if occurrences && hedged_count(&w[at..]) {
             // "appears twice or three times", "occurs about 5 times"
             return None;
         }
@@ -264,8 +283,9 @@ fn final_statement(sent: &str, terminated: bool, latex: bool) -> Option<String> 
         } else {
             (terminated as usize, MAX_CLOSING_WORDS)
         };
-        if let Some((v, end)) = value_and_end(sent, at, latex, tail_words) {
-            if crate::restated::repeated_operand(&sent[..st], &v) {
+        if let Some((v, end)) = value_and_end(w, at, latex, tail_words) {
+            let end = lo + end;
+            if crate::restated::repeated_operand(&w[..st], &v) {
                 // "add 3 and 7, which is 7": an operand repeated, not the result
                 return None;
             }
@@ -398,7 +418,7 @@ mod tests {
     use super::*;
 
     fn stated(s: &str) -> Option<String> {
-        extract_stated(s, &[Target::Latex, Target::Expr], &[], true).map(|e| e.text)
+        extract_stated(s, &[Target::Latex, Target::Expr], &[], true, 0).map(|e| e.text)
     }
 
     #[test]

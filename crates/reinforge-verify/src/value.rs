@@ -46,13 +46,36 @@ const CURRENCY: &[char] = &['€', '£', '¥', '₹', '$'];
 /// Whether the sentence `sent` is only a list number ("3." after lines that start "1." and
 /// "2."): the label of an item, not a value.
 pub(crate) fn numbered_item(s: &str, sent: &str, terminated: bool) -> bool {
+    if sent.trim().parse::<u32>().is_err() {
+        return false;
+    }
+    numbered_item_in(&ListNumbers::of(s), sent, terminated)
+}
+
+/// The list labels of a text: the digits that open a line before ". " ("3. Then ..."), read
+/// once, so that checking every line of a response against them stays linear.
+pub(crate) struct ListNumbers(std::collections::HashSet<String>);
+
+impl ListNumbers {
+    pub(crate) fn of(s: &str) -> Self {
+        ListNumbers(
+            s.lines()
+                .filter_map(|l| {
+                    let l = l.trim_start();
+                    let digits = l.bytes().take_while(u8::is_ascii_digit).count();
+                    (digits > 0 && l[digits..].starts_with(". ")).then(|| l[..digits].to_string())
+                })
+                .collect(),
+        )
+    }
+}
+
+/// [`numbered_item`] against the list labels of the text, read before.
+pub(crate) fn numbered_item_in(items: &ListNumbers, sent: &str, terminated: bool) -> bool {
     let Ok(n) = sent.trim().parse::<u32>() else {
         return false;
     };
-    let item_start = |k: u32| {
-        s.lines()
-            .any(|l| l.trim_start().starts_with(&format!("{k}. ")))
-    };
+    let item_start = |k: u32| items.0.contains(&k.to_string());
     terminated && ((n > 1 && item_start(n - 1)) || item_start(n + 1))
 }
 

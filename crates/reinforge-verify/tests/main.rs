@@ -2,6 +2,7 @@
 //! (`cargo test -p reinforge-verify --test suite MODULE::`): one link of the crate and its
 //! dependencies instead of one per file (docs/ci.md).
 
+mod bounded;
 mod cli;
 mod fixtures;
 mod free_text;

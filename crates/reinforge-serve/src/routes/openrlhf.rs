@@ -7,7 +7,9 @@
 //! dataset's `--label_key` value. Response, as OpenRLHF's reward functions return it
 //! (`examples/python/reward_func.py`): `{"rewards": [...], "scores": [...], "extra_logs":
 //! {name: [...]}}`, where `rewards` feed the advantages, `scores` (0/1) dynamic filtering and
-//! `extra_logs` are logged per sample. Unknown request keys are ignored (forks add some).
+//! `extra_logs` are logged per sample. Unknown request keys are ignored (forks add some). A
+//! request whose rows hold more than `--max-verify-bytes` of text (each row counted as at least
+//! 256 bytes) is a 413 naming the flag, before any scoring.
 
 use std::collections::BTreeMap;
 
@@ -62,6 +64,25 @@ fn label_text(v: Value) -> Option<String> {
     }
 }
 
+/// 413 when the request's texts (query, prompt and label of each row) ask for more than
+/// `--max-verify-bytes` of work ([`crate::limit::check_verify_work`]).
+fn check_work(req: &RewardRequest, limit: usize) -> Result<(), ApiError> {
+    let text = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => 0,
+        Some(Value::String(s)) => s.len(),
+        Some(other) => other.to_string().len(),
+    };
+    let lens = req.query.iter().enumerate().map(|(i, q)| {
+        let prompt = req
+            .prompts
+            .as_ref()
+            .and_then(|p| p.get(i))
+            .map_or(0, String::len);
+        q.len() + prompt + text(req.labels.as_ref().and_then(|l| l.get(i)))
+    });
+    crate::limit::check_verify_work("query", lens, limit)
+}
+
 pub async fn get_reward(
     State(state): State<AppState>,
     Extension(slot): Extension<Slot>,
@@ -79,6 +100,7 @@ pub async fn get_reward(
             ));
         }
     }
+    check_work(&req, state.max_verify_bytes)?;
     let prompts = req.prompts.unwrap_or_default();
     let mut labels = req.labels.unwrap_or_default().into_iter();
     let mut mismatches = 0;
