@@ -109,10 +109,19 @@ impl TrainConfig {
     /// Every count at most [`MAX_COUNT`] (threads at most [`MAX_THREADS`]), and the rollouts
     /// and tokens of one step within the same bound.
     fn validate_count_bounds(&self) -> Result<()> {
-        let (s, g, p, e, i) = (&self.sft, &self.grpo, &self.ppo, &self.eval, &self.integrity);
+        let (s, g, p, e, i) = (
+            &self.sft,
+            &self.grpo,
+            &self.ppo,
+            &self.eval,
+            &self.integrity,
+        );
         let counts = [
             ("max_nonfinite_steps", self.max_nonfinite_steps),
-            ("memory.max_tokens_per_microbatch", self.memory.max_tokens_per_microbatch),
+            (
+                "memory.max_tokens_per_microbatch",
+                self.memory.max_tokens_per_microbatch,
+            ),
             ("task.attempts", self.task.attempts),
             ("sft.steps", s.steps),
             ("sft.batch_size", s.batch_size),

@@ -335,3 +335,54 @@ fn absent_keys_take_the_one_default() {
         "unknown keys stay errors"
     );
 }
+
+/// The CLI sweep's classes (issue 50): the largest integer in every count key, a subnormal
+/// float in the positive ones, huge model sizes and zero heads are each refused naming the
+/// key, never a panic or an overflow later.
+#[test]
+fn extreme_values_are_refused_by_name() {
+    let err = |set: &str| -> String {
+        let resolved = TrainConfig::resolve(None, &[set.to_string()]);
+        let checked = resolved.and_then(|c| c.validate_arith().map(|_| c));
+        format!("{:#}", checked.expect_err(set))
+    };
+    let max = "9223372036854775807";
+    for key in [
+        "threads",
+        "sft.batch_size",
+        "sft.steps",
+        "rl.steps",
+        "rl.prompts_per_step",
+        "rl.num_generations",
+        "rl.max_completion_length",
+        "eval.problems",
+        "eval.batch_size",
+        "integrity.window",
+        "model.vocab_size",
+        "model.hidden_size",
+        "model.intermediate_size",
+        "model.num_hidden_layers",
+        "model.max_position_embeddings",
+    ] {
+        let e = err(&format!("{key}={max}"));
+        let field = key.rsplit('.').next().unwrap();
+        assert!(e.contains(field) && !e.contains("panicked"), "{key}: {e}");
+    }
+    for key in ["rl.lr", "rl.temperature", "model.rope_theta", "sft.lr"] {
+        let e = err(&format!("{key}=1e-320"));
+        assert!(e.contains(key) && e.contains("2.2e-308"), "{key}: {e}");
+    }
+    let e = err("model.num_attention_heads=0");
+    assert!(e.contains("num_attention_heads"), "{e}");
+    // Bounded separately, their product is refused.
+    let e = err("rl.num_generations=1000000");
+    assert!(e.contains("rl.num_generations"), "{e}");
+    let product = TrainConfig::resolve(
+        None,
+        &[
+            "rl.prompts_per_step=100000".into(),
+            "rl.num_generations=1000".into(),
+        ],
+    );
+    assert!(format!("{:#}", product.unwrap_err()).contains("rollouts per step"));
+}

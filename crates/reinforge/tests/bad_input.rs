@@ -357,6 +357,7 @@ fn rank_rejects_bad_flags_and_inputs() {
         ("--anchor", "GPT 4=nan"),
         ("--method", "glicko"),
         ("--rounds", "-1"),
+        ("--rounds", "18446744073709551615"),
     ] {
         rejects(
             &["rank", "--input", &b, &format!("{flag}={value}")],
@@ -456,6 +457,7 @@ fn tournament_rejects_bad_flags_and_inputs() {
     let f = Files::new();
     for (flag, value) in [
         ("--models", "0"),
+        ("--models", "100000"),
         ("--target", "2"),
         ("--target", "nan"),
         ("--spread", "-1"),

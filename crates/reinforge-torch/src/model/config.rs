@@ -480,7 +480,11 @@ impl ModelConfig {
         let attn = h * hd * (2.0 * self.num_attention_heads as f64 + 2.0 * self.kv_heads() as f64);
         let experts = self.num_experts.unwrap_or(1).max(1) as f64;
         let mlp = 3.0 * h * self.expert_size().max(self.intermediate_size) as f64 * experts;
-        let embed = if self.tie_word_embeddings { v * h } else { 2.0 * v * h };
+        let embed = if self.tie_word_embeddings {
+            v * h
+        } else {
+            2.0 * v * h
+        };
         embed + self.num_hidden_layers as f64 * (attn + mlp)
     }
 

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use reinforge_eval::samples;
 
-use super::{count, count_u64, emit, level, Format};
+use super::{count_u64, emit, level, Format};
 
 /// pass@k and maj@k curves (k = 1, 2, 4, ...) with bootstrap intervals over problems.
 ///
@@ -24,7 +24,7 @@ pub struct PassKArgs {
     #[arg(long, value_delimiter = ',', value_parser = count_u64)]
     pub k: Vec<u64>,
     /// Bootstrap rounds over problems, at least 1.
-    #[arg(long, default_value_t = 2000, value_parser = count)]
+    #[arg(long, default_value_t = 2000, value_parser = super::some_rounds)]
     pub rounds: usize,
     /// Bootstrap seed.
     #[arg(long, default_value_t = 0)]

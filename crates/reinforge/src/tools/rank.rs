@@ -83,8 +83,8 @@ pub struct RankArgs {
     /// contextual model, reweighted by default as arena-rank's).
     #[arg(long, value_enum, default_value_t = CiMethod::Bootstrap)]
     pub ci: CiMethod,
-    /// Bootstrap rounds for the intervals (0 = none).
-    #[arg(long, default_value_t = 1000)]
+    /// Bootstrap rounds for the intervals (0 = none; at most 1000000).
+    #[arg(long, default_value_t = 1000, value_parser = super::rounds)]
     pub rounds: usize,
     /// Bootstrap seed (results do not depend on the thread count).
     #[arg(long, default_value_t = 0)]

@@ -53,7 +53,7 @@ pub enum RmEvalData {
         #[arg(long, value_enum, default_value_t = IntervalKind::Sandwich)]
         intervals: IntervalKind,
         /// Bootstrap rounds.
-        #[arg(long, default_value_t = 1000, value_parser = super::count)]
+        #[arg(long, default_value_t = 1000, value_parser = super::some_rounds)]
         rounds: usize,
         /// Bootstrap seed.
         #[arg(long, default_value_t = 0)]

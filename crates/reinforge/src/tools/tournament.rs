@@ -59,8 +59,8 @@ pub struct TournamentArgs {
     /// Use a simulated judge with known strengths instead of --input.
     #[arg(long)]
     pub simulate: bool,
-    /// Number of simulated models (at least 2).
-    #[arg(long, default_value_t = 16, value_parser = count)]
+    /// Number of simulated models (2 to 4096).
+    #[arg(long, default_value_t = 16, value_parser = super::models)]
     pub models: usize,
     /// Swiss rounds. Oracle mode: one value (default ceil(log2 N) + 2, enough to separate the top and
     /// to order the field roughly). Simulation: the grid (default 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, ...
