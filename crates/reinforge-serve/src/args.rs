@@ -140,6 +140,12 @@ pub struct ServeArgs {
     /// plus max_tokens (400 beyond).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 1 << 24))]
     pub max_request_tokens: usize,
+    /// Log-prob alternatives one generation request may ask for at most: the sum over its
+    /// rows of `max_tokens` x `logprobs` plus prompt length x `prompt_logprobs` (400 beyond).
+    /// Each is an object in the response, so this bounds what a small request makes the
+    /// server build.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1 << 20))]
+    pub max_request_logprobs: usize,
     /// Seconds a client has to send a request's body once its headers are in (408 beyond); a
     /// work route's concurrency slot is taken only once the body is read.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 30.0))]
@@ -181,6 +187,7 @@ impl Default for ServeArgs {
             weights_root: None,
             max_request_rows: 4096,
             max_request_tokens: 1 << 24,
+            max_request_logprobs: 1 << 20,
             body_read_timeout_s: 30.0,
             sandbox_max_fetch_files: 64,
             sandbox_max_fetch_bytes: 64 << 20,

@@ -174,6 +174,41 @@ fn one_key_guards_everything_and_exposed_binds_need_a_key() {
     assert!(a.keys().unwrap_err().to_string().contains("--api-key"));
 }
 
+/// Issue 50's audit: log-prob widths multiply a tiny request (`prompt_logprobs = 20,
+/// logprobs = 20, n = 4096` built a ~650 MB response from 530 bytes); the alternatives a
+/// request asks for are capped by `--max-request-logprobs`, and the server keeps answering.
+#[test]
+fn log_prob_widths_times_rows_are_capped() {
+    let _one = exclusive();
+    let (s, _) = policy_server(false, |a| a.max_request_logprobs = 1000);
+    let url = format!("{}/v1/completions", s.url);
+    let huge = json!({"prompt": [1, 2, 3], "n": 4096, "max_tokens": 16, "logprobs": 20, "prompt_logprobs": 20});
+    let (st, v, _, _) = call(&url, &huge);
+    assert_eq!(
+        (st, &v["error"]["param"]),
+        (400, &json!("prompt_logprobs")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-request-logprobs"),
+        "{v}"
+    );
+    // 4 rows x 16 tokens x 20 alternatives = 1280: over the cap; 3 rows (960) are answered.
+    let (st, v, _, _) = call(
+        &url,
+        &json!({"prompt": [1], "n": 4, "max_tokens": 16, "logprobs": 20}),
+    );
+    assert_eq!((st, &v["error"]["param"]), (400, &json!("logprobs")), "{v}");
+    let (st, v, _, _) = call(
+        &url,
+        &json!({"prompt": [1], "n": 3, "max_tokens": 16, "logprobs": 20}),
+    );
+    assert_eq!(st, 200, "{v}");
+}
+
 /// Finding 2: a request's rows and tokens are capped before anything is copied per row.
 #[test]
 fn huge_n_and_token_totals_are_400s_naming_the_field() {

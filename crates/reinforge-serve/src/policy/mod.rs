@@ -109,6 +109,8 @@ pub struct Served {
     pub max_request_rows: usize,
     /// `--max-request-tokens`: the sum over a request's rows of prompt plus `max_tokens`.
     pub max_request_tokens: usize,
+    /// `--max-request-logprobs`: the log-prob alternatives a request may ask for.
+    pub max_request_logprobs: usize,
     /// `--weights-root`, canonical, and whether loads outside one are allowed (a loopback
     /// `--host`); see [`weights`].
     pub weights_root: Option<PathBuf>,
@@ -173,6 +175,7 @@ impl Policy {
             max_batch_rows: args.max_batch_rows,
             max_request_rows: args.max_request_rows,
             max_request_tokens: args.max_request_tokens,
+            max_request_logprobs: args.max_request_logprobs,
             weights_root,
             loads_without_root: host_is_loopback(&args.host),
         };

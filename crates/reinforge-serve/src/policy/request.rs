@@ -245,7 +245,37 @@ pub fn completion(bytes: &[u8], served: &Served) -> Result<GenRequest, OpenAiErr
         ));
     }
     req.sampling.prompt_logprobs = k;
+    check_alternatives(&req, served)?;
     Ok(req)
+}
+
+/// Refuses a request whose log-prob alternatives (each an object of the response) exceed
+/// `--max-request-logprobs`: per row, `max_tokens` x `logprobs` for the completion and prompt
+/// length x `prompt_logprobs` for the prompt. `n` multiplies both, so without this a
+/// 530-byte request could make the server build a response of hundreds of megabytes.
+fn check_alternatives(req: &GenRequest, served: &Served) -> Result<(), OpenAiError> {
+    let s = &req.sampling;
+    let per_completion = s.max_tokens as u128 * s.top_logprobs as u128;
+    let total: u128 = req
+        .prompts
+        .iter()
+        .map(|p| (per_completion + p.len() as u128 * s.prompt_logprobs as u128) * req.n as u128)
+        .sum();
+    if total > served.max_request_logprobs as u128 {
+        let field = if s.prompt_logprobs > 0 {
+            "prompt_logprobs"
+        } else {
+            "logprobs"
+        };
+        return Err(OpenAiError::bad(
+            field,
+            format!(
+                "the request asks for {total} log-prob alternatives (rows x (max_tokens x logprobs + prompt tokens x prompt_logprobs)); this server returns at most {} per request (--max-request-logprobs): ask for fewer rows, tokens or alternatives",
+                served.max_request_logprobs
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Parses and checks a `/v1/chat/completions` body.
@@ -329,7 +359,7 @@ pub fn chat(bytes: &[u8], served: &Served) -> Result<GenRequest, OpenAiError> {
             "max_tokens",
         ),
     };
-    build(
+    let req = build(
         Endpoint::Chat,
         common,
         vec![prompt],
@@ -337,7 +367,9 @@ pub fn chat(bytes: &[u8], served: &Served) -> Result<GenRequest, OpenAiError> {
         field,
         logprobs,
         served,
-    )
+    )?;
+    check_alternatives(&req, served)?;
+    Ok(req)
 }
 
 fn check_model(common: &Common, served: &Served) -> Result<(), OpenAiError> {
