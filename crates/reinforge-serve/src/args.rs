@@ -150,6 +150,11 @@ pub struct ServeArgs {
     /// work route's concurrency slot is taken only once the body is read.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 30.0))]
     pub body_read_timeout_s: f64,
+    /// Seconds a connection has to send a request's headers, from when the server starts
+    /// waiting for them (a new connection, or one kept alive after a response); the connection
+    /// is closed beyond, so idle and slowloris connections cannot pile up before auth.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 30.0))]
+    pub header_read_timeout_s: f64,
     /// Sandbox cap: files a run may return (`fetch_files` entries).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 64))]
     pub sandbox_max_fetch_files: usize,
@@ -189,6 +194,7 @@ impl Default for ServeArgs {
             max_request_tokens: 1 << 24,
             max_request_logprobs: 1 << 20,
             body_read_timeout_s: 30.0,
+            header_read_timeout_s: 30.0,
             sandbox_max_fetch_files: 64,
             sandbox_max_fetch_bytes: 64 << 20,
         }
@@ -261,11 +267,12 @@ impl ServeArgs {
 
     /// The body-read timeout; an error names the flag.
     pub fn body_read_timeout(&self) -> anyhow::Result<Duration> {
-        let t = self.body_read_timeout_s;
-        if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
-            anyhow::bail!("--body-read-timeout-s must be in (0, 86400] seconds, got {t}");
-        }
-        Ok(Duration::from_secs_f64(t))
+        seconds("--body-read-timeout-s", self.body_read_timeout_s)
+    }
+
+    /// The header-read timeout; an error names the flag.
+    pub fn header_read_timeout(&self) -> anyhow::Result<Duration> {
+        seconds("--header-read-timeout-s", self.header_read_timeout_s)
     }
 
     /// The sandbox's server-wide caps; an error names the flag out of range.
@@ -330,4 +337,12 @@ mod tests {
         assert!(err(|a| a.sandbox_max_processes = 0).contains("--sandbox-max-processes"));
         assert!(ServeArgs::default().sandbox_caps().is_ok());
     }
+}
+
+/// `t` seconds of flag `flag` as a duration, in (0, 86400].
+fn seconds(flag: &str, t: f64) -> anyhow::Result<Duration> {
+    if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
+        anyhow::bail!("{flag} must be in (0, 86400] seconds, got {t}");
+    }
+    Ok(Duration::from_secs_f64(t))
 }

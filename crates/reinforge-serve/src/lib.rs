@@ -85,6 +85,8 @@ pub struct AppState {
     pub keys: Arc<auth::Keys>,
     /// `--body-read-timeout-s`.
     pub body_timeout: std::time::Duration,
+    /// `--header-read-timeout-s` ([`serve`]'s connections).
+    pub header_timeout: std::time::Duration,
     /// `--sandbox-max-fetch-files`, `--sandbox-max-fetch-bytes`.
     pub fetch_caps: routes::sandboxfusion::FetchCaps,
     /// The Tinker API (`--tinker`), when the caller passed a backend ([`AppState::with_tinker`]).
@@ -106,6 +108,7 @@ impl AppState {
     ) -> Result<Self> {
         let keys = args.keys()?;
         let body_timeout = args.body_read_timeout()?;
+        let header_timeout = args.header_read_timeout()?;
         let metrics = Arc::new(Metrics::new());
         let policy = match generator {
             Some(g) => Some(Arc::new(policy::Policy::new(
@@ -162,6 +165,7 @@ impl AppState {
             policy,
             keys: Arc::new(keys),
             body_timeout,
+            header_timeout,
             fetch_caps: routes::sandboxfusion::FetchCaps {
                 files: args.sandbox_max_fetch_files,
                 bytes: args.sandbox_max_fetch_bytes,
@@ -262,15 +266,45 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Serves `state` on `listener` until `shutdown` completes, then finishes the requests in
-/// flight and returns.
+/// flight and returns. HTTP/1 connections under hyper directly rather than `axum::serve`,
+/// which sets no timer and so no deadline on a request's headers: here a connection that has
+/// not sent its headers `state.header_timeout` after the server began waiting for them (idle
+/// after a response too) is closed.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let header_timeout = state.header_timeout;
+    let router = app(state);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // Out of file descriptors and the like: wait, as axum::serve does, then go on.
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(TokioIo::new(stream), service);
+        let watched = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = watched.await;
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// Completes on the first SIGINT or SIGTERM; a second one exits at once (status 130).

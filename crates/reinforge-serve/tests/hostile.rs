@@ -174,6 +174,66 @@ fn one_key_guards_everything_and_exposed_binds_need_a_key() {
     assert!(a.keys().unwrap_err().to_string().contains("--api-key"));
 }
 
+/// Issue 50's audit: a connection that never finishes its headers (idle, a slowloris drip, or
+/// kept alive after a response) is closed after `--header-read-timeout-s`; before, 1100 such
+/// connections locked keyed clients out. A client that sends its request is answered.
+#[test]
+fn connections_without_headers_are_closed_after_the_header_timeout() {
+    let _one = exclusive();
+    let mut args = ServeArgs::defaults();
+    args.no_sandbox = true;
+    args.header_read_timeout_s = 0.5;
+    let s = start(args);
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let closed_within = |send: &[u8], drip: bool| -> Duration {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let start = Instant::now();
+        if drip {
+            // One byte every 100 ms: the headers never end within the deadline.
+            for b in send {
+                if c.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                if start.elapsed() > Duration::from_secs(5) {
+                    break;
+                }
+            }
+        } else {
+            c.write_all(send).unwrap();
+        }
+        let mut buf = Vec::new();
+        let _ = c.read_to_end(&mut buf);
+        start.elapsed()
+    };
+    let idle = closed_within(b"", false);
+    let partial = closed_within(b"GET /health HTTP/1.1\r\nHost: x\r\n", false);
+    let drip = closed_within(&[b'x'; 200], true);
+    let kept_alive = closed_within(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", false);
+    for (case, t) in [
+        ("idle", idle),
+        ("partial", partial),
+        ("drip", drip),
+        ("kept alive", kept_alive),
+    ] {
+        assert!(
+            t < Duration::from_secs(3),
+            "{case}: open {t:?} past a 0.5 s header timeout"
+        );
+    }
+    let health = ureq::get(&format!("{}/health", s.url)).call().unwrap();
+    assert_eq!(health.status(), 200);
+    for (case, t) in [
+        ("idle", idle),
+        ("partial", partial),
+        ("drip", drip),
+        ("kept alive", kept_alive),
+    ] {
+        eprintln!("{case}: closed after {t:?}");
+    }
+}
+
 /// Issue 50's audit: log-prob widths multiply a tiny request (`prompt_logprobs = 20,
 /// logprobs = 20, n = 4096` built a ~650 MB response from 530 bytes); the alternatives a
 /// request asks for are capped by `--max-request-logprobs`, and the server keeps answering.
