@@ -34,6 +34,12 @@ fn expected(name: &str) -> HashMap<String, Tensor> {
         .collect()
 }
 
+/// The fixture's `expected.json` (transformers' ids, log-probs and tokens).
+fn expected_json(name: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name).join("expected.json")).unwrap())
+        .unwrap()
+}
+
 fn vision_config(name: &str) -> VisionConfig {
     let text = std::fs::read_to_string(fixture(name).join("config.json")).unwrap();
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -333,10 +339,7 @@ fn vision_language_pipeline_from_image_files() {
 
         // Completion log-probs: right-padded prompt ++ completion rows 0 and 1, through the
         // trainer's batch and log-prob functions.
-        let json: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(fixture(name).join("expected.json")).unwrap(),
-        )
-        .unwrap();
+        let json: serde_json::Value = expected_json(name);
         let as_rows =
             |key: &str| -> Vec<Vec<i64>> { serde_json::from_value(json[key].clone()).unwrap() };
         let (prompts, completions) = (as_rows("completion_prompt_ids"), as_rows("completions"));
@@ -418,10 +421,7 @@ fn vision_language_pipeline_from_image_files() {
 fn vision_language_greedy_generation_matches_transformers() {
     for name in ["qwen2_vl", "qwen2_5_vl"] {
         let policy = Policy::load(&fixture(name), Device::Cpu).unwrap();
-        let json: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(fixture(name).join("expected.json")).unwrap(),
-        )
-        .unwrap();
+        let json: serde_json::Value = expected_json(name);
         let g = &json["generate"];
         let params = SamplingParams {
             temperature: 0.0,
@@ -493,10 +493,7 @@ fn vision_language_greedy_generation_matches_transformers() {
 /// One AdamW step on the completion log-probs of the fixture rows with images; returns the
 /// parameters before and after, by name.
 fn one_update(policy: &Policy) -> Vec<(String, Tensor, Tensor)> {
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("qwen2_vl").join("expected.json")).unwrap(),
-    )
-    .unwrap();
+    let json: serde_json::Value = expected_json("qwen2_vl");
     let rows = |key: &str| -> Vec<Vec<i64>> { serde_json::from_value(json[key].clone()).unwrap() };
     let (prompts, completions) = (rows("completion_prompt_ids"), rows("completions"));
     let images = processed_images("qwen2_vl");
@@ -562,10 +559,7 @@ fn a_loaded_vision_tower_is_frozen_unless_asked_to_train() {
 #[test]
 fn sft_loss_on_rows_with_images_matches_transformers() {
     for name in ["qwen2_vl", "qwen2_5_vl"] {
-        let json: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(fixture(name).join("expected.json")).unwrap(),
-        )
-        .unwrap();
+        let json: serde_json::Value = expected_json(name);
         let rows =
             |key: &str| -> Vec<Vec<i64>> { serde_json::from_value(json[key].clone()).unwrap() };
         let (prompts, completions) = (rows("completion_prompt_ids"), rows("completions"));
@@ -646,10 +640,7 @@ fn rl_pack_of_rollouts_with_images_matches_transformers() {
     use reinforge_torch::train::loss::tis::Tis;
     use reinforge_torch::train::rl::{pack, PackModels, PackOptions, RolloutRef};
     for name in ["qwen2_vl", "qwen2_5_vl"] {
-        let json: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(fixture(name).join("expected.json")).unwrap(),
-        )
-        .unwrap();
+        let json: serde_json::Value = expected_json(name);
         let rows =
             |key: &str| -> Vec<Vec<i64>> { serde_json::from_value(json[key].clone()).unwrap() };
         let (prompts, completions) = (rows("completion_prompt_ids"), rows("completions"));
@@ -719,10 +710,7 @@ fn rl_pack_of_rollouts_with_images_matches_transformers() {
 fn sampling_with_images_never_draws_the_placeholder() {
     let name = "qwen2_vl";
     let policy = Policy::load(&fixture(name), Device::Cpu).unwrap();
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture(name).join("expected.json")).unwrap(),
-    )
-    .unwrap();
+    let json: serde_json::Value = expected_json(name);
     let prompts: Vec<Vec<i64>> =
         serde_json::from_value(json["completion_prompt_ids"].clone()).unwrap();
     let images = processed_images(name);

@@ -39,6 +39,15 @@ fn row_images(name: &str, e: &Value, row: usize, dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Asserts that a command on fixture `name` exited 0, showing its stderr otherwise.
+fn succeeded(name: &str, out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn write_rows(path: &Path, rows: &[Value]) {
     let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(path, text).unwrap();
@@ -71,11 +80,7 @@ fn score_rows_with_images_matches_transformers() {
             "--prompt-column",
             "messages",
         ]);
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(name, &out);
         let lines = json_lines(&out.stdout);
         assert_eq!(lines.len(), 2, "{name}");
         let mut worst = 0f64;
@@ -126,11 +131,7 @@ fn greedy_generate_with_an_image_matches_transformers() {
             "--max-new-tokens",
             "8",
         ]);
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(name, &out);
         let lines = json_lines(&out.stdout);
         eprintln!("{name}: generated {}", lines[0]["completion_ids"]);
         assert_eq!(
@@ -301,11 +302,7 @@ fn train_sft_on_rows_with_images() {
             &run,
             &["--write-tokens", tokens.to_str().unwrap()],
         );
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(name, &out);
         let text = std::fs::read_to_string(&tokens).unwrap();
         for (row, line) in json_lines(text.as_bytes()).iter().enumerate() {
             let ids = line["input_ids"].as_array().unwrap();
@@ -334,11 +331,7 @@ fn train_sft_on_rows_with_images() {
         );
         let run = tmp.path().join("run-tower");
         let out = train_sft(&model, &data, &run, &["--vision-freeze", "false"]);
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(name, &out);
         let last = run.join("checkpoints/final");
         assert!(
             param_gap_under(&model, &last, "visual.") > 0.0,
@@ -472,11 +465,7 @@ fn train_grpo_on_rows_with_images() {
         write_rows(&tmp.path().join("rl.jsonl"), &rl_rows(name, &e, tmp.path()));
         let model = fixture(name);
         let out = train_rl(&model, tmp.path(), "grpo", &[]);
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(name, &out);
         let run = tmp.path().join("runs/grpo");
         let metrics = json_lines(&std::fs::read(run.join("metrics.jsonl")).unwrap());
         assert_eq!(metrics.len(), 2, "{name}");
@@ -504,11 +493,7 @@ fn train_grpo_on_rows_with_images() {
             "tower",
             &["--set", "vision_freeze=false"],
         );
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(name, &out);
         let last = tmp.path().join("runs/tower/checkpoints/final");
         assert!(
             param_gap_under(&model, &last, "visual.") > 0.0,
