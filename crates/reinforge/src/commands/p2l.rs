@@ -115,7 +115,7 @@ pub struct P2lArgs {
     #[arg(long, requires = "costs")]
     pub budget: Option<f64>,
     /// Bootstrap resamples of the prompt set.
-    #[arg(long, default_value_t = 1000, value_parser = crate::tools::rounds)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
     pub rounds: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

@@ -147,35 +147,6 @@ pub fn count(s: &str) -> Result<usize, String> {
     }
 }
 
-/// The most bootstrap rounds a tool runs (each keeps one rating vector in memory).
-pub const MAX_ROUNDS: usize = 1_000_000;
-/// The most models a simulated tournament holds (its round-robin reference plays every pair).
-pub const MAX_MODELS: usize = 4096;
-
-/// Bootstrap rounds: 0 (no intervals) to [`MAX_ROUNDS`].
-pub fn rounds(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    if v > MAX_ROUNDS {
-        return Err(format!("at most {MAX_ROUNDS}, got {v}"));
-    }
-    Ok(v)
-}
-
-/// Bootstrap rounds where at least one is needed: 1 to [`MAX_ROUNDS`].
-pub fn some_rounds(s: &str) -> Result<usize, String> {
-    count(s)?;
-    rounds(s)
-}
-
-/// A number of simulated models: 1 to [`MAX_MODELS`] (the tournament asks for at least 2).
-pub fn models(s: &str) -> Result<usize, String> {
-    let v = count(s)?;
-    if v > MAX_MODELS {
-        return Err(format!("at most {MAX_MODELS}, got {v}"));
-    }
-    Ok(v)
-}
-
 /// A count of at least 1 (u64).
 pub fn count_u64(s: &str) -> Result<u64, String> {
     count(s).map(|v| v as u64)

@@ -58,7 +58,7 @@ pub struct MpgArgs {
     #[arg(long, default_value_t = 4000, value_parser = count)]
     pub draws: usize,
     /// Bootstrap rounds (Fastness intervals, correlations).
-    #[arg(long, default_value_t = 2000, value_parser = super::some_rounds)]
+    #[arg(long, default_value_t = 2000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub rounds: usize,
     /// Central interval level, between 0 and 1.
     #[arg(long, default_value_t = 0.95, value_parser = level)]

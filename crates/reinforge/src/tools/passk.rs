@@ -24,7 +24,7 @@ pub struct PassKArgs {
     #[arg(long, value_delimiter = ',', value_parser = count_u64)]
     pub k: Vec<u64>,
     /// Bootstrap rounds over problems, at least 1.
-    #[arg(long, default_value_t = 2000, value_parser = super::some_rounds)]
+    #[arg(long, default_value_t = 2000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub rounds: usize,
     /// Bootstrap seed.
     #[arg(long, default_value_t = 0)]

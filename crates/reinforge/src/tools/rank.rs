@@ -84,7 +84,7 @@ pub struct RankArgs {
     #[arg(long, value_enum, default_value_t = CiMethod::Bootstrap)]
     pub ci: CiMethod,
     /// Bootstrap rounds for the intervals (0 = none; at most 1000000).
-    #[arg(long, default_value_t = 1000, value_parser = super::rounds)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
     pub rounds: usize,
     /// Bootstrap seed (results do not depend on the thread count).
     #[arg(long, default_value_t = 0)]

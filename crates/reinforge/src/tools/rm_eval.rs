@@ -53,7 +53,7 @@ pub enum RmEvalData {
         #[arg(long, value_enum, default_value_t = IntervalKind::Sandwich)]
         intervals: IntervalKind,
         /// Bootstrap rounds.
-        #[arg(long, default_value_t = 1000, value_parser = super::some_rounds)]
+        #[arg(long, default_value_t = 1000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
         rounds: usize,
         /// Bootstrap seed.
         #[arg(long, default_value_t = 0)]

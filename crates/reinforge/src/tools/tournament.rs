@@ -60,7 +60,7 @@ pub struct TournamentArgs {
     #[arg(long)]
     pub simulate: bool,
     /// Number of simulated models (2 to 4096).
-    #[arg(long, default_value_t = 16, value_parser = super::models)]
+    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
     pub models: usize,
     /// Swiss rounds. Oracle mode: one value (default ceil(log2 N) + 2, enough to separate the top and
     /// to order the field roughly). Simulation: the grid (default 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, ...
