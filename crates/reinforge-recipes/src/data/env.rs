@@ -125,6 +125,9 @@ impl<'a> DataEnv<'a> {
             bail!("{}: no rows", run.data.display());
         }
         let source = run.data.display().to_string();
+        if run.tools.is_some() {
+            refuse_tools_with_images(&records, &source)?;
+        }
         let style = PromptStyle {
             raw: run.raw,
             system: run.system.clone(),
@@ -145,9 +148,6 @@ impl<'a> DataEnv<'a> {
             .collect::<Result<Vec<_>>>()?
             .into_iter()
             .unzip();
-        if run.tools.is_some() {
-            refuse_tools_with_images(&records, &source)?;
-        }
         let tools = match run.tools {
             None => None,
             Some(ToolKind::Calculator) => Some(ToolUse {

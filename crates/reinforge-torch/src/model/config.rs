@@ -329,22 +329,6 @@ impl Default for ModelConfig {
     }
 }
 
-/// Upper bounds of a config's sizes, in [`ModelConfig::validate_sizes`]'s order: far above
-/// released models (vocabularies of 262k, hidden sizes of 16k, 126 layers, 10M positions),
-/// below what overflows a tensor's byte count.
-pub const SIZE_LIMITS: [(&str, usize); 10] = [
-    ("vocab_size", 1 << 24),
-    ("hidden_size", 1 << 18),
-    ("intermediate_size", 1 << 20),
-    ("num_hidden_layers", 1 << 12),
-    ("num_attention_heads", 1 << 12),
-    ("num_key_value_heads", 1 << 12),
-    ("max_position_embeddings", 1 << 26),
-    ("head_dim", 1 << 12),
-    ("moe_intermediate_size", 1 << 20),
-    ("num_experts", 1 << 12),
-];
-
 /// The most parameters a config may describe (10^13: 40 TB in float32).
 pub const MAX_PARAMETERS: f64 = 1e13;
 
@@ -442,24 +426,30 @@ impl ModelConfig {
     }
 
     /// Checks the invariants the implementation relies on, naming the offending field.
-    /// Every size at most its [`SIZE_LIMITS`] bound, and the parameter count at most
+    /// Every size at most its bound (far above released models: vocabularies of 262k, hidden
+    /// sizes of 16k, 126 layers, 10M positions; below what overflows a tensor's byte count),
+    /// and the parameter count at most
     /// [`MAX_PARAMETERS`]: sizes past them overflow a tensor's byte count or ask for memory
     /// no device has, where libtorch would abort instead of answering.
     fn validate_sizes(&self) -> Result<()> {
         let sizes = [
-            self.vocab_size,
-            self.hidden_size,
-            self.intermediate_size,
-            self.num_hidden_layers,
-            self.num_attention_heads,
-            self.kv_heads(),
-            self.max_position_embeddings,
-            self.head_dim(),
-            self.expert_size(),
-            self.num_experts.unwrap_or(0),
+            ("vocab_size", self.vocab_size, 1 << 24),
+            ("hidden_size", self.hidden_size, 1 << 18),
+            ("intermediate_size", self.intermediate_size, 1 << 20),
+            ("num_hidden_layers", self.num_hidden_layers, 1 << 12),
+            ("num_attention_heads", self.num_attention_heads, 1 << 12),
+            ("num_key_value_heads", self.kv_heads(), 1 << 12),
+            (
+                "max_position_embeddings",
+                self.max_position_embeddings,
+                1 << 26,
+            ),
+            ("head_dim", self.head_dim(), 1 << 12),
+            ("moe_intermediate_size", self.expert_size(), 1 << 20),
+            ("num_experts", self.num_experts.unwrap_or(0), 1 << 12),
         ];
-        for ((name, limit), v) in SIZE_LIMITS.iter().zip(sizes) {
-            if v > *limit {
+        for (name, v, limit) in sizes {
+            if v > limit {
                 bail!("config field `{name}` = {v} is above {limit}, past any model this build can hold");
             }
         }

@@ -41,7 +41,8 @@ pub trait Engine {
     ) -> Result<Generated>;
 
     /// [`Self::generate`] for a vision-language policy: `images[i]` are the images prompt
-    /// `i`'s placeholders hold, in order. Engines that cannot take images refuse by name.
+    /// `i`'s placeholders hold, in order. Only the trainer's own engines take images (a dataset
+    /// run refuses remote engines with image rows before its first step).
     fn generate_with_images(
         &self,
         prompts: &[Vec<i64>],
@@ -50,12 +51,7 @@ pub trait Engine {
         seed: u64,
     ) -> Result<Generated> {
         let _ = (prompts, images, params, seed);
-        bail!("{} does not take images (rollouts with images are generated in the trainer's process: drop the remote rollout engines)", self.name())
-    }
-
-    /// What the engine is, for errors.
-    fn name(&self) -> String {
-        "this rollout engine".into()
+        bail!("this rollout engine does not take images: they are sampled in the trainer's process")
     }
 
     /// The rows of an `n`-row batch this engine really samples; the others come back as

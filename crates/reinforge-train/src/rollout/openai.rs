@@ -201,10 +201,6 @@ impl RemoteEngines {
 }
 
 impl Engine for RemoteEngines {
-    fn name(&self) -> String {
-        format!("the OpenAI-API rollout engines ({})", self.urls.join(", "))
-    }
-
     fn generate(
         &self,
         prompts: &[Vec<i64>],
