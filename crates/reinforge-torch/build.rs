@@ -29,7 +29,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/c10d_shim.cpp");
     println!("cargo:rerun-if-changed=csrc/shim_error.h");
     println!("cargo:rerun-if-changed=csrc/vec8.h");
-    for (file, _, _) in SHIMS {
+    for file in SHIMS.iter().map(|(file, _)| *file).chain([UNITY]) {
         println!("cargo:rerun-if-changed={file}");
     }
     for var in [
@@ -45,8 +45,17 @@ fn main() {
         println!("cargo:warning=LIBTORCH is not set: building without torch.distributed");
         return;
     };
-    compile_shims(&libtorch);
-    let Some(gloo) = gloo_include(&libtorch) else {
+    // Two independent compiles of ATen's headers: side by side where a core is free.
+    std::thread::scope(|s| {
+        s.spawn(|| compile_shims(&libtorch));
+        compile_c10d(&libtorch);
+    });
+}
+
+/// Compiles the c10d shim when Gloo's headers are found (with NCCL when [`nccl_includes`]
+/// finds it) and sets `cfg(reinforge_c10d)`.
+fn compile_c10d(libtorch: &Path) {
+    let Some(gloo) = gloo_include(libtorch) else {
         println!(
             "cargo:warning=Gloo headers not found (scripts/setup.sh installs them into .venv/gloo): \
              building without torch.distributed"
@@ -57,9 +66,9 @@ fn main() {
         "cargo:rerun-if-changed={}",
         gloo.join("gloo/context.h").display()
     );
-    let mut build = shim_build(&libtorch.join("include"), "csrc/c10d_shim.cpp");
+    let mut build = shim_build(&libtorch.join("include"), &["csrc/c10d_shim.cpp"]);
     build.include(&gloo).define("USE_C10D_GLOO", None);
-    let nccl = nccl_includes(&libtorch);
+    let nccl = nccl_includes(libtorch);
     if let Some(dirs) = &nccl {
         build
             .define("USE_C10D_NCCL", None)
@@ -142,56 +151,43 @@ fn nccl_headers(libtorch: &Path) -> Option<Vec<PathBuf>> {
     Some(vec![cuda, nccl])
 }
 
-/// The shims compiled whenever libtorch's headers are present: (source, library, cfg set).
-const SHIMS: [(&str, &str, &str); 5] = [
-    (
-        "csrc/optim_shim.cpp",
-        "reinforge_optim",
-        "reinforge_fused_adamw",
-    ),
-    (
-        "csrc/autocast_shim.cpp",
-        "reinforge_autocast",
-        "reinforge_autocast",
-    ),
-    (
-        "csrc/linear_shim.cpp",
-        "reinforge_linear",
-        "reinforge_onednn_linear",
-    ),
+/// The file that includes every source of [`SHIMS`].
+const UNITY: &str = "csrc/shims.cpp";
+
+/// The shims compiled whenever libtorch's headers are present: (source, cfg set).
+const SHIMS: [(&str, &str); 5] = [
+    ("csrc/optim_shim.cpp", "reinforge_fused_adamw"),
+    ("csrc/autocast_shim.cpp", "reinforge_autocast"),
+    ("csrc/linear_shim.cpp", "reinforge_onednn_linear"),
     (
         "csrc/decode_attention_shim.cpp",
         "reinforge_decode_attention",
-        "reinforge_decode_attention",
     ),
-    (
-        "csrc/sampling_ops_shim.cpp",
-        "reinforge_sampling_ops",
-        "reinforge_sampling_ops",
-    ),
+    ("csrc/sampling_ops_shim.cpp", "reinforge_sampling_ops"),
 ];
 
-/// Compiles the fused-AdamW, autocast, oneDNN-linear, decode-attention and sampling-ops shims ([`SHIMS`]) when libtorch's
-/// headers are present.
+/// Compiles the fused-AdamW, autocast, oneDNN-linear, decode-attention and sampling-ops shims
+/// ([`SHIMS`]) as one translation unit (csrc/shims.cpp: ATen's headers parsed once) when
+/// libtorch's headers are present.
 fn compile_shims(libtorch: &Path) {
     let include = libtorch.join("include");
     if !include.join("ATen/ATen.h").is_file() {
         println!("cargo:warning=libtorch headers not found: AdamW without the fused kernel");
         return;
     }
-    for (file, lib, cfg) in SHIMS {
-        shim_build(&include, file).compile(lib);
+    shim_build(&include, &[UNITY]).compile("reinforge_shims");
+    for (_, cfg) in SHIMS {
         println!("cargo:rustc-cfg={cfg}");
     }
 }
 
-/// A C++17 build of one shim source against libtorch's headers (ATen and the C++ API).
-fn shim_build(include: &Path, file: &str) -> cc::Build {
+/// A C++17 build of shim sources against libtorch's headers (ATen and the C++ API).
+fn shim_build(include: &Path, files: &[&str]) -> cc::Build {
     let mut build = cc::Build::new();
     build
         .cpp(true)
         .std("c++17")
-        .file(file)
+        .files(files)
         .include(include)
         .include(include.join("torch/csrc/api/include"))
         // ATen's `parallel_for` is inline OpenMP in libtorch's headers: without -fopenmp it runs

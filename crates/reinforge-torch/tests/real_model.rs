@@ -30,13 +30,14 @@ fn smollm2_logits_match_transformers_in_f32() {
 /// The memory tools on the real model (issue 23's acceptance): with micro-batches, activation
 /// checkpointing, padding-free packing (sharing prompts or not) and all three, the first SFT step's gradient equals the
 /// plain path's (relative error; float32 sums in another order differ by rounding only), and
-/// after three AdamW steps at TRL's default SFT rate (2e-5) the parameters are within 1e-5 but
+/// after two AdamW steps at TRL's default SFT rate (2e-5; the second step reads the first's
+/// moments; the fixture Llama's `memory::` tests take three) the parameters are within 1e-5 but
 /// for at most 1 in a million: AdamW divides each gradient element by its own magnitude, so an
 /// element whose gradient is near AdamW's epsilon (1e-8) turns a rounding difference into a
 /// step difference of up to the rate. A real difference (a row seeing another row's tokens,
 /// a lost micro-batch) changes the gradient at 1e-3 or more.
 #[test]
-fn smollm2_memory_tools_leave_three_sft_steps_unchanged() {
+fn smollm2_memory_tools_leave_two_sft_steps_unchanged() {
     use reinforge_torch::tch::Tensor;
     use reinforge_torch::train::sft::sft_step;
     use reinforge_torch::{AdamW, AdamWConfig, Memory, SequenceBatch};
@@ -57,7 +58,7 @@ fn smollm2_memory_tools_leave_three_sft_steps_unchanged() {
     let c: Vec<&[i64]> = completions.iter().map(Vec::as_slice).collect();
     let batch = SequenceBatch::new(&p, &c, 0, Device::Cpu);
     let lr = 2e-5;
-    // (parameters after three steps, the first step's gradient, flattened)
+    // (parameters after two steps, the first step's gradient, flattened)
     let trained = |memory: Memory| {
         let policy = Policy::load(&dir, Device::Cpu).unwrap();
         let cfg = AdamWConfig {
@@ -65,7 +66,7 @@ fn smollm2_memory_tools_leave_three_sft_steps_unchanged() {
         };
         let mut opt = AdamW::new(&policy.vs, cfg);
         let mut first = None;
-        for _ in 0..3 {
+        for _ in 0..2 {
             sft_step(&policy, &mut opt, &batch, (lr, 1e9), &memory, None).unwrap();
             let grads: Vec<Tensor> = policy
                 .vs
@@ -122,7 +123,7 @@ fn smollm2_memory_tools_leave_three_sft_steps_unchanged() {
                 .int64_value(&[]);
         }
         println!(
-            "SmolLM2 SFT, {memory:?}: first gradient relative error {rel:.2e}; after 3 steps \
+            "SmolLM2 SFT, {memory:?}: first gradient relative error {rel:.2e}; after 2 steps \
              max |param - plain| = {max:.2e}, {over} of {total} parameters differ by > 1e-5"
         );
         assert!(

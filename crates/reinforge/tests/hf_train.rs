@@ -236,9 +236,10 @@ fn interrupted_dataset_runs_resume_exactly() {
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let straight = train(tmp.path(), "straight", extra);
+        let log = tmp.path().join("cut.stderr");
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_reinforge"))
             .args(train_args(tmp.path(), "cut", extra))
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
@@ -252,10 +253,12 @@ fn interrupted_dataset_runs_resume_exactly() {
             .args(["-INT", &child.id().to_string()])
             .status()
             .unwrap();
+        let status = child.wait().unwrap();
         assert_eq!(
-            child.wait().unwrap().code(),
+            status.code(),
             Some(130),
-            "{name}: Ctrl-C exits 130"
+            "{name}: Ctrl-C exits 130, not {status:?}; its stderr:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
         );
         let cut = metrics(tmp.path(), "cut");
         assert!(

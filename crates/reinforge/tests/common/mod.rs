@@ -60,10 +60,18 @@ pub fn preference_rows(dir: &Path, n: usize) {
     std::fs::write(dir.join("rows.jsonl"), unpaired).unwrap();
 }
 
-/// Runs the `reinforge` binary with `args`.
+/// libtorch's default intra-op threads for the processes tests start (`OMP_NUM_THREADS`;
+/// an explicit `--threads` or `threads =` still sets its own): the harness runs two tests
+/// at once on the two cores, and a process per core runs without the oversubscription that
+/// slows libtorch's threads by large factors (the real model's parity test took 127 s beside
+/// another test at libtorch's default of one thread per core, 39 s at one).
+pub const ONE_CORE: &str = "1";
+
+/// Runs the `reinforge` binary with `args`, on one core by default ([`ONE_CORE`]).
 pub fn reinforge(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reinforge"))
         .args(args)
+        .env("OMP_NUM_THREADS", ONE_CORE)
         .output()
         .expect("run reinforge")
 }
@@ -81,6 +89,7 @@ pub fn json_lines(bytes: &[u8]) -> Vec<Value> {
 /// and greedy ids per pair, one list per model in the order given.
 pub fn reference(models: &[&Path], pairs: &Path, max_new: usize) -> Vec<Vec<Value>> {
     let out = Command::new(root().join(".venv/bin/python"))
+        .env("OMP_NUM_THREADS", ONE_CORE)
         .arg(root().join("scripts/reference_generate_score.py"))
         .arg(pairs)
         .arg(max_new.to_string())
