@@ -19,6 +19,8 @@ use reinforge_serve::AppState;
 use serde_json::{json, Value};
 
 const VOCAB: usize = 50;
+/// Sessions the test servers hold at once (`Config::max_sessions`).
+const MAX_SESSIONS: usize = 4;
 
 /// Holds every forward_backward while `held` is true.
 #[derive(Default)]
@@ -123,6 +125,9 @@ fn setup(session_timeout: Duration) -> Setup {
         base_model: "scripted".into(),
         checkpoint_dir: dir.path().join("ckpt"),
         max_models_per_session: 2,
+        max_sessions: MAX_SESSIONS,
+        max_full_models: 1,
+        max_checkpoints_per_model: 3,
         max_pending_per_session: 2,
         max_snapshots_per_model: 2,
         session_timeout,
@@ -560,4 +565,81 @@ fn samples_of_two_clients_share_a_batch_beside_training() {
     assert_eq!(batches[2].sampling.weights, Some(snapshot));
     s.gate.set(false);
     assert_eq!(result(&s, &held["request_id"]).status(), 200);
+}
+
+/// `prefix_` and 32 hex digits: 128 random bits, not a counter another client can walk.
+fn is_capability(id: &str, prefix: &str) -> bool {
+    id.strip_prefix(prefix)
+        .and_then(|h| h.strip_prefix('_'))
+        .is_some_and(|h| h.len() == 32 && u128::from_str_radix(h, 16).is_ok())
+}
+
+/// Issue 50's audit: every client holds the same key and requests name what they act on by id
+/// alone, so ids must be unguessable (a second client walked `model_1, model_2, ...` and read,
+/// trained and ended another's); what all clients hold together is bounded: open sessions,
+/// full-weight models, checkpoints per model.
+#[test]
+fn ids_are_capabilities_and_what_all_clients_hold_is_bounded() {
+    let s = setup(Duration::from_secs(300));
+    let sessions: Vec<String> = (0..MAX_SESSIONS).map(|_| session(&s)).collect();
+    for id in &sessions {
+        assert!(is_capability(id, "session"), "{id}");
+    }
+    let (st, e, retry) = post(&s, "create_session", json!({"tags": []}));
+    assert_eq!((st, retry.as_deref()), (429, Some("10")), "{e}");
+    assert!(e.to_string().contains("--tinker-max-sessions"), "{e}");
+
+    let (st, m) = model(&s, &sessions[0]);
+    assert_eq!(st, 200, "{m}");
+    let model_id = m["model_id"].as_str().unwrap().to_string();
+    assert!(is_capability(&model_id, "model"), "{model_id}");
+    // Future ids are random below 2^53 (a counter would be under 10 here).
+    let future: u64 = m["request_id"].as_str().unwrap().parse().unwrap();
+    assert!(future > 1 << 20, "future id {future}");
+    result(&s, &m["request_id"]).into_string().unwrap();
+
+    // One full fine-tuning model over all sessions (the test server's limit); LoRA still fits.
+    let full = |session: &str| {
+        post(
+            &s,
+            "create_model",
+            json!({"session_id": session, "model_seq_id": 0, "base_model": "scripted"}),
+        )
+    };
+    let (st, v, _) = full(&sessions[1]);
+    assert_eq!(st, 200, "{v}");
+    let (st, e, _) = full(&sessions[2]);
+    assert_eq!((st, e["field"].as_str()), (400, Some("lora_config")), "{e}");
+    assert!(e.to_string().contains("--tinker-max-full-models"), "{e}");
+    assert_eq!(model(&s, &sessions[2]).0, 200);
+
+    // Three checkpoints per model; saving over one of them adds none.
+    let save = |name: &str, overwrite: bool| {
+        let (st, v, _) = post(
+            &s,
+            "save_weights",
+            json!({"model_id": model_id, "path": name, "overwrite": overwrite}),
+        );
+        if st == 200 {
+            result(&s, &v["request_id"]).into_string().unwrap();
+        }
+        (st, v)
+    };
+    for name in ["a", "b", "c"] {
+        assert_eq!(save(name, false).0, 200);
+    }
+    let (st, e) = save("d", false);
+    assert_eq!((st, e["field"].as_str()), (400, Some("path")), "{e}");
+    assert_eq!(save("c", true).0, 200);
+    let (st, e, _) = post(
+        &s,
+        "save_weights_for_sampler",
+        json!({"model_id": model_id, "path": "e"}),
+    );
+    assert_eq!((st, e["field"].as_str()), (400, Some("path")), "{e}");
+
+    // An ended session frees its slot.
+    let (st, _, _) = post(&s, &format!("sessions/{}/finish", sessions[3]), json!({}));
+    assert_eq!(st, 200);
+    assert!(is_capability(&session(&s), "session"));
 }

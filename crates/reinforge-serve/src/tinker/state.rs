@@ -27,6 +27,15 @@ pub struct Config {
     pub checkpoint_dir: PathBuf,
     /// Training models one session may hold at once.
     pub max_models_per_session: usize,
+    /// Sessions open at once, over all clients (`create_session` beyond: 429 until one ends).
+    pub max_sessions: usize,
+    /// Full fine-tuning models (each a whole copy of the base model with its optimiser
+    /// state) held at once, over all sessions; LoRA models share the base and count only
+    /// per session.
+    pub max_full_models: usize,
+    /// Checkpoints one training model may hold on disk (`save_weights` and named
+    /// `save_weights_for_sampler`); replacing one with `overwrite` adds none.
+    pub max_checkpoints_per_model: usize,
     /// Requests of one session queued or running at once (more: 429, which the SDK retries).
     pub max_pending_per_session: usize,
     /// Sampler snapshots kept per training model; older ones are dropped.
@@ -124,14 +133,24 @@ pub struct Store {
     /// `tinker://…/sampler_weights/…` paths and the snapshot holding them.
     pub sampler_paths: HashMap<String, String>,
     futures: HashMap<u64, FutureEntry>,
-    next_id: u64,
 }
 
 impl Store {
-    /// A fresh id with `prefix` (`session_3`, `model_4`, ...): unique within this server.
+    /// A fresh id with `prefix` (`session_…`, `model_…`, `sampler_…`): 128 bits of the
+    /// thread's CSPRNG, so an id is a capability. Every client of a server holds the same API
+    /// key, and requests name a model, sampler or future by id alone (the SDK's protocol), so
+    /// a client reaches only what it was handed the id of; sequential ids let one client read,
+    /// train, overwrite and end another's (issue 50's audit).
     pub fn fresh(&mut self, prefix: &str) -> String {
-        self.next_id += 1;
-        format!("{prefix}_{}", self.next_id)
+        format!("{prefix}_{:032x}", rand::random::<u128>())
+    }
+
+    /// Full fine-tuning models held, over all sessions.
+    pub fn full_models(&self) -> usize {
+        self.models
+            .values()
+            .filter(|m| m.lora_rank.is_none())
+            .count()
     }
 
     /// A new future of `session` in `state`; returns its id. Results handed out over a minute
@@ -141,8 +160,14 @@ impl Store {
             f.retrieved
                 .is_none_or(|t| t.elapsed() < Duration::from_secs(60))
         });
-        self.next_id += 1;
-        let id = self.next_id;
+        // Random for the reason of [`Self::fresh`]; below 2^53 so that a client reading the
+        // id as a JSON number keeps it exact.
+        let id = loop {
+            let id = rand::random::<u64>() >> 11;
+            if id != 0 && !self.futures.contains_key(&id) {
+                break id;
+            }
+        };
         self.futures.insert(
             id,
             FutureEntry {

@@ -1,5 +1,7 @@
 //! The Tinker flags of `reinforge serve --model DIR --tinker` (the backend is
-//! reinforge-backend's `TorchTinker`). `--tinker-max-models` bounds the models per session.
+//! reinforge-backend's `TorchTinker`). `--tinker-max-models` bounds the models per session,
+//! `--tinker-max-sessions`, `--tinker-max-full-models` and `--tinker-max-checkpoints` what all
+//! clients together hold.
 
 use std::path::PathBuf;
 
@@ -20,6 +22,18 @@ pub struct TinkerArgs {
     /// Training models one Tinker session may hold at once (each is a copy of the base model).
     #[arg(long, default_value_t = 4, value_parser = super::args::count)]
     pub tinker_max_models: usize,
+    /// Tinker sessions open at once, over all clients (more are answered 429 until one ends or
+    /// stops its heartbeat).
+    #[arg(long, default_value_t = 16, value_parser = super::args::count)]
+    pub tinker_max_sessions: usize,
+    /// Full fine-tuning models (a whole copy of the model with its optimiser state each) held
+    /// at once over all sessions; LoRA models share the base and count per session only.
+    #[arg(long, default_value_t = 2, value_parser = super::args::count)]
+    pub tinker_max_full_models: usize,
+    /// Checkpoints one training model may keep under --tinker-dir (save_weights and named
+    /// sampler weights; saving over an existing name with overwrite=true adds none).
+    #[arg(long, default_value_t = 64, value_parser = super::args::count)]
+    pub tinker_max_checkpoints: usize,
     /// Requests one Tinker session may have queued at once (more are answered 429, which the
     /// SDK retries).
     #[arg(long, default_value_t = 256, value_parser = super::args::count)]
@@ -43,6 +57,9 @@ impl TinkerArgs {
             base_model,
             checkpoint_dir: self.tinker_dir.clone(),
             max_models_per_session: self.tinker_max_models,
+            max_sessions: self.tinker_max_sessions,
+            max_full_models: self.tinker_max_full_models,
+            max_checkpoints_per_model: self.tinker_max_checkpoints,
             max_pending_per_session: self.tinker_max_pending,
             max_snapshots_per_model: 4,
             session_timeout: std::time::Duration::from_secs(300),

@@ -82,6 +82,16 @@ fn register_model(
             ),
         ));
     }
+    let full = s.full_models();
+    if lora_rank.is_none() && full >= t.config.max_full_models {
+        return Err(bad(
+            "lora_config",
+            format!(
+                "the server already holds {full} full fine-tuning models, its limit \
+                 (--tinker-max-full-models); train a LoRA model (lora_config) or end a session"
+            ),
+        ));
+    }
     let id = match id {
         Some(id) if s.models.contains_key(&id) => {
             return Err(bad("model_seq_id", format!("model `{id}` exists")))

@@ -3,12 +3,13 @@
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{not_found, service, Answer};
-use crate::error::ApiJson;
+use crate::error::{ApiError, ApiJson};
 use crate::tinker::backend::LOSS_NAMES;
 use crate::tinker::state::Session;
 use crate::AppState;
@@ -58,6 +59,18 @@ pub async fn create_session(State(state): State<AppState>) -> Answer {
     let t = service(&state)?;
     t.expire_sessions();
     let mut s = t.store();
+    let open = s.sessions.len();
+    if open >= t.config.max_sessions {
+        return Err(ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            message: format!(
+                "the server has {open} sessions open, its limit (--tinker-max-sessions); one \
+                 closes when its client ends it or stops its heartbeat"
+            ),
+            field: None,
+            retry_after: Some(10),
+        });
+    }
     let id = s.fresh("session");
     s.sessions.insert(
         id.clone(),

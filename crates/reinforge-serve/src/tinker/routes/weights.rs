@@ -75,6 +75,7 @@ pub async fn save_weights(
             format!("checkpoint `{checkpoint_id}` exists (overwrite=true replaces it)"),
         ));
     }
+    check_checkpoint_room(&t, &req.model_id, &checkpoint_id)?;
     check_pending(&t, &session)?;
     let (tc, model_id) = (t.clone(), req.model_id.clone());
     let id = t.submit(
@@ -89,6 +90,25 @@ pub async fn save_weights(
         }),
     );
     Ok(future(id, Some(&req.model_id)))
+}
+
+/// 400 when `model_id` holds `max_checkpoints_per_model` checkpoints and `checkpoint_id` is
+/// not one of them (replacing one adds none). Saves still queued are not counted yet: a
+/// model holds at most the limit plus its session's queued requests.
+fn check_checkpoint_room(t: &Tinker, model_id: &str, checkpoint_id: &str) -> Result<(), ApiError> {
+    let held = t.checkpoints(model_id).unwrap_or_default();
+    let limit = t.config.max_checkpoints_per_model;
+    if held.len() < limit || held.iter().any(|c| c.checkpoint_id == checkpoint_id) {
+        return Ok(());
+    }
+    Err(bad(
+        "path",
+        format!(
+            "model `{model_id}` holds {} checkpoints, the server's limit per model; save under \
+             an existing name with overwrite=true",
+            held.len()
+        ),
+    ))
 }
 
 /// Adds (or replaces) a checkpoint in `model_id`'s list.
@@ -231,6 +251,7 @@ pub async fn save_weights_for_sampler(
     }
     if let Some(p) = &req.path {
         checkpoint_name(p, "path")?;
+        check_checkpoint_room(&t, &req.model_id, &format!("sampler_weights/{p}"))?;
     }
     check_pending(&t, &session)?;
     let snapshot = t.store().fresh("sampler");
